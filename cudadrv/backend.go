@@ -1,0 +1,230 @@
+package cudadrv
+
+// Raw handles as a backend hands them out. They are opaque numbers: the cuda backend's are the
+// driver's pointers, the sim's are table indices. Zero is never a valid handle.
+type (
+	RawContext   uintptr // CUcontext
+	RawStream    uintptr // CUstream
+	RawEvent     uintptr // CUevent
+	RawModule    uintptr // CUmodule
+	RawFunction  uintptr // CUfunction
+	RawGraph     uintptr // CUgraph
+	RawGraphExec uintptr // CUgraphExec
+	RawBLAS      uintptr // cublasHandle_t
+)
+
+// DevicePtr is a device address (CUdeviceptr). Arithmetic on it is byte arithmetic.
+type DevicePtr uint64
+
+// Dim3 is a grid or block extent.
+type Dim3 struct{ X, Y, Z uint32 }
+
+// DeviceAttribute is a CUdevice_attribute.
+type DeviceAttribute int32
+
+// The device attributes the project reads.
+const (
+	AttrMultiprocessorCount    DeviceAttribute = 16
+	AttrComputeCapabilityMajor DeviceAttribute = 75
+	AttrComputeCapabilityMinor DeviceAttribute = 76
+)
+
+// StreamFlags are CUstream_flags.
+type StreamFlags uint32
+
+// StreamNonBlocking makes a stream that does not synchronize with the legacy default stream.
+const StreamNonBlocking StreamFlags = 0x1
+
+// EventFlags are CUevent_flags.
+type EventFlags uint32
+
+// Event flags, with the driver's values.
+const (
+	EventDefault       EventFlags = 0x0
+	EventBlockingSync  EventFlags = 0x1
+	EventDisableTiming EventFlags = 0x2
+)
+
+// HostRegisterFlags are the cuMemHostRegister flags.
+type HostRegisterFlags uint32
+
+// Host registration flags, with the driver's values.
+const (
+	HostRegisterPortable HostRegisterFlags = 0x01
+	HostRegisterReadOnly HostRegisterFlags = 0x08
+)
+
+// CaptureMode is a CUstreamCaptureMode.
+type CaptureMode int32
+
+// Capture modes, with the driver's values.
+const (
+	CaptureModeGlobal      CaptureMode = 0
+	CaptureModeThreadLocal CaptureMode = 1
+	CaptureModeRelaxed     CaptureMode = 2
+)
+
+// CaptureStatus is a CUstreamCaptureStatus.
+type CaptureStatus int32
+
+// Capture statuses, with the driver's values.
+const (
+	CaptureStatusNone        CaptureStatus = 0
+	CaptureStatusActive      CaptureStatus = 1
+	CaptureStatusInvalidated CaptureStatus = 2
+)
+
+// String names the status as the driver does.
+func (s CaptureStatus) String() string {
+	switch s {
+	case CaptureStatusNone:
+		return "CU_STREAM_CAPTURE_STATUS_NONE"
+	case CaptureStatusActive:
+		return "CU_STREAM_CAPTURE_STATUS_ACTIVE"
+	case CaptureStatusInvalidated:
+		return "CU_STREAM_CAPTURE_STATUS_INVALIDATED"
+	}
+	return "CUstreamCaptureStatus(?)"
+}
+
+// InstantiateFlags are CUgraphInstantiate_flags.
+type InstantiateFlags uint64
+
+// Instantiate flags, with the driver's values.
+const (
+	InstantiateAutoFreeOnLaunch InstantiateFlags = 1
+	InstantiateUpload           InstantiateFlags = 2
+	InstantiateDeviceLaunch     InstantiateFlags = 4
+	InstantiateUseNodePriority  InstantiateFlags = 8
+)
+
+// BLASOp is a cublasOperation_t.
+type BLASOp int32
+
+// Transpose choices for GEMM operands.
+const (
+	OpN BLASOp = 0 // as stored
+	OpT BLASOp = 1 // transposed
+)
+
+// MathMode is a cublasMath_t.
+type MathMode int32
+
+// Math modes, with the library's values.
+const (
+	MathDefault           MathMode = 0
+	MathTF32TensorOp      MathMode = 3
+	MathDisallowReduction MathMode = 16
+)
+
+// GemmParams describes one SGEMM (BatchCount 0 or 1) or strided-batched SGEMM in cuBLAS's
+// column-major convention: C = Alpha·op(A)·op(B) + Beta·C with op(A) M×K, op(B) K×N, C M×N.
+// Backends read Alpha and Beta through pointers into this struct, so callers on a hot path
+// keep one GemmParams on the heap and reuse it (no allocation per call).
+type GemmParams struct {
+	TransA, TransB BLASOp
+	M, N, K        int
+	Alpha, Beta    float32
+	A, B, C        DevicePtr
+	LDA, LDB, LDC  int
+	// Strided-batched only: element strides between consecutive matrices and the count.
+	StrideA, StrideB, StrideC int64
+	BatchCount                int
+}
+
+// Backend is the flat driver surface a device implementation provides: one method per driver
+// entry point, raw handles in and out, host memory as byte slices. The wrappers in this package
+// are the API; Backend is what cudadrv/cuda and cudadrv/sim implement.
+//
+// Errors are *Error (driver), *BLASError (cuBLAS), *CompileError (NVRTC), *LibraryError
+// (a library that could not be loaded) or wrap ErrUnsupported. A method that succeeds returns
+// a nil error and, on the hot calls (LaunchKernel, the *Async copies, EventRecord,
+// GraphLaunch, Sgemm), allocates nothing.
+//
+// Host slices passed to asynchronous copies must stay alive and unchanged until the stream
+// work that reads or writes them has completed; the backend keeps no reference after that.
+// Methods may be called from any goroutine; calls that need a context use the one current on
+// the calling OS thread (CtxSetCurrent), exactly as the driver does.
+type Backend interface {
+	// Name is "cuda" or "sim".
+	Name() string
+
+	Init() error
+	DriverVersion() (int, error)
+	DeviceCount() (int, error)
+	DeviceName(ordinal int) (string, error)
+	DeviceAttribute(ordinal int, attr DeviceAttribute) (int, error)
+	DeviceTotalMem(ordinal int) (uint64, error)
+
+	PrimaryCtxRetain(ordinal int) (RawContext, error)
+	PrimaryCtxRelease(ordinal int) error
+	CtxSetCurrent(ctx RawContext) error
+	CtxGetCurrent() (RawContext, error)
+	CtxSynchronize() error
+	MemGetInfo() (free, total uint64, err error)
+	StreamPriorityRange() (least, greatest int, err error)
+
+	StreamCreate(flags StreamFlags, priority int) (RawStream, error)
+	StreamDestroy(s RawStream) error
+	StreamSynchronize(s RawStream) error
+	// StreamQuery returns nil when all work is done, an *Error with ErrorNotReady when not.
+	StreamQuery(s RawStream) error
+	StreamWaitEvent(s RawStream, e RawEvent) error
+
+	EventCreate(flags EventFlags) (RawEvent, error)
+	EventDestroy(e RawEvent) error
+	EventRecord(e RawEvent, s RawStream) error
+	// EventQuery returns nil when the event has completed, ErrorNotReady when not.
+	EventQuery(e RawEvent) error
+	EventSynchronize(e RawEvent) error
+	EventElapsedTime(start, end RawEvent) (milliseconds float32, err error)
+
+	MemAlloc(size uint64) (DevicePtr, error)
+	MemFree(p DevicePtr) error
+	// MemHostAlloc returns page-locked host memory of size bytes; the slice's memory is not
+	// Go-managed on the cuda backend and stays valid until MemFreeHost.
+	MemHostAlloc(size uint64) ([]byte, error)
+	MemFreeHost(p []byte) error
+	MemHostRegister(p []byte, flags HostRegisterFlags) error
+	MemHostUnregister(p []byte) error
+
+	MemcpyHtoD(dst DevicePtr, src []byte) error
+	MemcpyDtoH(dst []byte, src DevicePtr) error
+	MemcpyDtoD(dst, src DevicePtr, size uint64) error
+	MemcpyHtoDAsync(dst DevicePtr, src []byte, s RawStream) error
+	MemcpyDtoHAsync(dst []byte, src DevicePtr, s RawStream) error
+	MemcpyDtoDAsync(dst, src DevicePtr, size uint64, s RawStream) error
+	MemsetD8(dst DevicePtr, value byte, count uint64) error
+	MemsetD8Async(dst DevicePtr, value byte, count uint64, s RawStream) error
+	MemsetD32Async(dst DevicePtr, value uint32, count uint64, s RawStream) error
+
+	// ModuleLoadData loads PTX text or a cubin image.
+	ModuleLoadData(image []byte) (RawModule, error)
+	ModuleUnload(m RawModule) error
+	ModuleGetFunction(m RawModule, name string) (RawFunction, error)
+	LaunchKernel(f RawFunction, grid, block Dim3, sharedMem uint32, s RawStream, args *KernelArgs) error
+
+	StreamBeginCapture(s RawStream, mode CaptureMode) error
+	StreamEndCapture(s RawStream) (RawGraph, error)
+	StreamCaptureStatus(s RawStream) (CaptureStatus, error)
+	GraphNodeCount(g RawGraph) (int, error)
+	GraphInstantiate(g RawGraph, flags InstantiateFlags) (RawGraphExec, error)
+	GraphUpload(e RawGraphExec, s RawStream) error
+	GraphLaunch(e RawGraphExec, s RawStream) error
+	// GraphExecUpdate updates e in place from g; an *Error with ErrorGraphExecUpdateFailure
+	// means the topology differs and e must be re-instantiated.
+	GraphExecUpdate(e RawGraphExec, g RawGraph) error
+	GraphExecDestroy(e RawGraphExec) error
+	GraphDestroy(g RawGraph) error
+
+	BLASCreate() (RawBLAS, error)
+	BLASDestroy(h RawBLAS) error
+	BLASSetStream(h RawBLAS, s RawStream) error
+	BLASSetMathMode(h RawBLAS, mode MathMode) error
+	Sgemm(h RawBLAS, p *GemmParams) error
+	SgemmStridedBatched(h RawBLAS, p *GemmParams) error
+
+	// CompilePTX compiles CUDA C source to PTX with NVRTC. On a compile error it returns a
+	// *CompileError carrying the log.
+	CompilePTX(source, name string, options []string) ([]byte, error)
+}
