@@ -1,0 +1,117 @@
+// Package drivertest opens the device that the project's test suites run against: the
+// simulated device by default, the real GPU when CUDAEP_TEST_BACKEND=cuda.
+package drivertest
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/cuda"
+	"github.com/cudaep/cudaep/cudadrv/sim"
+)
+
+// EnvBackend is the environment variable that selects the backend: "sim" (default) or "cuda".
+const EnvBackend = "CUDAEP_TEST_BACKEND"
+
+// Env is an open device for one test: a driver, device 0 and its retained primary context,
+// bound on the test goroutine's OS thread.
+type Env struct {
+	Driver  *cudadrv.Driver
+	Device  *cudadrv.Device
+	Context *cudadrv.Context
+	// Sim is the simulated device, or nil on the real GPU. Tests that need fault injection
+	// skip when it is nil and say why.
+	Sim *sim.Device
+}
+
+// BackendName returns the backend the suites run against: "sim" or "cuda".
+func BackendName() string {
+	if os.Getenv(EnvBackend) == "cuda" {
+		return "cuda"
+	}
+	return "sim"
+}
+
+// Open opens the test backend, retains device 0's primary context and binds it on the calling
+// goroutine's OS thread, which it locks for the rest of the test (CUDA contexts are current
+// per thread). Cleanup releases everything and fails the test if the context's counters show a
+// leaked device allocation, pinned buffer, registration, graph, executable, stream or event.
+func Open(t testing.TB) *Env {
+	t.Helper()
+	return OpenWith(t, sim.Options{})
+}
+
+// OpenWith is Open with options for the simulated device (ignored on the real GPU).
+func OpenWith(t testing.TB, opts sim.Options) *Env {
+	t.Helper()
+	runtime.LockOSThread()
+	env := &Env{}
+	var b cudadrv.Backend
+	if BackendName() == "cuda" {
+		cb, err := cuda.Open()
+		if err != nil {
+			t.Fatalf("drivertest: %s=cuda but the CUDA driver cannot be opened: %v", EnvBackend, err)
+		}
+		b = cb
+	} else {
+		env.Sim = sim.New(opts)
+		b = env.Sim
+	}
+	drv, err := cudadrv.NewDriver(b)
+	if err != nil {
+		t.Fatalf("drivertest: init %s backend: %v", b.Name(), err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatalf("drivertest: device 0: %v", err)
+	}
+	ctx, err := dev.RetainPrimaryContext()
+	if err != nil {
+		t.Fatalf("drivertest: retain primary context: %v", err)
+	}
+	if err := ctx.Bind(); err != nil {
+		t.Fatalf("drivertest: bind context: %v", err)
+	}
+	env.Driver, env.Device, env.Context = drv, dev, ctx
+	t.Cleanup(func() {
+		c := ctx.Counters()
+		if leaks := Leaks(c); leaks != "" {
+			t.Errorf("drivertest: leaked at teardown: %s", leaks)
+		}
+		if err := ctx.Release(); err != nil {
+			t.Errorf("drivertest: release context: %v", err)
+		}
+		if env.Sim != nil {
+			if err := env.Sim.Close(); err != nil {
+				t.Errorf("drivertest: close sim: %v", err)
+			}
+		}
+		runtime.UnlockOSThread()
+	})
+	return env
+}
+
+// Leaks describes every kind of object created through the wrappers and not destroyed, or ""
+// when everything was.
+func Leaks(c cudadrv.Counters) string {
+	var s string
+	add := func(name string, made, gone uint64) {
+		if made != gone {
+			s += name + " " + strconv.FormatUint(made-gone, 10) + " "
+		}
+	}
+	add("device-allocations", c.DeviceAllocs, c.DeviceFrees)
+	add("pinned-buffers", c.PinnedAllocs, c.PinnedFrees)
+	add("registrations", c.Registrations, c.Unregistrations)
+	add("graphs", c.GraphsCreated, c.GraphsDestroyed)
+	add("graph-execs", c.GraphExecsCreated, c.GraphExecsDestroyed)
+	add("streams", c.StreamsCreated, c.StreamsDestroyed)
+	add("events", c.EventsCreated, c.EventsDestroyed)
+	add("modules", c.ModulesLoaded, c.ModulesUnloaded)
+	add("blas-handles", c.BLASHandlesCreated, c.BLASHandlesDestroyed)
+	return s
+}
+
