@@ -114,4 +114,3 @@ func Leaks(c cudadrv.Counters) string {
 	add("blas-handles", c.BLASHandlesCreated, c.BLASHandlesDestroyed)
 	return s
 }
-
