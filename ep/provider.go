@@ -1,0 +1,171 @@
+package ep
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/cuda"
+	"github.com/cudaep/cudaep/cudadrv/sim"
+)
+
+// Version is the library version.
+const Version = "0.1.0"
+
+// Sentinel errors of the provider. Errors returned by Provider methods wrap one of these, an
+// *OptionError, or a driver error from cudadrv (*cudadrv.Error, *cudadrv.LibraryError, …).
+var (
+	// ErrNoDevice: the requested device ordinal does not exist (the message names the count),
+	// or no device is present.
+	ErrNoDevice = errors.New("ep: no such device")
+	// ErrClosed: the provider was closed.
+	ErrClosed = errors.New("ep: provider closed")
+)
+
+// DeviceInfo describes the provider's device.
+type DeviceInfo struct {
+	Ordinal         int
+	Name            string
+	Major, Minor    int // compute capability
+	TotalMemory     uint64
+	FreeMemory      uint64 // at the time Device was called
+	Multiprocessors int
+}
+
+// Provider is a CUDA execution provider on one device. All methods are safe for concurrent use
+// unless their documentation says otherwise. Close releases everything it owns.
+type Provider struct {
+	opts       Options
+	drv        *cudadrv.Driver
+	dev        *cudadrv.Device
+	ctx        *cudadrv.Context
+	autoReason string
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+	closeErr  error
+}
+
+// New creates a provider with opts (see Options for the keys and defaults).
+//
+// # Errors
+//
+// Invalid options return an *OptionError. With backend "cuda" and no loadable CUDA driver the
+// error names what was tried and suggests backend=sim. A DeviceID at or past the device count
+// wraps ErrNoDevice and names the count.
+func New(opts Options) (*Provider, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	b, reason, err := openBackend(opts.Backend)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := cudadrv.NewDriver(b)
+	if err != nil {
+		return nil, fmt.Errorf("ep: initialize %s backend: %w", b.Name(), err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("ep: count devices: %w", err)
+	}
+	if opts.DeviceID >= n {
+		return nil, fmt.Errorf("%w: device_id %d is out of range: %d device(s) present on the %s backend",
+			ErrNoDevice, opts.DeviceID, n, b.Name())
+	}
+	dev, err := drv.Device(opts.DeviceID)
+	if err != nil {
+		return nil, fmt.Errorf("ep: open device %d: %w", opts.DeviceID, err)
+	}
+	ctx, err := dev.RetainPrimaryContext()
+	if err != nil {
+		return nil, fmt.Errorf("ep: retain primary context of device %d: %w", opts.DeviceID, err)
+	}
+	p := &Provider{opts: opts, drv: drv, dev: dev, ctx: ctx, autoReason: reason}
+	return p, nil
+}
+
+// openBackend opens the backend named by the option and, for auto, says why it chose it.
+func openBackend(name string) (cudadrv.Backend, string, error) {
+	switch name {
+	case BackendSim:
+		return sim.New(sim.Options{}), "", nil
+	case BackendCUDA:
+		b, err := cuda.Open()
+		if err != nil {
+			return nil, "", fmt.Errorf("ep: backend=cuda: %w", err)
+		}
+		return b, "", nil
+	case BackendAuto:
+		b, err := cuda.Open()
+		if err != nil {
+			return sim.New(sim.Options{}), "auto chose sim: no usable CUDA driver (" + err.Error() + ")", nil
+		}
+		if n, err := b.DeviceCount(); err != nil || n == 0 {
+			return sim.New(sim.Options{}), "auto chose sim: the CUDA driver reports no device", nil
+		}
+		return b, "auto chose cuda: a CUDA device is usable", nil
+	}
+	return nil, "", &OptionError{Key: OptionBackend, Value: name, Allowed: "cuda | sim | auto"}
+}
+
+// enter locks the calling goroutine to its OS thread and makes the provider's context current
+// on it; the returned function undoes the lock. Every entry point that talks to the driver
+// calls it first: CUDA contexts are per thread, and a C host may call from any thread.
+func (p *Provider) enter() (func(), error) {
+	if p.closed.Load() {
+		return func() {}, ErrClosed
+	}
+	runtime.LockOSThread()
+	if err := p.ctx.Bind(); err != nil {
+		runtime.UnlockOSThread()
+		return func() {}, fmt.Errorf("ep: bind context: %w", err)
+	}
+	return runtime.UnlockOSThread, nil
+}
+
+// Options returns the options the provider was created with.
+func (p *Provider) Options() Options { return p.opts }
+
+// BackendName is the backend in use: "cuda" or "sim".
+func (p *Provider) BackendName() string { return p.drv.Name() }
+
+// AutoReason says why backend=auto chose the backend it did, or "" for an explicit backend.
+func (p *Provider) AutoReason() string { return p.autoReason }
+
+// Context returns the provider's driver context (for Go hosts that drive cudadrv directly).
+func (p *Provider) Context() *cudadrv.Context { return p.ctx }
+
+// Device describes the provider's device; FreeMemory is read now.
+func (p *Provider) Device() DeviceInfo {
+	major, minor := p.dev.ComputeCapability()
+	info := DeviceInfo{
+		Ordinal: p.dev.Ordinal(), Name: p.dev.Name(), Major: major, Minor: minor,
+		TotalMemory: p.dev.TotalMemory(), Multiprocessors: p.dev.Multiprocessors(),
+	}
+	if leave, err := p.enter(); err == nil {
+		if free, _, err := p.ctx.MemInfo(); err == nil {
+			info.FreeMemory = free
+		}
+		leave()
+	}
+	return info
+}
+
+// Close releases the provider's context and everything it owns. It is idempotent: later calls
+// return the first call's result.
+func (p *Provider) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		p.closeErr = p.ctx.Release()
+		if c, ok := p.drv.Backend().(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil && p.closeErr == nil {
+				p.closeErr = err
+			}
+		}
+	})
+	return p.closeErr
+}
