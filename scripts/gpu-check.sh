@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# gpu-check.sh: run every GPU suite of cudaep in one call on a machine with an NVIDIA GPU.
+#
+#   scripts/gpu-check.sh build   # here (has Go): build test binaries, library, C tests into build/gpu
+#   scripts/gpu-check.sh run     # there (has the GPU, no Go): run them all, summary last
+#
+# The device machine has no Go toolchain: everything Go is compiled by "build" and carried in
+# build/gpu. Each step runs under `timeout` so a hang cannot eat the device budget. Logs go to
+# $OUT (or build/gpu/logs) and the last lines printed are a one-line-per-step summary.
+set -u
+cd "$(dirname "$0")/.."
+B=build/gpu
+
+# Packages whose Go tests run on the GPU, as name:import-path.
+PKGS="cudadrv:./cudadrv cuda:./cudadrv/cuda graphs:./graphs paging:./paging kernels:./ep/kernels ep:./ep"
+
+build() {
+	rm -rf "$B" && mkdir -p "$B"
+	for p in $PKGS; do
+		name=${p%%:*} path=${p#*:}
+		[ -d "$path" ] || continue
+		CGO_ENABLED=0 go test -c -o "$B/$name.test" "$path" || { echo "build $name: FAILED"; exit 1; }
+	done
+	if [ -f Makefile ] && make -q -n build/libcudaep.so >/dev/null 2>&1 || [ -f Makefile ]; then
+		make --no-print-directory build/libcudaep.so >/dev/null && cp -r build/libcudaep.so build/include "$B"/ 2>/dev/null || true
+	fi
+	if [ -d cmd/cudaep-demo ]; then
+		CGO_ENABLED=0 go build -o "$B/cudaep-demo" ./cmd/cudaep-demo
+	fi
+	if [ -d cmd/cudaep-bench ]; then
+		CGO_ENABLED=0 go build -o "$B/cudaep-bench" ./cmd/cudaep-bench
+	fi
+	ls -la "$B"
+}
+
+run() {
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export CUDAEP_TEST_BACKEND=cuda
+	logs=${OUT:-$B/logs}
+	mkdir -p "$logs"
+	summary=()
+	step() { # step NAME SECONDS DIR CMD...
+		local name=$1 secs=$2 dir=$3
+		shift 3
+		local t0 rc
+		t0=$(date +%s)
+		(cd "$dir" && timeout "$secs" "$@") >"$logs/$name.log" 2>&1
+		rc=$?
+		local took=$(($(date +%s) - t0)) verdict=ok
+		[ $rc -eq 0 ] || verdict="FAIL rc=$rc"
+		[ $rc -eq 124 ] && verdict="TIMEOUT after ${secs}s"
+		local detail
+		detail=$(grep -cE '^(=== RUN|--- PASS)' "$logs/$name.log" 2>/dev/null)
+		local fails
+		fails=$(grep -E '^\s*--- FAIL' "$logs/$name.log" | head -5 | tr '\n' ' ')
+		summary+=("$(printf '%-22s %-18s %4ss  %s' "$name" "$verdict" "$took" "$fails")")
+		if [ $rc -ne 0 ]; then
+			echo "----- tail of $name -----"
+			tail -40 "$logs/$name.log"
+		fi
+	}
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+	for p in $PKGS; do
+		name=${p%%:*} path=${p#*:}
+		[ -x "$B/$name.test" ] || continue
+		step "go-$name" "${GO_TEST_TIMEOUT:-240}" "$path" "$OLDPWD/$B/$name.test" -test.count=1 -test.v ${GO_TEST_RUN:+-test.run "$GO_TEST_RUN"}
+	done
+	if [ -f ctests/bench/raw_driver_bench.c ]; then
+		step build-raw-bench 60 . gcc -O2 -o "$B/raw_driver_bench" ctests/bench/raw_driver_bench.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda
+		[ -x "$B/raw_driver_bench" ] && step raw-driver-bench 120 . "$B/raw_driver_bench"
+	fi
+	if [ -x "$B/cudaep-demo" ]; then
+		step demo 120 . "$B/cudaep-demo" -backend=auto
+	fi
+	echo
+	echo "===== gpu-check summary ($(date -u +%FT%TZ)) ====="
+	for s in "${summary[@]}"; do echo "$s"; done
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
