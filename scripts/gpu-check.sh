@@ -9,6 +9,7 @@
 # $OUT (or build/gpu/logs) and the last lines printed are a one-line-per-step summary.
 set -u
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
 B=build/gpu
 
 # Packages whose Go tests run on the GPU, as name:import-path.
@@ -21,8 +22,8 @@ build() {
 		[ -d "$path" ] || continue
 		CGO_ENABLED=0 go test -c -o "$B/$name.test" "$path" || { echo "build $name: FAILED"; exit 1; }
 	done
-	if [ -f Makefile ] && make -q -n build/libcudaep.so >/dev/null 2>&1 || [ -f Makefile ]; then
-		make --no-print-directory build/libcudaep.so >/dev/null && cp -r build/libcudaep.so build/include "$B"/ 2>/dev/null || true
+	if [ -f Makefile ]; then
+		make --no-print-directory >/dev/null && cp -r build/libcudaep.so build/include "$B"/
 	fi
 	if [ -d cmd/cudaep-demo ]; then
 		CGO_ENABLED=0 go build -o "$B/cudaep-demo" ./cmd/cudaep-demo
@@ -63,7 +64,7 @@ run() {
 	for p in $PKGS; do
 		name=${p%%:*} path=${p#*:}
 		[ -x "$B/$name.test" ] || continue
-		step "go-$name" "${GO_TEST_TIMEOUT:-240}" "$path" "$OLDPWD/$B/$name.test" -test.count=1 -test.v ${GO_TEST_RUN:+-test.run "$GO_TEST_RUN"}
+		step "go-$name" "${GO_TEST_TIMEOUT:-240}" "$path" "$ROOT/$B/$name.test" -test.count=1 -test.v ${GO_TEST_RUN:+-test.run "$GO_TEST_RUN"}
 	done
 	if [ -f ctests/bench/raw_driver_bench.c ]; then
 		step build-raw-bench 60 . gcc -O2 -o "$B/raw_driver_bench" ctests/bench/raw_driver_bench.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda
