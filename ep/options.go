@@ -118,6 +118,20 @@ func (o *Options) Set(key, value string) error {
 	return spec.set(o, value)
 }
 
+// Get returns the value of the option named key in the canonical form [Options.Set] accepts
+// (byte counts as plain digits, booleans as true or false).
+//
+// # Errors
+//
+// An unknown key returns an *[OptionError] listing the known keys.
+func (o Options) Get(key string) (string, error) {
+	spec, ok := lookupOption(key)
+	if !ok {
+		return "", &OptionError{Key: key, Unknown: true}
+	}
+	return spec.get(o), nil
+}
+
 // Validate checks every field of o against the values [Options.Set] would accept, so that
 // Options built field by field in Go get the same errors as options set by key. It returns
 // the first problem as an *[OptionError], or nil.

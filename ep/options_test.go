@@ -191,3 +191,24 @@ func TestOptionsStringRoundTrips(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+func TestOptionsGet(t *testing.T) {
+	o := ep.DefaultOptions()
+	require.NoError(t, o.Set("staging_pool_cap_bytes", "2MiB"))
+	require.NoError(t, o.Set("tf32", "1"))
+	tests := map[string]string{
+		"backend": "cuda", "device_id": "0", "tf32": "true",
+		"staging_pool_cap_bytes": "2097152", "residency_budget_bytes": "0",
+		"prefill_double_buffer": "false",
+	}
+	for key, want := range tests {
+		got, err := o.Get(key)
+		require.NoError(t, err, key)
+		assert.Equal(t, want, got, key)
+	}
+	_, err := o.Get("nope")
+	var oe *ep.OptionError
+	require.True(t, errors.As(err, &oe))
+	assert.True(t, oe.Unknown)
+	assert.Contains(t, err.Error(), "known options: backend, device_id")
+}
