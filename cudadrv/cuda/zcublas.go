@@ -50,7 +50,7 @@ func (t *cublasTable) cublasCreate_v2(handle *cudadrv.RawBLAS) cudadrv.BLASStatu
 	r, _, _ := purego.SyscallN(t.addr[0], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(handle)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }
 
 // cublasDestroy_v2 calls cublasStatus_t cublasDestroy_v2(cublasHandle_t handle).
@@ -59,7 +59,7 @@ func (t *cublasTable) cublasDestroy_v2(handle cudadrv.RawBLAS) cudadrv.BLASStatu
 	a[0] = uintptr(handle)
 	r, _, _ := purego.SyscallN(t.addr[1], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }
 
 // cublasSetStream_v2 calls cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId).
@@ -69,7 +69,7 @@ func (t *cublasTable) cublasSetStream_v2(handle cudadrv.RawBLAS, streamId cudadr
 	a[1] = uintptr(streamId)
 	r, _, _ := purego.SyscallN(t.addr[2], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }
 
 // cublasSetMathMode calls cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode).
@@ -79,7 +79,7 @@ func (t *cublasTable) cublasSetMathMode(handle cudadrv.RawBLAS, mode cudadrv.Mat
 	a[1] = uintptr(mode)
 	r, _, _ := purego.SyscallN(t.addr[3], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }
 
 // cublasSgemm_v2 calls cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float *alpha, CUdeviceptr A, int lda, CUdeviceptr B, int ldb, const float *beta, CUdeviceptr C, int ldc).
@@ -105,7 +105,7 @@ func (t *cublasTable) cublasSgemm_v2(handle cudadrv.RawBLAS, transa cudadrv.BLAS
 	putCallArgs(a)
 	runtime.KeepAlive(alpha)
 	runtime.KeepAlive(beta)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }
 
 // cublasSgemmStridedBatched calls cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float *alpha, CUdeviceptr A, int lda, long long int strideA, CUdeviceptr B, int ldb, long long int strideB, const float *beta, CUdeviceptr C, int ldc, long long int strideC, int batchCount).
@@ -135,5 +135,5 @@ func (t *cublasTable) cublasSgemmStridedBatched(handle cudadrv.RawBLAS, transa c
 	putCallArgs(a)
 	runtime.KeepAlive(alpha)
 	runtime.KeepAlive(beta)
-	return cudadrv.BLASStatus(int32(r))
+	return cudadrv.BLASStatus(r)
 }

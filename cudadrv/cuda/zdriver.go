@@ -96,7 +96,7 @@ func (t *driverTable) cuInit(flags uint32) cudadrv.Result {
 	a[0] = uintptr(flags)
 	r, _, _ := purego.SyscallN(t.addr[0], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDriverGetVersion calls CUresult cuDriverGetVersion(int *driverVersion).
@@ -107,7 +107,7 @@ func (t *driverTable) cuDriverGetVersion(driverVersion *int32) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[1], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(driverVersion)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDeviceGet calls CUresult cuDeviceGet(CUdevice *device, int ordinal).
@@ -119,7 +119,7 @@ func (t *driverTable) cuDeviceGet(device *int32, ordinal int32) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[2], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(device)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDeviceGetCount calls CUresult cuDeviceGetCount(int *count).
@@ -130,7 +130,7 @@ func (t *driverTable) cuDeviceGetCount(count *int32) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[3], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(count)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDeviceGetName calls CUresult cuDeviceGetName(char *name, int length, CUdevice dev).
@@ -143,7 +143,7 @@ func (t *driverTable) cuDeviceGetName(name *byte, length int32, dev int32) cudad
 	r, _, _ := purego.SyscallN(t.addr[4], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(name)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDeviceGetAttribute calls CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev).
@@ -156,7 +156,7 @@ func (t *driverTable) cuDeviceGetAttribute(pi *int32, attrib cudadrv.DeviceAttri
 	r, _, _ := purego.SyscallN(t.addr[5], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pi)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDeviceTotalMem_v2 calls CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev).
@@ -168,7 +168,7 @@ func (t *driverTable) cuDeviceTotalMem_v2(bytes *uintptr, dev int32) cudadrv.Res
 	r, _, _ := purego.SyscallN(t.addr[6], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(bytes)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDevicePrimaryCtxRetain calls CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev).
@@ -180,7 +180,7 @@ func (t *driverTable) cuDevicePrimaryCtxRetain(pctx *cudadrv.RawContext, dev int
 	r, _, _ := purego.SyscallN(t.addr[7], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pctx)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuDevicePrimaryCtxRelease_v2 calls CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev).
@@ -189,7 +189,7 @@ func (t *driverTable) cuDevicePrimaryCtxRelease_v2(dev int32) cudadrv.Result {
 	a[0] = uintptr(dev)
 	r, _, _ := purego.SyscallN(t.addr[8], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuCtxSetCurrent calls CUresult cuCtxSetCurrent(CUcontext ctx).
@@ -198,7 +198,7 @@ func (t *driverTable) cuCtxSetCurrent(ctx cudadrv.RawContext) cudadrv.Result {
 	a[0] = uintptr(ctx)
 	r, _, _ := purego.SyscallN(t.addr[9], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuCtxGetCurrent calls CUresult cuCtxGetCurrent(CUcontext *pctx).
@@ -209,13 +209,13 @@ func (t *driverTable) cuCtxGetCurrent(pctx *cudadrv.RawContext) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[10], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pctx)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuCtxSynchronize calls CUresult cuCtxSynchronize(void).
 func (t *driverTable) cuCtxSynchronize() cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[11])
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuCtxGetStreamPriorityRange calls CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority).
@@ -229,7 +229,7 @@ func (t *driverTable) cuCtxGetStreamPriorityRange(leastPriority *int32, greatest
 	putCallArgs(a)
 	runtime.KeepAlive(leastPriority)
 	runtime.KeepAlive(greatestPriority)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemGetInfo_v2 calls CUresult cuMemGetInfo_v2(size_t *free, size_t *total).
@@ -243,7 +243,7 @@ func (t *driverTable) cuMemGetInfo_v2(free *uintptr, total *uintptr) cudadrv.Res
 	putCallArgs(a)
 	runtime.KeepAlive(free)
 	runtime.KeepAlive(total)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamCreateWithPriority calls CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority).
@@ -256,7 +256,7 @@ func (t *driverTable) cuStreamCreateWithPriority(phStream *cudadrv.RawStream, fl
 	r, _, _ := purego.SyscallN(t.addr[14], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phStream)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamDestroy_v2 calls CUresult cuStreamDestroy_v2(CUstream hStream).
@@ -265,7 +265,7 @@ func (t *driverTable) cuStreamDestroy_v2(hStream cudadrv.RawStream) cudadrv.Resu
 	a[0] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[15], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamSynchronize calls CUresult cuStreamSynchronize(CUstream hStream).
@@ -274,7 +274,7 @@ func (t *driverTable) cuStreamSynchronize(hStream cudadrv.RawStream) cudadrv.Res
 	a[0] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[16], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamQuery calls CUresult cuStreamQuery(CUstream hStream).
@@ -283,7 +283,7 @@ func (t *driverTable) cuStreamQuery(hStream cudadrv.RawStream) cudadrv.Result {
 	a[0] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[17], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamWaitEvent calls CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int flags).
@@ -294,7 +294,7 @@ func (t *driverTable) cuStreamWaitEvent(hStream cudadrv.RawStream, hEvent cudadr
 	a[2] = uintptr(flags)
 	r, _, _ := purego.SyscallN(t.addr[18], a[:3]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventCreate calls CUresult cuEventCreate(CUevent *phEvent, unsigned int flags).
@@ -306,7 +306,7 @@ func (t *driverTable) cuEventCreate(phEvent *cudadrv.RawEvent, flags uint32) cud
 	r, _, _ := purego.SyscallN(t.addr[19], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phEvent)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventDestroy_v2 calls CUresult cuEventDestroy_v2(CUevent hEvent).
@@ -315,7 +315,7 @@ func (t *driverTable) cuEventDestroy_v2(hEvent cudadrv.RawEvent) cudadrv.Result 
 	a[0] = uintptr(hEvent)
 	r, _, _ := purego.SyscallN(t.addr[20], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventRecord calls CUresult cuEventRecord(CUevent hEvent, CUstream hStream).
@@ -325,7 +325,7 @@ func (t *driverTable) cuEventRecord(hEvent cudadrv.RawEvent, hStream cudadrv.Raw
 	a[1] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[21], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventQuery calls CUresult cuEventQuery(CUevent hEvent).
@@ -334,7 +334,7 @@ func (t *driverTable) cuEventQuery(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a[0] = uintptr(hEvent)
 	r, _, _ := purego.SyscallN(t.addr[22], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventSynchronize calls CUresult cuEventSynchronize(CUevent hEvent).
@@ -343,7 +343,7 @@ func (t *driverTable) cuEventSynchronize(hEvent cudadrv.RawEvent) cudadrv.Result
 	a[0] = uintptr(hEvent)
 	r, _, _ := purego.SyscallN(t.addr[23], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuEventElapsedTime calls CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd).
@@ -356,7 +356,7 @@ func (t *driverTable) cuEventElapsedTime(pMilliseconds *float32, hStart cudadrv.
 	r, _, _ := purego.SyscallN(t.addr[24], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pMilliseconds)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemAlloc_v2 calls CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize).
@@ -368,7 +368,7 @@ func (t *driverTable) cuMemAlloc_v2(dptr *cudadrv.DevicePtr, bytesize uintptr) c
 	r, _, _ := purego.SyscallN(t.addr[25], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dptr)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemFree_v2 calls CUresult cuMemFree_v2(CUdeviceptr dptr).
@@ -377,7 +377,7 @@ func (t *driverTable) cuMemFree_v2(dptr cudadrv.DevicePtr) cudadrv.Result {
 	a[0] = uintptr(dptr)
 	r, _, _ := purego.SyscallN(t.addr[26], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemHostAlloc calls CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags).
@@ -390,7 +390,7 @@ func (t *driverTable) cuMemHostAlloc(pp unsafe.Pointer, bytesize uintptr, flags 
 	r, _, _ := purego.SyscallN(t.addr[27], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pp)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemFreeHost calls CUresult cuMemFreeHost(void *p).
@@ -401,7 +401,7 @@ func (t *driverTable) cuMemFreeHost(p unsafe.Pointer) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[28], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemHostRegister_v2 calls CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags).
@@ -414,7 +414,7 @@ func (t *driverTable) cuMemHostRegister_v2(p unsafe.Pointer, bytesize uintptr, f
 	r, _, _ := purego.SyscallN(t.addr[29], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemHostUnregister calls CUresult cuMemHostUnregister(void *p).
@@ -425,7 +425,7 @@ func (t *driverTable) cuMemHostUnregister(p unsafe.Pointer) cudadrv.Result {
 	r, _, _ := purego.SyscallN(t.addr[30], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyHtoD_v2 calls CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t byteCount).
@@ -438,7 +438,7 @@ func (t *driverTable) cuMemcpyHtoD_v2(dstDevice cudadrv.DevicePtr, srcHost unsaf
 	r, _, _ := purego.SyscallN(t.addr[31], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyDtoH_v2 calls CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t byteCount).
@@ -451,7 +451,7 @@ func (t *driverTable) cuMemcpyDtoH_v2(dstHost unsafe.Pointer, srcDevice cudadrv.
 	r, _, _ := purego.SyscallN(t.addr[32], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyDtoD_v2 calls CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t byteCount).
@@ -462,7 +462,7 @@ func (t *driverTable) cuMemcpyDtoD_v2(dstDevice cudadrv.DevicePtr, srcDevice cud
 	a[2] = uintptr(byteCount)
 	r, _, _ := purego.SyscallN(t.addr[33], a[:3]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyHtoDAsync_v2 calls CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t byteCount, CUstream hStream).
@@ -476,7 +476,7 @@ func (t *driverTable) cuMemcpyHtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcHost 
 	r, _, _ := purego.SyscallN(t.addr[34], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyDtoHAsync_v2 calls CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t byteCount, CUstream hStream).
@@ -490,7 +490,7 @@ func (t *driverTable) cuMemcpyDtoHAsync_v2(dstHost unsafe.Pointer, srcDevice cud
 	r, _, _ := purego.SyscallN(t.addr[35], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemcpyDtoDAsync_v2 calls CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t byteCount, CUstream hStream).
@@ -502,7 +502,7 @@ func (t *driverTable) cuMemcpyDtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcDevic
 	a[3] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[36], a[:4]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemsetD8_v2 calls CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t count).
@@ -513,7 +513,7 @@ func (t *driverTable) cuMemsetD8_v2(dstDevice cudadrv.DevicePtr, uc uint8, count
 	a[2] = uintptr(count)
 	r, _, _ := purego.SyscallN(t.addr[37], a[:3]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemsetD8Async calls CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t count, CUstream hStream).
@@ -525,7 +525,7 @@ func (t *driverTable) cuMemsetD8Async(dstDevice cudadrv.DevicePtr, uc uint8, cou
 	a[3] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[38], a[:4]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuMemsetD32Async calls CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t count, CUstream hStream).
@@ -537,7 +537,7 @@ func (t *driverTable) cuMemsetD32Async(dstDevice cudadrv.DevicePtr, ui uint32, c
 	a[3] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[39], a[:4]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuModuleLoadData calls CUresult cuModuleLoadData(CUmodule *module, const void *image).
@@ -551,7 +551,7 @@ func (t *driverTable) cuModuleLoadData(module *cudadrv.RawModule, image unsafe.P
 	putCallArgs(a)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(image)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuModuleUnload calls CUresult cuModuleUnload(CUmodule hmod).
@@ -560,7 +560,7 @@ func (t *driverTable) cuModuleUnload(hmod cudadrv.RawModule) cudadrv.Result {
 	a[0] = uintptr(hmod)
 	r, _, _ := purego.SyscallN(t.addr[41], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuModuleGetFunction calls CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name).
@@ -575,7 +575,7 @@ func (t *driverTable) cuModuleGetFunction(hfunc *cudadrv.RawFunction, hmod cudad
 	putCallArgs(a)
 	runtime.KeepAlive(hfunc)
 	runtime.KeepAlive(name)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuLaunchKernel calls CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra).
@@ -598,7 +598,7 @@ func (t *driverTable) cuLaunchKernel(f cudadrv.RawFunction, gridDimX uint32, gri
 	putCallArgs(a)
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamBeginCapture_v2 calls CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode).
@@ -608,7 +608,7 @@ func (t *driverTable) cuStreamBeginCapture_v2(hStream cudadrv.RawStream, mode cu
 	a[1] = uintptr(mode)
 	r, _, _ := purego.SyscallN(t.addr[44], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamEndCapture calls CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph).
@@ -620,7 +620,7 @@ func (t *driverTable) cuStreamEndCapture(hStream cudadrv.RawStream, phGraph *cud
 	r, _, _ := purego.SyscallN(t.addr[45], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraph)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuStreamIsCapturing calls CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus).
@@ -632,7 +632,7 @@ func (t *driverTable) cuStreamIsCapturing(hStream cudadrv.RawStream, captureStat
 	r, _, _ := purego.SyscallN(t.addr[46], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(captureStatus)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphGetNodes calls CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes).
@@ -647,7 +647,7 @@ func (t *driverTable) cuGraphGetNodes(hGraph cudadrv.RawGraph, nodes *graphNode,
 	putCallArgs(a)
 	runtime.KeepAlive(nodes)
 	runtime.KeepAlive(numNodes)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphInstantiateWithFlags calls CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags).
@@ -660,7 +660,7 @@ func (t *driverTable) cuGraphInstantiateWithFlags(phGraphExec *cudadrv.RawGraphE
 	r, _, _ := purego.SyscallN(t.addr[48], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraphExec)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphUpload calls CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream).
@@ -670,7 +670,7 @@ func (t *driverTable) cuGraphUpload(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a[1] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[49], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphLaunch calls CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream).
@@ -680,7 +680,7 @@ func (t *driverTable) cuGraphLaunch(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a[1] = uintptr(hStream)
 	r, _, _ := purego.SyscallN(t.addr[50], a[:2]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphExecUpdate_v2 calls CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo).
@@ -693,7 +693,7 @@ func (t *driverTable) cuGraphExecUpdate_v2(hGraphExec cudadrv.RawGraphExec, hGra
 	r, _, _ := purego.SyscallN(t.addr[51], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(resultInfo)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphExecDestroy calls CUresult cuGraphExecDestroy(CUgraphExec hGraphExec).
@@ -702,7 +702,7 @@ func (t *driverTable) cuGraphExecDestroy(hGraphExec cudadrv.RawGraphExec) cudadr
 	a[0] = uintptr(hGraphExec)
 	r, _, _ := purego.SyscallN(t.addr[52], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }
 
 // cuGraphDestroy calls CUresult cuGraphDestroy(CUgraph hGraph).
@@ -711,5 +711,5 @@ func (t *driverTable) cuGraphDestroy(hGraph cudadrv.RawGraph) cudadrv.Result {
 	a[0] = uintptr(hGraph)
 	r, _, _ := purego.SyscallN(t.addr[53], a[:1]...)
 	putCallArgs(a)
-	return cudadrv.Result(int32(r))
+	return cudadrv.Result(r)
 }

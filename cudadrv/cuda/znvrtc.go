@@ -64,7 +64,7 @@ func (t *nvrtcTable) nvrtcCreateProgram(prog *nvrtcProgram, src *byte, name *byt
 	runtime.KeepAlive(name)
 	runtime.KeepAlive(headers)
 	runtime.KeepAlive(includeNames)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcCompileProgram calls nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options).
@@ -77,7 +77,7 @@ func (t *nvrtcTable) nvrtcCompileProgram(prog nvrtcProgram, numOptions int32, op
 	r, _, _ := purego.SyscallN(t.addr[1], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(options)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcGetProgramLogSize calls nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet).
@@ -89,7 +89,7 @@ func (t *nvrtcTable) nvrtcGetProgramLogSize(prog nvrtcProgram, logSizeRet *uintp
 	r, _, _ := purego.SyscallN(t.addr[2], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(logSizeRet)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcGetProgramLog calls nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log).
@@ -101,7 +101,7 @@ func (t *nvrtcTable) nvrtcGetProgramLog(prog nvrtcProgram, log *byte) nvrtcResul
 	r, _, _ := purego.SyscallN(t.addr[3], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(log)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcGetPTXSize calls nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet).
@@ -113,7 +113,7 @@ func (t *nvrtcTable) nvrtcGetPTXSize(prog nvrtcProgram, ptxSizeRet *uintptr) nvr
 	r, _, _ := purego.SyscallN(t.addr[4], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(ptxSizeRet)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcGetPTX calls nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx).
@@ -125,7 +125,7 @@ func (t *nvrtcTable) nvrtcGetPTX(prog nvrtcProgram, ptx *byte) nvrtcResult {
 	r, _, _ := purego.SyscallN(t.addr[5], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(ptx)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcDestroyProgram calls nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog).
@@ -136,7 +136,7 @@ func (t *nvrtcTable) nvrtcDestroyProgram(prog *nvrtcProgram) nvrtcResult {
 	r, _, _ := purego.SyscallN(t.addr[6], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(prog)
-	return nvrtcResult(int32(r))
+	return nvrtcResult(r)
 }
 
 // nvrtcGetErrorString calls const char *nvrtcGetErrorString(nvrtcResult result).

@@ -59,9 +59,8 @@ var Jobs = []Job{
 
 // GoType says how a C type is spelled in Go and passed to SyscallN.
 type GoType struct {
-	Go      string // Go spelling, such as "cudadrv.DevicePtr"
-	Pointer bool   // a pointer or unsafe.Pointer: converted with uintptr(unsafe.Pointer(x))
-	Float   bool   // floating point: cannot be passed by value through SyscallN
+	Go    string // Go spelling, such as "cudadrv.DevicePtr"
+	Float bool   // floating point: cannot be passed by value through SyscallN
 }
 
 // Types maps the C scalar and handle types the prototype files use (after "const" is dropped)
@@ -71,30 +70,30 @@ type GoType struct {
 // Device addresses are written CUdeviceptr even where a library declares them as float *
 // (cuBLAS's matrix operands): Go must never hold a device address as a pointer.
 var Types = map[string]GoType{
-	"int":                   {Go: "int32"},
-	"unsigned int":          {Go: "uint32"},
-	"unsigned char":         {Go: "uint8"},
-	"char":                  {Go: "byte"},
-	"long long":             {Go: "int64"},
-	"long long int":         {Go: "int64"},
-	"unsigned long long":    {Go: "uint64"},
-	"size_t":                {Go: "uintptr"},
-	"float":                 {Go: "float32", Float: true},
-	"double":                {Go: "float64", Float: true},
-	"CUresult":              {Go: "cudadrv.Result"},
-	"CUdevice":              {Go: "int32"},
-	"CUdeviceptr":           {Go: "cudadrv.DevicePtr"},
-	"CUdevice_attribute":    {Go: "cudadrv.DeviceAttribute"},
-	"CUcontext":             {Go: "cudadrv.RawContext"},
-	"CUstream":              {Go: "cudadrv.RawStream"},
-	"CUevent":               {Go: "cudadrv.RawEvent"},
-	"CUmodule":              {Go: "cudadrv.RawModule"},
-	"CUfunction":            {Go: "cudadrv.RawFunction"},
-	"CUgraph":               {Go: "cudadrv.RawGraph"},
-	"CUgraphExec":           {Go: "cudadrv.RawGraphExec"},
-	"CUgraphNode":           {Go: "graphNode"},
-	"CUstreamCaptureMode":   {Go: "cudadrv.CaptureMode"},
-	"CUstreamCaptureStatus": {Go: "cudadrv.CaptureStatus"},
+	"int":                         {Go: "int32"},
+	"unsigned int":                {Go: "uint32"},
+	"unsigned char":               {Go: "uint8"},
+	"char":                        {Go: "byte"},
+	"long long":                   {Go: "int64"},
+	"long long int":               {Go: "int64"},
+	"unsigned long long":          {Go: "uint64"},
+	"size_t":                      {Go: "uintptr"},
+	"float":                       {Go: "float32", Float: true},
+	"double":                      {Go: "float64", Float: true},
+	"CUresult":                    {Go: "cudadrv.Result"},
+	"CUdevice":                    {Go: "int32"},
+	"CUdeviceptr":                 {Go: "cudadrv.DevicePtr"},
+	"CUdevice_attribute":          {Go: "cudadrv.DeviceAttribute"},
+	"CUcontext":                   {Go: "cudadrv.RawContext"},
+	"CUstream":                    {Go: "cudadrv.RawStream"},
+	"CUevent":                     {Go: "cudadrv.RawEvent"},
+	"CUmodule":                    {Go: "cudadrv.RawModule"},
+	"CUfunction":                  {Go: "cudadrv.RawFunction"},
+	"CUgraph":                     {Go: "cudadrv.RawGraph"},
+	"CUgraphExec":                 {Go: "cudadrv.RawGraphExec"},
+	"CUgraphNode":                 {Go: "graphNode"},
+	"CUstreamCaptureMode":         {Go: "cudadrv.CaptureMode"},
+	"CUstreamCaptureStatus":       {Go: "cudadrv.CaptureStatus"},
 	"CUgraphExecUpdateResultInfo": {Go: "graphExecUpdateResultInfo"},
 	"cublasStatus_t":              {Go: "cudadrv.BLASStatus"},
 	"cublasHandle_t":              {Go: "cudadrv.RawBLAS"},
@@ -257,19 +256,12 @@ func goResult(p param) (goType, expr string, err error) {
 	if t.Float {
 		return "", "", fmt.Errorf("floating-point result: SyscallN returns integer registers only")
 	}
-	// C returns 32-bit and narrower results in the low bits of the register; the upper
-	// bits are unspecified, so narrow through the exact-width integer first.
-	switch t.Go {
-	case "uintptr":
+	// C returns 32-bit and narrower results in the low bits of the register with the upper
+	// bits unspecified; a Go integer conversion keeps exactly the low bits of the target width.
+	if t.Go == "uintptr" {
 		return t.Go, "r", nil
-	case "int64", "uint64", "cudadrv.DevicePtr":
-		return t.Go, t.Go + "(r)", nil
-	case "uint8", "byte":
-		return t.Go, t.Go + "(uint8(r))", nil
-	case "uint32", "int32":
-		return t.Go, t.Go + "(r)", nil
 	}
-	return t.Go, t.Go + "(int32(r))", nil
+	return t.Go, t.Go + "(r)", nil
 }
 
 // goName makes a C parameter name usable in Go.
