@@ -1,0 +1,87 @@
+package graphs
+
+import "fmt"
+
+// Replay launches every installed segment of token's generation, in capture order, on the
+// lifecycle's stream (cuGraphLaunch each). It enqueues only: synchronize the stream to wait.
+//
+// Replay takes no lock and allocates nothing (on success); it is safe to call from several
+// goroutines at once and concurrently with Reset, which waits for it to finish enqueueing.
+// The calling thread must have the stream's context bound.
+//
+// # Errors
+//
+//   - Nothing installed (never captured, reset, closed): [ErrNotInstalled].
+//   - A token of another owner, slot or generation: [ErrTokenMismatch] naming both.
+//   - The generation was retired while the replay was being admitted: [ErrRetired].
+//   - A capture is live on the lifecycle's stream: [ErrStreamCapturing].
+//   - A launch fails: the driver's error, naming the segment; earlier segments stay queued.
+//
+// In every case but the last, nothing was enqueued.
+func (l *Lifecycle) Replay(token Token) error {
+	if err := l.admit("replay", token); err != nil {
+		return err
+	}
+	defer l.active.Add(-1)
+	set := l.replay.Load()
+	if set == nil || set.token != token {
+		return l.setMismatch("replay", token, set)
+	}
+	for i, seg := range set.segments {
+		if err := l.launch(seg); err != nil {
+			return fmt.Errorf("graphs: replay %v: launch segment %d of %d: %w", token, i, len(set.segments), err)
+		}
+	}
+	return nil
+}
+
+// ReplaySegment launches one installed segment of token's generation, by its zero-based
+// capture-order index. An executor of a segmented capture calls it per segment and runs the
+// non-capturable seam nodes eagerly in between. Concurrency and allocation are as for
+// Replay.
+//
+// # Errors
+//
+// Replay's, and an index outside the installed segments: [ErrSegmentIndex] naming the count.
+func (l *Lifecycle) ReplaySegment(token Token, index int) error {
+	if err := l.admit("replay segment", token); err != nil {
+		return err
+	}
+	defer l.active.Add(-1)
+	set := l.replay.Load()
+	if set == nil || set.token != token {
+		return l.setMismatch("replay segment", token, set)
+	}
+	if index < 0 || index >= len(set.segments) {
+		return fmt.Errorf("%w: replay segment %d of slot %v: %d segment(s) installed", ErrSegmentIndex, index, l.slot, len(set.segments))
+	}
+	if err := l.launch(set.segments[index]); err != nil {
+		return fmt.Errorf("graphs: replay %v: launch segment %d: %w", token, index, err)
+	}
+	return nil
+}
+
+// launch enqueues one segment, between the test hooks.
+func (l *Lifecycle) launch(seg *segment) error {
+	h := l.hooks
+	if h != nil && h.beforeLaunch != nil {
+		h.beforeLaunch()
+	}
+	if err := seg.exec.Launch(l.stream); err != nil {
+		return err
+	}
+	if h != nil && h.afterLaunch != nil {
+		h.afterLaunch()
+	}
+	l.launches.Add(1)
+	return nil
+}
+
+// setMismatch reports a published set that does not belong to an admitted token. Admission
+// makes it unreachable; it is kept so that a broken invariant is an error, not a crash.
+func (l *Lifecycle) setMismatch(op string, token Token, set *replaySet) error {
+	if set == nil {
+		return l.notInstalled(op, token)
+	}
+	return mismatch(op, l.slot, set.token, token)
+}
