@@ -1,0 +1,291 @@
+package sim
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+// Stream capture rules, as the simulator enforces them.
+//
+// While a stream captures, work enqueued on it (kernels, copies, memsets, GEMMs, graph
+// launches) is appended to the capture as graph nodes instead of running; event records and
+// waits inside the capture only order it. A captured host copy keeps its host slice and
+// reads or writes it when the graph replays.
+//
+// A live capture (begun, not yet ended, active or invalidated) prohibits:
+//
+//   - StreamSynchronize and StreamQuery of a capturing stream, from any thread and in every
+//     mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated.
+//   - CtxSynchronize from any thread while any capture of the context is live, in every mode:
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures are invalidated. (Measured on
+//     the H200 for a thread-local capture and another thread; for a relaxed capture the
+//     simulator is strict, since the context sync would synchronize the capturing stream.)
+//   - "Potentially unsafe" calls: MemAlloc, MemFree, MemHostAlloc, MemFreeHost,
+//     MemHostRegister, MemHostUnregister, the synchronous MemcpyHtoD/DtoH/DtoD and MemsetD8,
+//     ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and free the
+//     handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (cuBLAS:
+//     CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
+//     BLASDestroy) and invalidate the prohibiting captures when made on the
+//     thread that began a Global or ThreadLocal capture, or on any thread while a Global
+//     capture is live (every thread is in the default global interaction mode, as the Backend
+//     has no cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From
+//     another thread a ThreadLocal capture allows them all, as measured on the H200.
+//   - Legacy-stream work (sync copies, StreamSynchronize(0), launches on stream 0) while a
+//     blocking stream (created without StreamNonBlocking) captures:
+//     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the capture is invalidated.
+//   - EventQuery/EventSynchronize/EventElapsedTime of an event last recorded in a capture:
+//     CUDA_ERROR_CAPTURED_EVENT (the capture, if live, is invalidated).
+//   - StreamWaitEvent on a capturing stream for an event recorded outside the capture:
+//     CUDA_ERROR_STREAM_CAPTURE_ISOLATION, and the capture is invalidated.
+//
+// Once invalidated, enqueues on the capture's streams fail with
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, StreamCaptureStatus reports Invalidated, and
+// StreamEndCapture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph while ending the
+// capture, so the stream is usable again.
+
+// capture is one capture sequence, shared by its origin stream and the streams that joined.
+type capture struct {
+	ctx     *context
+	origin  *stream
+	mode    cudadrv.CaptureMode
+	tid     int // OS thread that began it
+	invalid string
+	ended   bool
+	nodes   []op
+	members map[*stream]struct{}
+}
+
+// invalidate marks cp invalidated (keeping the first reason).
+func (cp *capture) invalidate(reason string) {
+	if cp.invalid == "" {
+		cp.invalid = reason
+	}
+}
+
+// invalidatedError is op's error on a stream of an invalidated capture.
+func (cp *capture) invalidatedError(op string) error {
+	return fail(op, cudadrv.ErrorStreamCaptureInvalidated, "the stream capture was invalidated by %s", cp.invalid)
+}
+
+func (cp *capture) hasBlockingMember() bool {
+	for s := range cp.members {
+		if s.blocking() {
+			return true
+		}
+	}
+	return false
+}
+
+// join adds s to cp (a fork).
+func (cp *capture) join(s *stream) {
+	cp.members[s] = struct{}{}
+	s.capture, s.capVer, s.capDeps = cp, 0, map[*stream]uint64{}
+}
+
+// leave removes s from cp.
+func (cp *capture) leave(s *stream) {
+	delete(cp.members, s)
+	s.capture, s.capVer, s.capDeps = nil, 0, nil
+}
+
+// orderAfter records that s's later captured work depends on e's captured record.
+func (s *stream) orderAfter(e *event) {
+	if s.capDeps == nil {
+		s.capDeps = map[*stream]uint64{}
+	}
+	if e.capBy != s && s.capDeps[e.capBy] < e.capVer {
+		s.capDeps[e.capBy] = e.capVer
+	}
+	for k, v := range e.capDeps {
+		if k != s && s.capDeps[k] < v {
+			s.capDeps[k] = v
+		}
+	}
+}
+
+// endCapture ends cp for all its streams. d.mu is held.
+func (d *Device) endCapture(cp *capture) {
+	for s := range cp.members {
+		cp.leave(s)
+	}
+	cp.ended = true
+	delete(d.captures, cp)
+}
+
+// invalidateWhere invalidates the live captures of c that match and returns how many there
+// were. d.mu is held.
+func (d *Device) invalidateWhere(c *context, match func(*capture) bool, reason string) int {
+	n := 0
+	for cp := range d.captures {
+		if cp.ctx == c && match(cp) {
+			cp.invalidate(reason)
+			n++
+		}
+	}
+	return n
+}
+
+// checkUnsafe refuses a potentially unsafe call that a live capture prohibits on this thread,
+// invalidating the prohibiting captures. d.mu is held.
+func (d *Device) checkUnsafe(op string, c *context) error {
+	if len(d.captures) == 0 {
+		return nil
+	}
+	tid := unix.Gettid()
+	var first *capture
+	n := 0
+	for cp := range d.captures {
+		if cp.ctx == c && (cp.mode == cudadrv.CaptureModeGlobal || (cp.mode == cudadrv.CaptureModeThreadLocal && cp.tid == tid)) {
+			cp.invalidate(op + " during the capture")
+			if first == nil {
+				first = cp
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		return fail(op, cudadrv.ErrorStreamCaptureUnsupported, "not permitted during a live %s stream capture begun on OS thread %d; %d capture(s) now invalidated", captureModeName(first.mode), first.tid, n)
+	}
+	return nil
+}
+
+// record appends o to the capture of s. d.mu is held.
+func (d *Device) record(opName string, s *stream, o *op) error {
+	cp := s.capture
+	if cp.invalid != "" {
+		return cp.invalidatedError(opName)
+	}
+	cp.nodes = append(cp.nodes, *o)
+	s.capVer++
+	return nil
+}
+
+// StreamBeginCapture starts capturing stream s in mode.
+//
+// # Errors
+//
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED on the legacy stream; CUDA_ERROR_ILLEGAL_STATE if s
+// already captures; CUDA_ERROR_INVALID_VALUE for an unknown mode.
+func (d *Device) StreamBeginCapture(h cudadrv.RawStream, mode cudadrv.CaptureMode) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, err := d.enter(OpStreamBeginCapture)
+	if err != nil {
+		return err
+	}
+	s, err := d.stream(OpStreamBeginCapture, c, h)
+	if err != nil {
+		return err
+	}
+	if s.legacy {
+		return fail(OpStreamBeginCapture, cudadrv.ErrorStreamCaptureUnsupported, "the legacy stream cannot be captured")
+	}
+	switch mode {
+	case cudadrv.CaptureModeGlobal, cudadrv.CaptureModeThreadLocal, cudadrv.CaptureModeRelaxed:
+	default:
+		return fail(OpStreamBeginCapture, cudadrv.ErrorInvalidValue, "unknown capture mode %d", int32(mode))
+	}
+	if s.capture != nil {
+		return fail(OpStreamBeginCapture, cudadrv.ErrorIllegalState, "the stream is already capturing")
+	}
+	cp := &capture{ctx: c, origin: s, mode: mode, tid: unix.Gettid(), members: map[*stream]struct{}{}}
+	cp.join(s)
+	d.captures[cp] = struct{}{}
+	return nil
+}
+
+// StreamEndCapture ends the capture begun on s and returns its graph.
+//
+// # Errors
+//
+//   - CUDA_ERROR_ILLEGAL_STATE if s is not capturing.
+//   - CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD for a Global or ThreadLocal capture ended on
+//     another OS thread than it began on; the capture stays active.
+//   - CUDA_ERROR_STREAM_CAPTURE_UNMATCHED on a stream that joined a capture begun elsewhere;
+//     the capture is invalidated.
+//   - CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for an invalidated capture, and
+//     CUDA_ERROR_STREAM_CAPTURE_UNJOINED when a forked stream was not joined back; both end
+//     the capture without a graph.
+func (d *Device) StreamEndCapture(h cudadrv.RawStream) (cudadrv.RawGraph, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, err := d.enter(OpStreamEndCapture)
+	if err != nil {
+		return 0, err
+	}
+	s, err := d.stream(OpStreamEndCapture, c, h)
+	if err != nil {
+		return 0, err
+	}
+	cp := s.capture
+	if cp == nil {
+		return 0, fail(OpStreamEndCapture, cudadrv.ErrorIllegalState, "the stream is not capturing")
+	}
+	if cp.origin != s {
+		cp.invalidate("StreamEndCapture on a stream that joined the capture")
+		return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureUnmatched, "the capture was begun on another stream; it is now invalidated")
+	}
+	if cp.mode != cudadrv.CaptureModeRelaxed && unix.Gettid() != cp.tid {
+		return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureWrongThread, "the capture began on OS thread %d, not this one (%d)", cp.tid, unix.Gettid())
+	}
+	if cp.invalid != "" {
+		d.endCapture(cp)
+		return 0, cp.invalidatedError(OpStreamEndCapture)
+	}
+	for m := range cp.members {
+		if m != s && s.capDeps[m] < m.capVer {
+			d.endCapture(cp)
+			return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureUnjoined, "a stream forked into the capture was not joined back into the origin stream")
+		}
+	}
+	d.endCapture(cp)
+	g := &graph{handle: cudadrv.RawGraph(d.handle()), nodes: cp.nodes}
+	d.graphs[g.handle] = g
+	return g.handle, nil
+}
+
+// StreamCaptureStatus reports whether s captures. For the legacy stream while a blocking
+// stream captures it fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
+func (d *Device) StreamCaptureStatus(h cudadrv.RawStream) (cudadrv.CaptureStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, err := d.enter(OpStreamCaptureStatus)
+	if err != nil {
+		return cudadrv.CaptureStatusNone, err
+	}
+	s, err := d.stream(OpStreamCaptureStatus, c, h)
+	if err != nil {
+		return cudadrv.CaptureStatusNone, err
+	}
+	if s.legacy {
+		for cp := range d.captures {
+			if cp.ctx == c && cp.hasBlockingMember() {
+				return cudadrv.CaptureStatusNone, fail(OpStreamCaptureStatus, cudadrv.ErrorStreamCaptureImplicit, "a blocking stream of the context is capturing")
+			}
+		}
+		return cudadrv.CaptureStatusNone, nil
+	}
+	switch {
+	case s.capture == nil:
+		return cudadrv.CaptureStatusNone, nil
+	case s.capture.invalid != "":
+		return cudadrv.CaptureStatusInvalidated, nil
+	}
+	return cudadrv.CaptureStatusActive, nil
+}
+
+// captureModeName names a mode for messages.
+func captureModeName(m cudadrv.CaptureMode) string {
+	switch m {
+	case cudadrv.CaptureModeGlobal:
+		return "global"
+	case cudadrv.CaptureModeThreadLocal:
+		return "thread-local"
+	case cudadrv.CaptureModeRelaxed:
+		return "relaxed"
+	}
+	return fmt.Sprintf("mode %d", int32(m))
+}

@@ -1,0 +1,37 @@
+package sim
+
+// Stats counts the live objects of a Device, for leak checks in tests.
+type Stats struct {
+	Contexts          int    // live primary contexts
+	Allocations       int    // live device allocations
+	AllocatedBytes    uint64 // their requested sizes, summed
+	PinnedHostBuffers int    // live MemHostAlloc buffers
+	RegisteredRanges  int    // live MemHostRegister ranges
+	Streams           int    // live created streams (legacy streams not counted)
+	Events            int
+	Modules           int
+	Graphs            int
+	GraphExecs        int
+	BLASHandles       int
+	Captures          int // captures begun and not yet ended
+}
+
+// Stats returns the current counts. Safe for concurrent use.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Stats{
+		Contexts:          len(d.contexts),
+		Allocations:       len(d.mem.live),
+		AllocatedBytes:    d.mem.liveBytes,
+		PinnedHostBuffers: len(d.mem.pinned),
+		RegisteredRanges:  len(d.mem.registered),
+		Streams:           len(d.streams),
+		Events:            len(d.events),
+		Modules:           len(d.modules),
+		Graphs:            len(d.graphs),
+		GraphExecs:        len(d.execs),
+		BLASHandles:       len(d.blas),
+		Captures:          len(d.captures),
+	}
+}
