@@ -1,0 +1,428 @@
+package paging
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+// EnvDoubleBuffer is the environment variable that turns prefill double buffering on for
+// residencies whose config leaves the gate to the environment: "1" (or "true", "on", "yes").
+const EnvDoubleBuffer = "CUDAEP_PREFILL_DOUBLE_BUFFER"
+
+// DoubleBufferFromEnv reports whether EnvDoubleBuffer turns double buffering on.
+func DoubleBufferFromEnv() bool {
+	switch strings.ToLower(os.Getenv(EnvDoubleBuffer)) {
+	case "1", "true", "on", "yes":
+		return true
+	}
+	return false
+}
+
+// Gate says whether a Residency routes weights through the double buffer.
+type Gate int8
+
+// The gate settings. The zero value leaves the choice to the environment.
+const (
+	// GateFromEnv enables double buffering when EnvDoubleBuffer says so (off by default).
+	GateFromEnv Gate = iota
+	// GateOn enables it regardless of the environment.
+	GateOn
+	// GateOff disables it regardless of the environment.
+	GateOff
+)
+
+// DeclineReason says why a Residency did not route a weight through the double buffer.
+type DeclineReason int
+
+// The decline reasons.
+const (
+	// DeclineDisabled: double buffering is off (the default).
+	DeclineDisabled DeclineReason = iota + 1
+	// DeclineBoundary: the weight's boundary is not eligible for paging.
+	DeclineBoundary
+	// DeclineOversize: the layer is larger than the pipeline's slots (sized by the first
+	// eligible layer) or than half the residency's device byte budget.
+	DeclineOversize
+	// DeclinePoolCapacity: two staging buffers for the layer exceed the pinned pool's
+	// retention cap.
+	DeclinePoolCapacity
+	// DeclineBusy: every slot holds a layer not yet released (or is quarantined).
+	DeclineBusy
+)
+
+// String names the reason.
+func (r DeclineReason) String() string {
+	switch r {
+	case DeclineDisabled:
+		return "disabled"
+	case DeclineBoundary:
+		return "boundary"
+	case DeclineOversize:
+		return "oversize"
+	case DeclinePoolCapacity:
+		return "pool capacity"
+	case DeclineBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("DeclineReason(%d)", int(r))
+}
+
+// Decline is a typed refusal to route a weight through the double buffer: the caller loads the
+// weight the ordinary way. A decline never builds the pipeline when it is not built yet, and
+// never changes a built one. errors.Is(err, ErrDeclined) matches every Decline.
+type Decline struct {
+	Reason   DeclineReason
+	Layer    LayerID
+	Boundary Boundary // the weight's boundary (DeclineBoundary)
+	// LayerBytes and Capacity are the layer's image size and the most a layer may have
+	// (DeclineOversize, DeclinePoolCapacity).
+	LayerBytes, Capacity uint64
+	Err                  error // the underlying error (DeclinePoolCapacity, DeclineBusy)
+}
+
+// Error names the layer and the reason with its figures.
+func (d *Decline) Error() string {
+	s := fmt.Sprintf("paging: layer %d declined: %s", d.Layer, d.Reason)
+	switch d.Reason {
+	case DeclineBoundary:
+		s += fmt.Sprintf(" (%s weights are not paged)", d.Boundary)
+	case DeclineOversize, DeclinePoolCapacity:
+		s += fmt.Sprintf(" (%d bytes, capacity %d)", d.LayerBytes, d.Capacity)
+	}
+	return s
+}
+
+// Is matches ErrDeclined.
+func (d *Decline) Is(target error) bool { return target == ErrDeclined }
+
+// Unwrap returns the underlying error, if any.
+func (d *Decline) Unwrap() error { return d.Err }
+
+// ResidencyConfig configures a Residency. Context, CopyStream, ComputeStream and Pool are
+// required and not owned by the residency.
+type ResidencyConfig struct {
+	Context                   *cudadrv.Context
+	CopyStream, ComputeStream *cudadrv.Stream
+	Pool                      *StagingPool
+	// BudgetBytes caps the device bytes the pipeline holds (its two slots); 0 means no budget.
+	BudgetBytes uint64
+	// DoubleBuffer is the default-off gate (see Gate).
+	DoubleBuffer Gate
+	// Mode, CopyWorkers, RegisterChunkBytes and StagingChunkBytes configure the pipeline's
+	// CUDATransfer.
+	Mode               TransferMode
+	CopyWorkers        int
+	RegisterChunkBytes uint64
+	StagingChunkBytes  uint64
+}
+
+// ResidencyStats count a Residency's routing and paging.
+type ResidencyStats struct {
+	Routed           uint64 // prefetches queued through the pipeline
+	Consumed         uint64 // layers paged (PagedWeights handed out)
+	Released         uint64 // PagedWeights released
+	Cancelled        uint64 // routed layers cancelled before paging
+	DeclinedOversize uint64
+	DeclinedBusy     uint64
+	FillErrors       uint64 // fills that failed (each quarantined a slot)
+	Quarantined      int    // slots quarantined now
+	ZeroCopyLayers   uint64
+	StagingLayers    uint64
+	FallbackLayers   uint64
+}
+
+type pendingLayer struct {
+	ticket Ticket
+	weight *LazyWeight
+}
+
+// Residency routes a provider's lazy weights through one prefill double buffer on a device
+// byte budget: Prefetch one layer ahead, Page the current one, release the PagedWeight when
+// its kernels are queued. Weights that do not qualify get a typed *Decline. The pipeline is
+// built on the first eligible layer and sized by it.
+//
+// Several residencies may share a context, streams and staging pool; each has its own
+// pipeline and never sees another's bytes. A Residency is safe for concurrent use. Close it
+// when the prefill is done; PagedWeights still held keep it alive until they are released.
+type Residency struct {
+	cfg     ResidencyConfig
+	enabled bool
+
+	mu      sync.Mutex
+	db      *DoubleBuffer
+	pending map[LayerID]pendingLayer
+	stats   ResidencyStats
+	paged   int // PagedWeights not yet released
+	closed  bool
+	down    bool // pipeline torn down
+}
+
+// NewResidency checks cfg and returns a residency; nothing is allocated until the first
+// eligible layer is prefetched.
+func NewResidency(cfg ResidencyConfig) (*Residency, error) {
+	switch {
+	case cfg.Context == nil:
+		return nil, errors.New("paging: residency needs a context")
+	case cfg.CopyStream == nil || cfg.ComputeStream == nil:
+		return nil, errors.New("paging: residency needs a copy stream and a compute stream")
+	case cfg.Pool == nil:
+		return nil, errors.New("paging: residency needs a staging pool")
+	case cfg.DoubleBuffer < GateFromEnv || cfg.DoubleBuffer > GateOff:
+		return nil, fmt.Errorf("paging: unknown gate %d", int(cfg.DoubleBuffer))
+	}
+	enabled := cfg.DoubleBuffer == GateOn || (cfg.DoubleBuffer == GateFromEnv && DoubleBufferFromEnv())
+	return &Residency{cfg: cfg, enabled: enabled, pending: map[LayerID]pendingLayer{}}, nil
+}
+
+// Enabled reports whether the gate routes weights through the double buffer.
+func (r *Residency) Enabled() bool { return r.enabled }
+
+// Active reports whether the pipeline has been built (and not torn down).
+func (r *Residency) Active() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.db != nil && !r.down
+}
+
+// Prefetch routes layer's weight through the double buffer: it queues the copy of its image
+// into a free slot and returns nil, or returns a *Decline saying why the caller must load it
+// the ordinary way. Prefetching a layer already pending with the same weight is a no-op.
+//
+// Declines, in the order checked: DeclineDisabled, DeclineBoundary, DeclineOversize (a layer
+// larger than half the budget before the pipeline exists, or than its slots after),
+// DeclinePoolCapacity (building), DeclineBusy. None builds or changes the pipeline.
+//
+// # Errors
+//
+// Besides declines: ErrClosed; a *RegionError, *TruncatedError or source error for a region
+// that cannot be read (before any device work); a *FillError when the copy failed (its slot is
+// quarantined; the pipeline keeps serving with the other); a driver error while building.
+func (r *Residency) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) error {
+	if w == nil || src == nil {
+		return errors.New("paging: prefetch needs a weight and a source")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if !r.enabled {
+		return &Decline{Reason: DeclineDisabled, Layer: layer}
+	}
+	if !w.Pageable() {
+		return &Decline{Reason: DeclineBoundary, Layer: layer, Boundary: w.Boundary()}
+	}
+	if p, ok := r.pending[layer]; ok {
+		if p.weight == w {
+			return nil
+		}
+		return fmt.Errorf("paging: layer %d is already prefetched with another weight", layer)
+	}
+	if r.db == nil {
+		if b := r.cfg.BudgetBytes; b > 0 && w.Bytes() > b/SlotCount {
+			r.stats.DeclinedOversize++
+			return &Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: b / SlotCount}
+		}
+		if err := r.buildLocked(w.Bytes()); err != nil {
+			var pc *PoolCapacityError
+			if errors.As(err, &pc) {
+				return &Decline{Reason: DeclinePoolCapacity, Layer: layer, LayerBytes: w.Bytes(),
+					Capacity: pc.RetentionCap / SlotCount, Err: err}
+			}
+			return err
+		}
+	}
+	if c := r.db.Capacity(); w.Bytes() > c {
+		r.stats.DeclinedOversize++
+		return &Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: c}
+	}
+	t, err := r.db.Prefetch(layer, w, src)
+	switch {
+	case errors.Is(err, ErrNoFreeSlot):
+		r.stats.DeclinedBusy++
+		return &Decline{Reason: DeclineBusy, Layer: layer, Err: err}
+	case errors.As(err, new(*FillError)):
+		r.stats.FillErrors++
+		return err
+	case err != nil:
+		return err
+	}
+	r.pending[layer] = pendingLayer{ticket: t, weight: w}
+	r.stats.Routed++
+	return nil
+}
+
+func (r *Residency) buildLocked(slotBytes uint64) error {
+	t, err := NewCUDATransfer(CUDATransferConfig{
+		Context: r.cfg.Context, CopyStream: r.cfg.CopyStream, ComputeStream: r.cfg.ComputeStream,
+		Pool: r.cfg.Pool, Mode: r.cfg.Mode, CopyWorkers: r.cfg.CopyWorkers,
+		RegisterChunkBytes: r.cfg.RegisterChunkBytes, StagingChunkBytes: r.cfg.StagingChunkBytes,
+	})
+	if err != nil {
+		return err
+	}
+	db, err := NewDoubleBuffer(t, slotBytes)
+	if err != nil {
+		return err
+	}
+	r.db = db
+	return nil
+}
+
+// Page consumes a prefetched layer: the compute stream is fenced on its copy (enqueue-only)
+// and the returned PagedWeight points at its bytes in the slot. Release the PagedWeight once
+// the kernels that read it are queued; until then the slot is not reused and the residency
+// stays alive.
+//
+// # Errors
+//
+// ErrClosed; ErrNotPrefetched for a layer that was not routed (or was already paged or
+// cancelled); a *FillError when its fill failed (the slot is quarantined).
+func (r *Residency) Page(layer LayerID) (*PagedWeight, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	p, ok := r.pending[layer]
+	if !ok {
+		return nil, fmt.Errorf("%w: layer %d", ErrNotPrefetched, layer)
+	}
+	delete(r.pending, layer)
+	view, err := r.db.Wait(p.ticket)
+	if err != nil {
+		if errors.As(err, new(*FillError)) {
+			r.stats.FillErrors++
+		}
+		return nil, err
+	}
+	r.stats.Consumed++
+	r.paged++
+	return &PagedWeight{r: r, ticket: p.ticket, view: view, weight: p.weight}, nil
+}
+
+// Cancel abandons a routed layer that was not paged: its slot is freed for reuse without
+// quarantine. Cancelling a layer that is not pending returns ErrNotPrefetched.
+func (r *Residency) Cancel(layer LayerID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	p, ok := r.pending[layer]
+	if !ok {
+		return fmt.Errorf("%w: layer %d", ErrNotPrefetched, layer)
+	}
+	delete(r.pending, layer)
+	if err := r.db.Cancel(p.ticket); err != nil {
+		return err
+	}
+	r.stats.Cancelled++
+	return nil
+}
+
+// Stats returns the residency's counters and whether its pipeline was ever built (the seed's
+// "no pipeline, no stats": the counters are all zero then, except DeclinedOversize from the
+// budget).
+func (r *Residency) Stats() (ResidencyStats, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	if r.db == nil {
+		return s, false
+	}
+	m := r.db.Metrics()
+	s.ZeroCopyLayers, s.StagingLayers, s.FallbackLayers = m.ZeroCopyLayers, m.StagingLayers, m.FallbackLayers
+	s.Quarantined = r.db.Quarantined()
+	return s, true
+}
+
+// Pipeline returns the residency's double buffer, or nil before the first eligible layer. It
+// is for inspection (metrics, slot states); driving it directly bypasses the residency's
+// bookkeeping.
+func (r *Residency) Pipeline() *DoubleBuffer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.db
+}
+
+// Close ends the residency: later calls return ErrClosed. When no PagedWeight is outstanding
+// the pipeline is drained and freed now, including layers prefetched and never paged, and the
+// result is returned. Otherwise the teardown happens when the last PagedWeight is released,
+// and that Release returns its result. A second Close returns ErrClosed.
+func (r *Residency) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.closed = true
+	clear(r.pending)
+	if r.paged > 0 {
+		return nil
+	}
+	return r.teardownLocked()
+}
+
+func (r *Residency) teardownLocked() error {
+	if r.down || r.db == nil {
+		r.down = true
+		return nil
+	}
+	r.down = true
+	return r.db.Close()
+}
+
+// PagedWeight is a layer's weight in a pipeline slot, valid for kernels queued on the compute
+// stream until Release. It keeps its residency alive: a residency closed while PagedWeights
+// are outstanding tears down when the last is released. Safe for concurrent use.
+type PagedWeight struct {
+	r        *Residency
+	ticket   Ticket
+	view     SlotView
+	weight   *LazyWeight
+	released bool // guarded by r.mu
+}
+
+// Ptr is the device address of the weight's image.
+func (p *PagedWeight) Ptr() cudadrv.DevicePtr { return p.view.Ptr }
+
+// Len is the image size in bytes.
+func (p *PagedWeight) Len() uint64 { return p.view.Len }
+
+// Layer is the layer the weight was paged for.
+func (p *PagedWeight) Layer() LayerID { return p.view.Layer }
+
+// Weight is the lazy weight paged.
+func (p *PagedWeight) Weight() *LazyWeight { return p.weight }
+
+// Path is how its bytes were moved.
+func (p *PagedWeight) Path() Path { return p.view.Path }
+
+// Release records the slot's release fence after the compute work queued so far, freeing the
+// slot for a later layer. When the residency was closed and this was the last outstanding
+// PagedWeight, the pipeline is torn down and the result returned. A second Release returns
+// ErrReleased.
+func (p *PagedWeight) Release() error {
+	r := p.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.released {
+		return ErrReleased
+	}
+	p.released = true
+	r.paged--
+	err := r.db.Release(p.ticket)
+	if err == nil {
+		r.stats.Released++
+	}
+	if r.closed && r.paged == 0 {
+		err = errors.Join(err, r.teardownLocked())
+	}
+	return err
+}
