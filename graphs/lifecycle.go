@@ -245,6 +245,12 @@ func (l *Lifecycle) begin(op string, cont Token, nodes []Node, resources []Resou
 		}
 	}
 
+	// Surplus references and the retired generation's resources are released now, before
+	// begin-capture: freeing memory on this thread during its own thread-local capture
+	// would invalidate the capture.
+	releaseAll(release)
+	release = nil
+
 	tok := st.installation
 	if tok.IsZero() {
 		if st.nextGeneration == math.MaxUint64 {
@@ -360,9 +366,14 @@ func (l *Lifecycle) End(token Token) error {
 	if err := l.checkCaptureLocked("end", token, tid); err != nil {
 		return err
 	}
+	graph, err := l.stream.EndCapture()
+	if err != nil && l.stillCapturing() {
+		// end-capture failed without ending the capture (a wrong-thread or injected
+		// failure): the capture, its gate hold and its resources stay, for Abort.
+		return fmt.Errorf("graphs: end capture of %v failed and the capture is still live (abort it): %w", token, err)
+	}
 	st.capturing = false
 	res := st.captureRes.drain()
-	graph, err := l.stream.EndCapture()
 	poisoned := l.gate.release(tid)
 	l.guard.endCapturePhase()
 	defer l.guard.release()
@@ -447,6 +458,13 @@ func (l *Lifecycle) checkCaptureLocked(op string, token Token, tid int) error {
 	return nil
 }
 
+// stillCapturing reports whether the lifecycle's stream is still in capture mode after a
+// failed end-capture. A failed query counts as still capturing: the safe assumption.
+func (l *Lifecycle) stillCapturing() bool {
+	st, err := l.stream.CaptureStatus()
+	return err != nil || st != cudadrv.CaptureStatusNone
+}
+
 // Abort ends a live capture that failed mid-record and discards it: it calls end-capture even
 // when the capture was invalidated (that is what takes the stream out of capture mode; an
 // invalidated capture's error is expected and swallowed), destroys any half-recorded graph,
@@ -476,26 +494,26 @@ func (l *Lifecycle) Abort(token Token) error {
 	if err := l.checkCaptureLocked("abort", token, tid); err != nil {
 		return err
 	}
+	graph, endErr := l.stream.EndCapture()
+	if endErr != nil && l.stillCapturing() {
+		// Nothing ended: keep the capture (and its gate hold) so that Abort can be retried.
+		return fmt.Errorf("graphs: abort capture of %v: end capture failed and the stream is still capturing: %w", token, endErr)
+	}
 	st.capturing = false
 	release = st.captureRes.drain()
-	graph, endErr := l.stream.EndCapture()
 	l.gate.release(tid)
 	l.guard.release()
-	var errs []error
-	if graph != nil {
-		errs = append(errs, graph.Destroy())
-	}
 	if endErr != nil && cudadrv.ResultOf(endErr) != cudadrv.ErrorStreamCaptureInvalidated {
-		// An unexpected end-capture error is the caller's business only if the stream is
-		// still stuck in capture mode; otherwise the abort did its job and the error is
-		// kept for CleanupErr.
-		if capturing, err := l.stream.IsCapturing(); err != nil || capturing {
-			errs = append(errs, fmt.Errorf("graphs: abort capture of %v: end capture: %w", token, endErr), err)
-		} else {
-			l.noteCleanup(fmt.Errorf("graphs: abort capture of %v: end capture: %w", token, endErr))
+		// The stream left capture mode, which is what Abort is for; an unexpected error on
+		// the way is kept for CleanupErr.
+		l.noteCleanup(fmt.Errorf("graphs: abort capture of %v: end capture: %w", token, endErr))
+	}
+	if graph != nil {
+		if err := graph.Destroy(); err != nil {
+			return fmt.Errorf("graphs: abort capture of %v: destroy the half-recorded graph: %w", token, err)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Reset retires the installed generation named by token, waits until every replay admitted

@@ -18,8 +18,9 @@ import (
 //
 // Identity is the interface value: implementations are pointers (or other comparable values
 // whose equality means "the same resource"). Release is called exactly once per reference
-// the lifecycle holds, on whichever goroutine destroys the graph, never under a lifecycle
-// lock; it must not block on that lifecycle.
+// the lifecycle holds, on whichever goroutine destroys the graph (possibly under the
+// lifecycle's lock, never during a capture of that goroutine's thread); it must not call
+// back into the lifecycle that releases it.
 type Resource interface {
 	Release()
 }
