@@ -160,6 +160,14 @@ func newEnv(t *testing.T, opts sim.Options) *env {
 	return &env{t: t, d: d, ctx: ctx, mod: mod}
 }
 
+// bind makes the context current on t's goroutine, which stays locked to its OS thread
+// (subtests run on goroutines of their own).
+func (e *env) bind(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread() // the thread dies with the subtest's goroutine
+	require.NoError(t, e.d.CtxSetCurrent(e.ctx))
+}
+
 // goroutinesBackTo polls (for up to 10 s) until at most n goroutines are left. Exited
 // workers may take a moment to leave the runtime's count after Close returns.
 func goroutinesBackTo(n int) bool {
@@ -190,6 +198,20 @@ func (e *env) onThread(bind bool, fn func()) {
 		fn()
 	}()
 	<-done
+}
+
+// onThreadAsync runs fn on a fresh locked OS thread with the context current, without
+// waiting.
+func (e *env) onThreadAsync(fn func()) {
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := e.d.CtxSetCurrent(e.ctx); err != nil {
+			panic(err)
+		}
+		defer e.d.CtxSetCurrent(0)
+		fn()
+	}()
 }
 
 func (e *env) fn(name string) cudadrv.RawFunction {
