@@ -1,0 +1,57 @@
+#!/bin/sh
+# gpu_run.sh runs package cudadrv/cuda's GPU tests and benchmarks on a machine with a CUDA device
+# and no Go toolchain, next to the raw C baseline, and prints a side-by-side table.
+#
+# Build the test binary first, on a machine with Go, from the repository root:
+#   mkdir -p build/gpu && CGO_ENABLED=0 go test -c -o build/gpu/cuda.test ./cudadrv/cuda
+# then, on the GPU machine, from the repository root:
+#   sh cudadrv/cuda/testdata/gpu_run.sh build/gpu
+#
+# The tests run twice: first in the environment as found (so cuBLAS and NVRTC are found through
+# the package's own search when the toolkit is not on the loader path), then the benchmarks with
+# the toolkit's lib64 on LD_LIBRARY_PATH.
+set -u
+dir=${1:-build/gpu}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+
+echo "== environment"
+nvidia-smi -L 2>&1 | head -4
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+ls "$cuda/lib64" 2>/dev/null | grep -E '^lib(cublas|cublasLt|nvrtc|nvrtc-builtins)\.so\.[0-9]+' | head -8
+
+echo "== build the C baseline"
+gcc -O2 -Wall -I"$cuda/include" ctests/bench/raw_driver_bench.c \
+	-L/usr/local/nvidia/lib64 -L/usr/lib/x86_64-linux-gnu -L"$cuda/lib64/stubs" -lcuda \
+	-o "$dir/raw_driver_bench" || exit 1
+
+echo "== tests, environment as found"
+CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.v -test.count 1 2>&1 |
+	grep -E '^(=== RUN|--- |PASS|FAIL|ok)|_test.go:' | grep -v '^=== RUN'
+
+export LD_LIBRARY_PATH="$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "== benchmarks"
+CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.run '^$' -test.bench . -test.benchtime 20000x \
+	-test.count 5 >"$dir/go_bench.txt" 2>&1
+grep -E '^Benchmark' "$dir/go_bench.txt" | grep CallingMethods | sort | uniq
+"$dir/raw_driver_bench" 20000 >"$dir/raw_bench.txt" || exit 1
+cat "$dir/raw_bench.txt"
+
+echo "== per call: Go (median of 5) vs raw C (median of 7)"
+awk '
+	FNR == NR { raw[$2] = $3; next }
+	/^Benchmark(LaunchKernel|MemcpyHtoDAsync|EventRecord|GraphLaunch)-/ {
+		name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name)
+		n[name]++; v[name, n[name]] = $3; allocs[name] = $(NF-1)
+	}
+	END {
+		printf "%-16s %10s %10s %7s %10s\n", "call", "Go ns", "C ns", "Go/C", "allocs/op"
+		split("LaunchKernel MemcpyHtoDAsync EventRecord GraphLaunch", order, " ")
+		for (k = 1; k <= 4; k++) {
+			name = order[k]; m = n[name]
+			if (m == 0) { printf "%-16s (no Go result)\n", name; continue }
+			for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+				if (v[name, j] < v[name, i]) { t = v[name, i]; v[name, i] = v[name, j]; v[name, j] = t }
+			med = v[name, int((m + 1) / 2)]
+			printf "%-16s %10.1f %10.1f %7.2f %10s\n", name, med, raw[name], med / raw[name], allocs[name]
+		}
+	}' "$dir/raw_bench.txt" "$dir/go_bench.txt"
