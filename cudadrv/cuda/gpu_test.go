@@ -464,6 +464,9 @@ func TestGPUSgemm(t *testing.T) {
 	b := g.b
 	h, err := b.BLASCreate()
 	require.NoError(t, err)
+	if path, err := cuda.LoadCUBLAS(); err == nil {
+		t.Logf("cuBLAS loaded from %s", path)
+	}
 	defer func() { assert.NoError(t, b.BLASDestroy(h)) }()
 	require.NoError(t, b.BLASSetStream(h, g.s))
 	require.NoError(t, b.BLASSetMathMode(h, cudadrv.MathDefault))
@@ -548,6 +551,9 @@ func TestGPUCompilePTX(t *testing.T) {
 }`
 	ptx, err := b.CompilePTX(src, "scale.cu", nil)
 	require.NoError(t, err)
+	if path, err := cuda.LoadNVRTC(); err == nil {
+		t.Logf("NVRTC loaded from %s", path)
+	}
 	assert.Contains(t, string(ptx), ".entry scale")
 	assert.False(t, bytes.HasSuffix(ptx, []byte{0}), "NUL trimmed")
 
