@@ -265,9 +265,9 @@ func (t *Table[T]) invalid(h Handle) error {
 		return fmt.Errorf("%w: the null handle is not a %s", ErrInvalid, t.name)
 	case h.Kind() != t.kind:
 		if other := kindNames[h.Kind()].Load(); other != nil {
-			return fmt.Errorf("%w: %s is a %s handle, not a %s handle", ErrInvalid, h, *other, t.name)
+			return fmt.Errorf("%w: wrong type: handle %s is of type %q, want %q", ErrInvalid, h, *other, t.name)
 		}
-		return fmt.Errorf("%w: %s is not a %s handle", ErrInvalid, h, t.name)
+		return fmt.Errorf("%w: handle %s is of no known type, want %q", ErrInvalid, h, t.name)
 	}
 	return fmt.Errorf("%w: %s handle %s was never issued", ErrInvalid, t.name, h)
 }

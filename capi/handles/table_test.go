@@ -74,7 +74,7 @@ func TestWrongTypeHandleIsInvalid(t *testing.T) {
 
 	_, err = provs.Get(ho)
 	assert.ErrorIs(t, err, handles.ErrInvalid)
-	assert.Contains(t, err.Error(), "is a options handle, not a provider handle")
+	assert.Contains(t, err.Error(), `wrong type: handle `+ho.String()+` is of type "options", want "provider"`)
 	_, err = provs.Acquire(ho)
 	assert.ErrorIs(t, err, handles.ErrInvalid)
 	assert.ErrorIs(t, provs.Remove(ho), handles.ErrInvalid)
