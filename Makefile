@@ -1,0 +1,114 @@
+# cudaep — build the C shared library, run every test layer, install, run the demo.
+#
+#   make                 build/libcudaep.so and build/include/cudaep.h
+#   make test            every test layer in order, stopping at the first that fails
+#   make demo            build and run cmd/cudaep-demo with -backend=auto
+#   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
+#   make help            this list, and the single layers (make test-c, …)
+
+SHELL := /bin/bash
+GO ?= go
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD := build
+LIB := $(BUILD)/libcudaep.so
+HEADER := include/cudaep.h
+# The copy the cgo preambles include: Go's build cache only sees headers inside the package.
+HEADER_COPY := capi/cudaep.h
+EXPORTS_MAP := capi/exports.map
+MODULE := github.com/cudaep/cudaep
+
+# The library version is ep.Version; the pkg-config and CMake files carry it.
+VERSION := $(shell sed -n 's/^const Version = "\([^"]*\)"$$/\1/p' ep/*.go 2>/dev/null | head -n 1)
+
+# Python and C tests find the library through this variable (python/cudaep falls back to
+# build/ when it is unset).
+export CUDAEP_LIBRARY := $(abspath $(LIB))
+
+LAYERS := gofmt vet go abi nocgo c python
+
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) demo install clean help
+
+all: lib
+
+# --- the library ------------------------------------------------------------------------------
+
+# include/cudaep.h is the source; a newer one is copied into capi/. A copy that differs but is
+# not older was edited by hand: refuse rather than build against the wrong header.
+$(HEADER_COPY): $(HEADER)
+	cp $(HEADER) $(HEADER_COPY)
+
+header-copy: $(HEADER_COPY)
+	@cmp -s $(HEADER) $(HEADER_COPY) || { \
+	  echo "error: $(HEADER_COPY) differs from $(HEADER) and is not older than it." >&2; \
+	  echo "       Edit $(HEADER) (the public header) and run make to refresh the copy." >&2; \
+	  exit 1; }
+
+# go build decides what is stale (it relinks only when an input changed), so lib always asks it.
+lib: header-copy
+	@mkdir -p $(BUILD)/include
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -trimpath \
+	  -ldflags='-extldflags=-Wl,--version-script=$(abspath $(EXPORTS_MAP)),-soname,libcudaep.so' \
+	  -o $(LIB) ./capi
+	@rm -f $(BUILD)/libcudaep.h  # cgo's own header: not the public one, never shipped
+	@cp $(HEADER) $(BUILD)/include/cudaep.h
+
+# --- tests ------------------------------------------------------------------------------------
+
+test:
+	@for layer in $(LAYERS); do \
+	  if $(MAKE) --no-print-directory test-$$layer; then \
+	    echo "layer $$layer: ok"; \
+	  else \
+	    echo "layer $$layer: FAILED (make test-$$layer to rerun it)"; exit 1; \
+	  fi; \
+	done
+
+test-gofmt:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+test-vet:
+	$(GO) vet ./...
+
+test-go:
+	CUDAEP_TEST_BACKEND=$${CUDAEP_TEST_BACKEND:-sim} $(GO) test -race ./...
+
+test-abi:
+	scripts/abi-check.sh
+	@$(MAKE) --no-print-directory lib
+
+test-nocgo:
+	CGO_ENABLED=0 $(GO) build $$($(GO) list ./... | grep -vx '$(MODULE)/capi')
+
+test-c: lib
+	scripts/require-tools.sh cmake:cmake pkg-config:pkg-config c++:g++
+	cmake -S . -B $(BUILD)/ctest -DCUDAEP_LIBRARY=$(CUDAEP_LIBRARY) -DCUDAEP_VERSION=$(VERSION) >/dev/null
+	env -u MAKEFLAGS -u MAKELEVEL cmake --build $(BUILD)/ctest -j 2
+	ctest --test-dir $(BUILD)/ctest --output-on-failure
+
+test-python: lib
+	scripts/run-python-tests.sh
+
+# --- demo, install ----------------------------------------------------------------------------
+
+demo:
+	$(GO) build -o $(BUILD)/cudaep-demo ./cmd/cudaep-demo
+	$(BUILD)/cudaep-demo -backend=auto
+
+install: lib
+	@test -n "$(VERSION)" || { echo "error: cannot read const Version from ep/" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/cmake/cudaep $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcudaep.so
+	install -m 0644 $(HEADER) $(DESTDIR)$(PREFIX)/include/cudaep.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' cmake/cudaep.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cudaep.pc
+	install -m 0644 cmake/cudaepConfig.cmake $(DESTDIR)$(PREFIX)/lib/cmake/cudaep/cudaepConfig.cmake
+	sed -e 's|@VERSION@|$(VERSION)|g' cmake/cudaepConfigVersion.cmake.in \
+	  > $(DESTDIR)$(PREFIX)/lib/cmake/cudaep/cudaepConfigVersion.cmake
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@sed -n 's/^#   //p' Makefile
+	@echo "layers of make test, each also a target: $(addprefix test-,$(LAYERS))"
