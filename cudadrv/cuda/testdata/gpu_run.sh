@@ -29,14 +29,14 @@ gcc -O2 -Wall -I"$cuda/include" ctests/bench/raw_driver_bench.c \
 echo "== tests, environment as found"
 # Tests read files relative to the package directory, as go test runs them.
 cd cudadrv/cuda || exit 1
-CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.v -test.count 1 >"$out/tests.log" 2>&1
+CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.v -test.count 1 -test.timeout 150s >"$out/tests.log" 2>&1
 echo "exit status $?"
 grep -v -E '^=== (RUN|PAUSE|CONT)' "$out/tests.log"
 
 export LD_LIBRARY_PATH="$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "== benchmarks"
 "$dir/cuda.test" -test.run '^$' -test.bench CallingMethods -test.benchtime 200000x 2>&1 | grep -E '^Benchmark'
-CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.run '^$' -test.benchtime 20000x -test.count 5 \
+CUDAEP_TEST_BACKEND=cuda "$dir/cuda.test" -test.run '^$' -test.benchtime 20000x -test.count 5 -test.timeout 90s \
 	-test.bench '^Benchmark(LaunchKernel|MemcpyHtoDAsync|EventRecord|GraphLaunch)$' >"$out/go_bench.txt" 2>&1
 grep -E '^(Benchmark|FAIL|---)' "$out/go_bench.txt"
 "$dir/raw_driver_bench" 20000 >"$out/raw_bench.txt" || exit 1
