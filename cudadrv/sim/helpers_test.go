@@ -140,6 +140,8 @@ type env struct {
 	d   *sim.Device
 	ctx cudadrv.RawContext
 	mod cudadrv.RawModule
+	// scratch is 8 bytes of device memory allocated up front.
+	scratch cudadrv.DevicePtr
 }
 
 func newEnv(t *testing.T, opts sim.Options) *env {
@@ -157,7 +159,9 @@ func newEnv(t *testing.T, opts sim.Options) *env {
 	require.NoError(t, d.CtxSetCurrent(ctx))
 	mod, err := d.ModuleLoadData([]byte(testPTX))
 	require.NoError(t, err)
-	return &env{t: t, d: d, ctx: ctx, mod: mod}
+	scratch, err := d.MemAlloc(8)
+	require.NoError(t, err)
+	return &env{t: t, d: d, ctx: ctx, mod: mod, scratch: scratch}
 }
 
 // bind makes the context current on t's goroutine, which stays locked to its OS thread

@@ -228,7 +228,7 @@ func TestOutOfBoundsKernelFaultsTheContextStickily(t *testing.T) {
 		"launch": func() error {
 			return e.d.LaunchKernel(touch, dim(1), dim(1), 0, other, new(cudadrv.KernelArgs).Ptr(p).U64(1))
 		},
-		"EventCreate":       func() error { _, err := e.d.EventCreate(0); return err },
+		"EventCreate": func() error { _, err := e.d.EventCreate(0); return err },
 	} {
 		requireResult(t, call(), cudadrv.ErrorIllegalAddress, name)
 	}

@@ -41,6 +41,7 @@ func TestFreshAllocationsAreNotZeroed(t *testing.T) {
 func TestMemAllocOutOfMemoryAndMemGetInfo(t *testing.T) {
 	const total = 1 << 20
 	e := newEnv(t, sim.Options{TotalMemory: total})
+	require.NoError(t, e.d.MemFree(e.scratch))
 	free, tot, err := e.d.MemGetInfo()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(total), tot)
@@ -107,7 +108,7 @@ func TestCopiesAndMemsetsMoveTheRightBytes(t *testing.T) {
 	tests := []struct {
 		name string
 		run  func(dst, src cudadrv.DevicePtr) error // src holds pattern(n, 7), dst pattern(n, 50)
-		want []byte                                // dst afterwards
+		want []byte                                 // dst afterwards
 	}{
 		{"HtoD", func(dst, _ cudadrv.DevicePtr) error { return e.d.MemcpyHtoD(dst+8, pattern(16, 90)) },
 			append(append(pattern(n, 50)[:8:8], pattern(16, 90)...), pattern(n, 50)[24:]...)},
