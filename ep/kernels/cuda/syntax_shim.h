@@ -1,0 +1,23 @@
+// syntax_shim.h lets clang check the syntax of the CUDA sources here without the CUDA toolkit
+// (mkptx.sh's "check" mode: clang -fsyntax-only --cuda-device-only -nocudainc -include
+// syntax_shim.h). nvcc never sees it: it provides these declarations itself.
+#pragma once
+
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __forceinline__ __inline__ __attribute__((always_inline))
+
+#include <__clang_cuda_builtin_vars.h>
+
+__device__ float expf(float);
+__device__ float erff(float);
+__device__ float tanhf(float);
+__device__ float fmaxf(float, float);
+__device__ float __int_as_float(int);
+__device__ void __syncthreads(void);
+__device__ float __shfl_xor_sync(unsigned, float, int);
+__device__ unsigned long long __shfl_xor_sync(unsigned, unsigned long long, int);
+__device__ unsigned __ballot_sync(unsigned, int);
+__device__ int __popc(unsigned);

@@ -1,0 +1,284 @@
+package kernels
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+// ptxFiles holds the generated PTX modules (see mkptx.sh), one per CUDA source in cuda/.
+//
+//go:embed ptx/*.ptx
+var ptxFiles embed.FS
+
+// modules lists every built-in PTX module and the entry points the package takes from it. The
+// names are the extern "C" kernels of cuda/<module>.cu and the names sim_kernels.go registers.
+var modules = []struct {
+	file    string
+	entries []string
+}{
+	{"ptx/elementwise.ptx", []string{
+		"cudaep_add_f32", "cudaep_add_bcast_f32",
+		"cudaep_sub_f32", "cudaep_sub_bcast_f32",
+		"cudaep_mul_f32", "cudaep_mul_bcast_f32",
+		"cudaep_div_f32", "cudaep_div_bcast_f32",
+		"cudaep_relu_f32", "cudaep_sigmoid_f32", "cudaep_tanh_f32",
+		"cudaep_gelu_f32", "cudaep_gelu_tanh_f32",
+		"cudaep_expand_f32",
+	}},
+	{"ptx/softmax.ptx", []string{"cudaep_softmax_rows_f32", "cudaep_softmax_cols_f32"}},
+	{"ptx/nonzero.ptx", []string{"cudaep_nonzero_f32", "cudaep_nonzero_i32", "cudaep_nonzero_i64", "cudaep_nonzero_b8"}},
+}
+
+// Runtime is what a Library runs on: the provider's context, its compute stream, a cuBLAS
+// handle bound to that stream (needed by MatMul and Gemm only; nil refuses them at Get) and
+// whether float32 GEMMs may use TF32 tensor cores. The Library does not own any of them: the
+// caller destroys them after closing the Library.
+type Runtime struct {
+	Context *cudadrv.Context
+	Stream  *cudadrv.Stream
+	BLAS    *cudadrv.BLAS
+	TF32    bool
+}
+
+// Library is the set of built-in kernels of one provider: the loaded PTX modules and the
+// Runtime they run on. Create it once per provider with NewLibrary and Close it before the
+// runtime's objects are destroyed.
+//
+// Get is safe for concurrent use. Kernels from one Library all queue work on its one stream;
+// a Kernel itself is not safe for concurrent use.
+type Library struct {
+	rt     Runtime
+	mods   []*cudadrv.Module
+	fns    map[string]*cudadrv.Function
+	closed atomic.Bool
+	mu     sync.Mutex // serializes Close
+}
+
+// ErrClosed is returned by Library.Get, Kernel.Execute and a second Library.Close once the
+// Library is closed.
+var ErrClosed = errors.New("kernels: library closed")
+
+// NewLibrary loads the built-in PTX modules into rt.Context and resolves every entry point,
+// and sets rt.BLAS's math mode (TF32 tensor ops when rt.TF32, default float32 math
+// otherwise). The context must be bound on the calling OS thread.
+//
+// # Errors
+//
+// A nil Context or Stream is an error; a module that fails to load or lacks an entry point is
+// returned as the driver's error wrapped with the module's name, after unloading what was
+// loaded.
+func NewLibrary(rt Runtime) (*Library, error) {
+	if rt.Context == nil || rt.Stream == nil {
+		return nil, errors.New("kernels: NewLibrary needs a Runtime with a Context and a Stream")
+	}
+	if rt.BLAS != nil {
+		mode := cudadrv.MathDefault
+		if rt.TF32 {
+			mode = cudadrv.MathTF32TensorOp
+		}
+		if err := rt.BLAS.SetMathMode(mode); err != nil {
+			return nil, fmt.Errorf("kernels: set the cuBLAS math mode: %w", err)
+		}
+	}
+	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}}
+	for _, m := range modules {
+		image, err := ptxFiles.ReadFile(m.file)
+		if err != nil {
+			l.unload()
+			return nil, fmt.Errorf("kernels: embedded %s: %w", m.file, err)
+		}
+		mod, err := rt.Context.LoadModule(image)
+		if err != nil {
+			l.unload()
+			return nil, fmt.Errorf("kernels: load %s: %w", m.file, err)
+		}
+		l.mods = append(l.mods, mod)
+		for _, name := range m.entries {
+			fn, err := mod.Function(name)
+			if err != nil {
+				l.unload()
+				return nil, fmt.Errorf("kernels: %s: entry point %s: %w", m.file, name, err)
+			}
+			l.fns[name] = fn
+		}
+	}
+	return l, nil
+}
+
+// unload unloads every loaded module and returns the first error.
+func (l *Library) unload() error {
+	var first error
+	for _, m := range l.mods {
+		if err := m.Unload(); err != nil && first == nil {
+			first = err
+		}
+	}
+	l.mods = nil
+	return first
+}
+
+// Close unloads the PTX modules. Kernels from the Library fail with ErrClosed afterwards; work
+// they queued earlier must have completed (synchronize the stream first). The Runtime's
+// objects are left alone. The context must be bound on the calling OS thread.
+//
+// # Errors
+//
+// A second Close returns ErrClosed; a driver error from an unload is returned after the other
+// modules were unloaded.
+func (l *Library) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	return l.unload()
+}
+
+// Runtime returns the runtime the Library was created with.
+func (l *Library) Runtime() Runtime { return l.rt }
+
+// Kernel is one operator instance bound to a Library, built by Library.Get for fixed input
+// dtypes, shapes and attributes. It is a graphs.Node, so a sequence of kernels can be handed
+// to the capturability audit as is. It is not safe for concurrent use.
+type Kernel interface {
+	// Name describes the kernel for messages and the capturability audit, e.g.
+	// "Add(float32[2,3], float32[3])".
+	Name() string
+	// Outputs returns the dtypes and shapes of the outputs Execute must be given, in ONNX
+	// output order (a fresh copy).
+	Outputs() []TensorInfo
+	// Execute queues the operator on the Library's stream, reading inputs and writing outputs.
+	// The Library's context must be bound on the calling OS thread. It allocates nothing and
+	// does not wait for the work. Outputs must not overlap inputs unless they are the same
+	// tensor with the same shape (elementwise ops compute in place then).
+	//
+	// # Errors
+	//
+	// Tensors that differ from what Get was given (count, dtype, shape, a zero address) wrap
+	// ErrTensorMismatch and nothing is queued; a closed Library is ErrClosed; a driver or
+	// cuBLAS error is returned as is (the stream may hold part of the work then).
+	Execute(inputs, outputs []Tensor) error
+	// CaptureSupport says whether Execute may be recorded into a CUDA graph: Supported for
+	// every op but NonZero. It never touches the device.
+	CaptureSupport() graphs.CaptureSupport
+}
+
+var _ graphs.Node = Kernel(nil)
+
+// builder makes the kernel for one op from a validated-by-the-builder spec.
+type builder struct {
+	inputNames []string
+	build      func(l *Library, s opSpec) (Kernel, error)
+}
+
+// builders maps every supported op type to its builder. It is filled in by init functions of
+// the files that implement the ops, so that each op lives in one file.
+var builders = map[string]builder{}
+
+// SupportedOps returns the op types Get accepts, sorted.
+func SupportedOps() []string {
+	ops := make([]string, 0, len(builders))
+	for op := range builders {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	return ops
+}
+
+// Get returns the kernel for spec, with its output dtypes and shapes inferred. It does not
+// touch the device and is safe for concurrent use.
+//
+// # Errors
+//
+// Every op, opset, dtype, shape or attribute combination the package cannot run is refused
+// here (never at Execute) with an error wrapping ErrUnsupported; the message names the op,
+// the offending input or attribute, and what is supported. A closed Library returns ErrClosed.
+func (l *Library) Get(spec Spec) (Kernel, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	b, ok := builders[spec.Op]
+	if !ok {
+		return nil, fmt.Errorf("%w: op %q is not implemented; supported ops: %s", ErrUnsupported, spec.Op, strings.Join(SupportedOps(), ", "))
+	}
+	s := opSpec{Spec: &spec, inputNames: b.inputNames}
+	for i, in := range spec.Inputs {
+		if !in.DType.Valid() {
+			return nil, s.errorf("%s has unknown dtype number %d", s.input(i), int32(in.DType))
+		}
+	}
+	return b.build(l, s)
+}
+
+// function returns a resolved entry point; NewLibrary resolved them all.
+func (l *Library) function(name string) *cudadrv.Function { return l.fns[name] }
+
+// kernelBase holds what every kernel shares: its Library, name, and the tensors it was built
+// for.
+type kernelBase struct {
+	lib  *Library
+	name string
+	ins  []TensorInfo
+	outs []TensorInfo
+}
+
+// newBase copies the spec's inputs and names the kernel after them.
+func newBase(l *Library, s opSpec, outs ...TensorInfo) kernelBase {
+	ins := make([]TensorInfo, len(s.Inputs))
+	parts := make([]string, len(s.Inputs))
+	for i, in := range s.Inputs {
+		ins[i] = cloneInfo(in)
+		parts[i] = in.String()
+	}
+	return kernelBase{lib: l, name: s.Op + "(" + strings.Join(parts, ", ") + ")", ins: ins, outs: outs}
+}
+
+// Name returns the kernel's name.
+func (k *kernelBase) Name() string { return k.name }
+
+// Outputs returns a copy of the output infos.
+func (k *kernelBase) Outputs() []TensorInfo {
+	outs := make([]TensorInfo, len(k.outs))
+	for i, o := range k.outs {
+		outs[i] = cloneInfo(o)
+	}
+	return outs
+}
+
+// CaptureSupport is Supported; the NonZero kernel overrides it.
+func (k *kernelBase) CaptureSupport() graphs.CaptureSupport { return graphs.Supported }
+
+// check validates Execute's arguments; it allocates nothing when they are right.
+func (k *kernelBase) check(inputs, outputs []Tensor) error {
+	if k.lib.closed.Load() {
+		return ErrClosed
+	}
+	if err := checkTensors(k.name, "input", inputs, k.ins); err != nil {
+		return err
+	}
+	return checkTensors(k.name, "output", outputs, k.outs)
+}
+
+// Launch geometry shared by the elementwise kernels: 256-thread blocks and a grid capped so
+// that the kernels' grid-stride loops do the rest.
+const (
+	blockThreads = 256
+	maxBlocks    = 8192
+)
+
+// linearGrid returns the grid for n elements at one element per thread, capped at maxBlocks.
+func linearGrid(n uint64) cudadrv.Dim3 {
+	blocks := (n + blockThreads - 1) / blockThreads
+	blocks = max(1, min(blocks, maxBlocks))
+	return cudadrv.Dim3{X: uint32(blocks), Y: 1, Z: 1}
+}
+
+var linearBlock = cudadrv.Dim3{X: blockThreads, Y: 1, Z: 1}

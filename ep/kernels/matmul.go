@@ -1,0 +1,368 @@
+package kernels
+
+import (
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+func init() {
+	builders["MatMul"] = builder{inputNames: []string{"A", "B"}, build: buildMatMul}
+	builders["Gemm"] = builder{inputNames: []string{"A", "B", "C"}, build: buildGemm}
+}
+
+// Row-major through column-major cuBLAS: a row-major R×C matrix is the column-major C×R
+// matrix with leading dimension C, i.e. its transpose. So Y = A·B (row-major, M×N) is computed
+// as Yᵀ = Bᵀ·Aᵀ: cuBLAS's first operand is ONNX's B, its second ONNX's A, with m = N, n = M,
+// and no data is moved.
+
+// gemmCall is one cuBLAS call of a kernel: its parameters (pointers filled in by Execute) and
+// the byte offsets of its operands from the tensors' base addresses.
+type gemmCall struct {
+	p                cudadrv.GemmParams
+	aOff, bOff, yOff cudadrv.DevicePtr // ONNX A, ONNX B, output
+}
+
+// run fills in the addresses and queues the call.
+func (c *gemmCall) run(h *cudadrv.BLAS, a, b, y cudadrv.DevicePtr) error {
+	c.p.A, c.p.B, c.p.C = b+c.bOff, a+c.aOff, y+c.yOff
+	if c.p.BatchCount > 1 {
+		return h.SgemmStridedBatched(&c.p)
+	}
+	return h.Sgemm(&c.p)
+}
+
+// matmulKernel is MatMul: one GEMM, or strided-batched GEMMs over the broadcast batch, planned
+// at Get time.
+type matmulKernel struct {
+	kernelBase
+	calls []gemmCall
+}
+
+func checkBLAS(l *Library, s opSpec) error {
+	if l.rt.BLAS == nil {
+		return s.errorf("the Library's Runtime has no cuBLAS handle, which %s needs", s.Op)
+	}
+	return nil
+}
+
+// buildMatMul builds MatMul with numpy matmul semantics: a 1-D A is a row [1,K] and a 1-D B a
+// column [K,1] (the unit dimension is dropped from the output), and the batch dimensions
+// (all but the last two) broadcast.
+func buildMatMul(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(2, 2); err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		if err := s.checkInput(i, float32Only, 1, anyRank); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	if err := checkBLAS(l, s); err != nil {
+		return nil, err
+	}
+	a, b := s.Inputs[0].Shape, s.Inputs[1].Shape
+	if len(a) == 1 {
+		a = []int64{1, a[0]}
+	}
+	if len(b) == 1 {
+		b = []int64{b[0], 1}
+	}
+	m, k, k2, n := a[len(a)-2], a[len(a)-1], b[len(b)-2], b[len(b)-1]
+	if k != k2 {
+		return nil, s.errorf("input 0 (A) shape %s and input 1 (B) shape %s: inner dimensions %d and %d differ", shapeString(s.Inputs[0].Shape), shapeString(s.Inputs[1].Shape), k, k2)
+	}
+	aBatch, bBatch := a[:len(a)-2], b[:len(b)-2]
+	batch, ok := broadcastShapes(aBatch, bBatch)
+	if !ok {
+		return nil, s.errorf("batch dimensions %s of input 0 (A) and %s of input 1 (B) do not broadcast", shapeString(aBatch), shapeString(bBatch))
+	}
+	out := append([]int64{}, batch...)
+	if len(s.Inputs[0].Shape) > 1 {
+		out = append(out, m)
+	}
+	if len(s.Inputs[1].Shape) > 1 {
+		out = append(out, n)
+	}
+	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: out})}
+	kern.calls = planMatMul(batch, broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch), m, k, n)
+	return kern, nil
+}
+
+// planMatMul returns the cuBLAS calls for a batched row-major product: batch is the broadcast
+// batch shape, aStr and bStr the operands' strides along it in matrices (0 where repeated).
+//
+// When B is one matrix shared by every batch and A's matrices are contiguous, the batch folds
+// into M: one GEMM of (batch·M)×K by K×N. Otherwise the batch is split at the outermost
+// dimension after which both operands' matrices are evenly spaced; each outer index is one
+// strided-batched GEMM (stride 0 for a repeated operand), or a plain GEMM when nothing is left
+// to batch.
+func planMatMul(batch, aStr, bStr []int64, m, k, n int64) []gemmCall {
+	total := int64(1)
+	for _, d := range batch {
+		total *= d
+	}
+	base := gemmCall{p: cudadrv.GemmParams{
+		TransA: cudadrv.OpN, TransB: cudadrv.OpN,
+		M: int(n), N: int(m), K: int(k), Alpha: 1, Beta: 0,
+		LDA: int(n), LDB: int(k), LDC: int(n),
+	}}
+	aOff, bOff := batchOffsets(batch, aStr), batchOffsets(batch, bStr)
+	if total == 1 || (allZero(bOff) && isRange(aOff, 0, total)) {
+		base.p.N = int(total * m)
+		return []gemmCall{base}
+	}
+	chunk := int64(1)
+	for i := range batch {
+		c := int64(1)
+		for _, d := range batch[i:] {
+			c *= d
+		}
+		if evenlySpaced(aOff, c) && evenlySpaced(bOff, c) {
+			chunk = c
+			break
+		}
+	}
+	calls := make([]gemmCall, 0, total/chunk)
+	for start := int64(0); start < total; start += chunk {
+		c := base
+		c.aOff = cudadrv.DevicePtr(aOff[start] * m * k * 4)
+		c.bOff = cudadrv.DevicePtr(bOff[start] * k * n * 4)
+		c.yOff = cudadrv.DevicePtr(start * m * n * 4)
+		if chunk > 1 {
+			c.p.BatchCount = int(chunk)
+			c.p.StrideA = (bOff[start+1] - bOff[start]) * k * n
+			c.p.StrideB = (aOff[start+1] - aOff[start]) * m * k
+			c.p.StrideC = m * n
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// batchOffsets returns, for every flat index of batch in row-major order, the operand's
+// matrix index sum(idx[i]·strides[i]).
+func batchOffsets(batch, strides []int64) []int64 {
+	total := int64(1)
+	for _, d := range batch {
+		total *= d
+	}
+	offs := make([]int64, total)
+	idx := make([]int64, len(batch))
+	off := int64(0)
+	for t := range offs {
+		offs[t] = off
+		for i := len(batch) - 1; i >= 0; i-- {
+			idx[i]++
+			off += strides[i]
+			if idx[i] < batch[i] {
+				break
+			}
+			off -= idx[i] * strides[i]
+			idx[i] = 0
+		}
+	}
+	return offs
+}
+
+func allZero(offs []int64) bool {
+	for _, o := range offs {
+		if o != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// isRange reports whether offs is start, start+1, …
+func isRange(offs []int64, start, n int64) bool {
+	for i, o := range offs[:n] {
+		if o != start+int64(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// evenlySpaced reports whether every run of chunk consecutive offsets is an arithmetic
+// progression.
+func evenlySpaced(offs []int64, chunk int64) bool {
+	for start := int64(0); start < int64(len(offs)); start += chunk {
+		if chunk < 2 {
+			continue
+		}
+		step := offs[start+1] - offs[start]
+		for j := int64(2); j < chunk; j++ {
+			if offs[start+j]-offs[start] != j*step {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Execute queues the planned GEMMs.
+func (k *matmulKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	h := k.lib.rt.BLAS
+	for i := range k.calls {
+		if err := k.calls[i].run(h, inputs[0].Ptr, inputs[1].Ptr, outputs[0].Ptr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gemmKernel is Gemm: Y = alpha·A'·B' + beta·C with A' = transA ? Aᵀ : A (M×K) and
+// B' = transB ? Bᵀ : B (K×N). C, when present and beta is not 0, is first written into Y
+// (a copy when it is already M×N, the expand kernel when it broadcasts) and the GEMM then
+// accumulates onto Y with beta; otherwise the GEMM runs with beta 0 and never reads Y.
+type gemmKernel struct {
+	kernelBase
+	call gemmCall
+	cMode
+	expand  *cudadrv.Function
+	n       uint64
+	dims    [maxBroadcastDims]int64
+	strides [maxBroadcastDims]int64
+	grid    cudadrv.Dim3
+	args    cudadrv.KernelArgs
+}
+
+// cMode is how a Gemm brings C into Y.
+type cMode uint8
+
+const (
+	cNone   cMode = iota // no C, or beta == 0
+	cCopy                // C is M×N: copy it
+	cExpand              // C broadcasts to M×N: the expand kernel
+)
+
+var gemmAttrs = map[string]AttrKind{"alpha": AttrFloat, "beta": AttrFloat, "transA": AttrInt, "transB": AttrInt}
+
+func buildGemm(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkOpset(7, "earlier opsets used the broadcast attribute"); err != nil {
+		return nil, err
+	}
+	if err := s.checkInputCount(2, 3); err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		if err := s.checkInput(i, float32Only, 2, 2); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.Inputs) == 3 {
+		if err := s.checkInput(2, float32Only, 0, 2); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.checkAttrs(gemmAttrs); err != nil {
+		return nil, err
+	}
+	if err := checkBLAS(l, s); err != nil {
+		return nil, err
+	}
+	transA, transB := s.intAttr("transA", 0), s.intAttr("transB", 0)
+	for _, t := range []struct {
+		name string
+		v    int64
+	}{{"transA", transA}, {"transB", transB}} {
+		if t.v != 0 && t.v != 1 {
+			return nil, s.errorf("attribute %q is %d; supported: 0, 1", t.name, t.v)
+		}
+	}
+	alpha, beta := s.floatAttr("alpha", 1), s.floatAttr("beta", 1)
+	a, b := s.Inputs[0].Shape, s.Inputs[1].Shape
+	m, k := a[0], a[1]
+	if transA == 1 {
+		m, k = k, m
+	}
+	k2, n := b[0], b[1]
+	if transB == 1 {
+		k2, n = n, k2
+	}
+	if k != k2 {
+		return nil, s.errorf("input 0 (A) shape %s (transA=%d) and input 1 (B) shape %s (transB=%d): inner dimensions %d and %d differ", shapeString(a), transA, shapeString(b), transB, k, k2)
+	}
+	y := []int64{m, n}
+	g := &gemmKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: y})}
+	g.call.p = cudadrv.GemmParams{
+		TransA: cudadrv.OpN, TransB: cudadrv.OpN,
+		M: int(n), N: int(m), K: int(k), Alpha: alpha, Beta: 0,
+		LDA: int(n), LDB: int(k), LDC: int(n),
+	}
+	if transB == 1 {
+		g.call.p.TransA, g.call.p.LDA = cudadrv.OpT, int(k)
+	}
+	if transA == 1 {
+		g.call.p.TransB, g.call.p.LDB = cudadrv.OpT, int(m)
+	}
+	if len(s.Inputs) == 3 {
+		c := s.Inputs[2].Shape
+		if !unidirectional(c, y) {
+			return nil, s.errorf("input 2 (C) shape %s does not broadcast to the output shape %s (unidirectional: right-aligned dimensions must equal the output's or be 1)", shapeString(c), shapeString(y))
+		}
+		if beta != 0 {
+			g.call.p.Beta = beta
+			layout := mergeDims(y, broadcastStrides(c, y))
+			if layout.contiguous(0) {
+				g.cMode = cCopy
+				g.n = uint64(m * n)
+			} else {
+				g.cMode = cExpand
+				g.expand = l.function("cudaep_expand_f32")
+				g.n = uint64(m * n)
+				g.dims, g.strides = layout.padded(0)
+				g.grid = linearGrid(g.n)
+			}
+		}
+	}
+	return g, nil
+}
+
+// unidirectional reports whether shape broadcasts to target without changing target.
+func unidirectional(shape, target []int64) bool {
+	if len(shape) > len(target) {
+		return false
+	}
+	off := len(target) - len(shape)
+	for i, d := range shape {
+		if d != 1 && d != target[off+i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Execute queues C into Y (when used) and the GEMM.
+func (g *gemmKernel) Execute(inputs, outputs []Tensor) error {
+	if err := g.check(inputs, outputs); err != nil {
+		return err
+	}
+	y := outputs[0].Ptr
+	st := g.lib.rt.Stream
+	switch g.cMode {
+	case cCopy:
+		if err := st.CopyDtoDAsync(y, inputs[2].Ptr, g.n*4); err != nil {
+			return err
+		}
+	case cExpand:
+		a := &g.args
+		a.Reset()
+		a.Ptr(y).Ptr(inputs[2].Ptr).U64(g.n)
+		for _, d := range g.dims {
+			a.I64(d)
+		}
+		for _, st := range g.strides {
+			a.I64(st)
+		}
+		if err := st.Launch(g.expand, g.grid, linearBlock, 0, a); err != nil {
+			return err
+		}
+	}
+	return g.call.run(g.lib.rt.BLAS, inputs[0].Ptr, inputs[1].Ptr, y)
+}

@@ -1,0 +1,257 @@
+package kernels
+
+import "math"
+
+// Reference implementations of every op, on the host, in float64. The simulated device's
+// kernels (sim_kernels.go) compute their elements with the scalar functions here, and the
+// tests compare device results with the whole-op functions, which work from shapes alone
+// (index arithmetic independent of the stride plans that Library.Get makes).
+
+// refBinaryOps are the scalar functions of the binary ops. For float32 operands, rounding
+// the float64 result to float32 gives the correctly rounded float32 result, as the device's
+// IEEE float32 add, sub, mul and div do.
+var refBinaryOps = map[string]func(a, b float64) float64{
+	"Add": func(a, b float64) float64 { return a + b },
+	"Sub": func(a, b float64) float64 { return a - b },
+	"Mul": func(a, b float64) float64 { return a * b },
+	"Div": func(a, b float64) float64 { return a / b },
+}
+
+// refUnaryOps are the activations, keyed by op name ("Gelu" with approximate "none",
+// "GeluTanh" with "tanh").
+var refUnaryOps = map[string]func(x float64) float64{
+	"Relu":     func(x float64) float64 { return max(x, 0) },
+	"Sigmoid":  func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+	"Tanh":     math.Tanh,
+	"Gelu":     func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
+	"GeluTanh": func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) },
+}
+
+// refSoftmaxLine writes the softmax of xs into ys (which may be xs), accumulating in float64.
+func refSoftmaxLine(ys, xs []float64) {
+	m := math.Inf(-1)
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	var sum float64
+	for i, x := range xs {
+		ys[i] = math.Exp(x - m)
+		sum += ys[i]
+	}
+	for i := range ys {
+		ys[i] /= sum
+	}
+}
+
+// refShape is numpy broadcasting of two shapes, or false.
+func refShape(a, b []int64) ([]int64, bool) {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	out := append([]int64{}, a...)
+	off := len(a) - len(b)
+	for i, d := range b {
+		switch o := out[off+i]; {
+		case o == d || d == 1:
+		case o == 1:
+			out[off+i] = d
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// refIndex returns the flat index in a tensor of shape of the element that broadcasting
+// places at coordinates idx of a larger (right-aligned) output.
+func refIndex(shape, idx []int64) int64 {
+	off := len(idx) - len(shape)
+	flat := int64(0)
+	for i, d := range shape {
+		c := idx[off+i]
+		if d == 1 {
+			c = 0
+		}
+		flat = flat*d + c
+	}
+	return flat
+}
+
+// refNext advances idx to the next coordinates of shape in row-major order.
+func refNext(idx, shape []int64) {
+	for i := len(shape) - 1; i >= 0; i-- {
+		idx[i]++
+		if idx[i] < shape[i] {
+			return
+		}
+		idx[i] = 0
+	}
+}
+
+func refNumel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// refBinary computes op over the numpy broadcast of a and b and returns the output and its
+// shape; ok is false when the shapes do not broadcast.
+func refBinary(op string, a []float64, aShape []int64, b []float64, bShape []int64) (out []float64, shape []int64, ok bool) {
+	shape, ok = refShape(aShape, bShape)
+	if !ok {
+		return nil, nil, false
+	}
+	f := refBinaryOps[op]
+	out = make([]float64, refNumel(shape))
+	idx := make([]int64, len(shape))
+	for i := range out {
+		out[i] = f(a[refIndex(aShape, idx)], b[refIndex(bShape, idx)])
+		refNext(idx, shape)
+	}
+	return out, shape, true
+}
+
+// refUnary applies the activation op ("Relu", "Sigmoid", "Tanh", "Gelu", "GeluTanh").
+func refUnary(op string, x []float64) []float64 {
+	f := refUnaryOps[op]
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// refSoftmax is Softmax of x (shape) along axis with the semantics of opset.
+func refSoftmax(x []float64, shape []int64, axis int, opset int) []float64 {
+	if axis < 0 {
+		axis += len(shape)
+	}
+	outer, length, inner := refNumel(shape[:axis]), refNumel(shape[axis:axis+1]), refNumel(shape[axis+1:])
+	if opset < 13 {
+		length, inner = refNumel(shape[axis:]), 1
+	}
+	out := make([]float64, len(x))
+	line := make([]float64, length)
+	for o := int64(0); o < outer; o++ {
+		for in := int64(0); in < inner; in++ {
+			for j := range line {
+				line[j] = x[(o*length+int64(j))*inner+in]
+			}
+			refSoftmaxLine(line, line)
+			for j, v := range line {
+				out[(o*length+int64(j))*inner+in] = v
+			}
+		}
+	}
+	return out
+}
+
+// refMatMul is numpy matmul: 1-D operands are promoted (and their unit dimension dropped from
+// the result), batch dimensions broadcast. Sums are float64.
+func refMatMul(a []float64, aShape []int64, b []float64, bShape []int64) (out []float64, shape []int64, ok bool) {
+	as, bs := aShape, bShape
+	if len(as) == 1 {
+		as = []int64{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bs = []int64{bs[0], 1}
+	}
+	m, k, n := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
+	if bs[len(bs)-2] != k {
+		return nil, nil, false
+	}
+	aBatch, bBatch := as[:len(as)-2], bs[:len(bs)-2]
+	batch, ok := refShape(aBatch, bBatch)
+	if !ok {
+		return nil, nil, false
+	}
+	out = make([]float64, refNumel(batch)*m*n)
+	idx := make([]int64, len(batch))
+	for t := int64(0); t < refNumel(batch); t++ {
+		ao, bo := refIndex(aBatch, idx)*m*k, refIndex(bBatch, idx)*k*n
+		for i := int64(0); i < m; i++ {
+			for j := int64(0); j < n; j++ {
+				var s float64
+				for l := int64(0); l < k; l++ {
+					s += a[ao+i*k+l] * b[bo+l*n+j]
+				}
+				out[t*m*n+i*n+j] = s
+			}
+		}
+		refNext(idx, batch)
+	}
+	shape = append([]int64{}, batch...)
+	if len(aShape) > 1 {
+		shape = append(shape, m)
+	}
+	if len(bShape) > 1 {
+		shape = append(shape, n)
+	}
+	return out, shape, true
+}
+
+// refGemm is alpha·A'·B' + beta·C with A' = transA ? Aᵀ : A, B' likewise, and C (nil for
+// none) broadcast to M×N. Sums are float64.
+func refGemm(a []float64, aShape []int64, b []float64, bShape []int64, c []float64, cShape []int64, alpha, beta float64, transA, transB bool) (out []float64, shape []int64) {
+	m, k := aShape[0], aShape[1]
+	if transA {
+		m, k = k, m
+	}
+	n := bShape[1]
+	if transB {
+		n = bShape[0]
+	}
+	at := func(i, l int64) float64 {
+		if transA {
+			return a[l*m+i]
+		}
+		return a[i*k+l]
+	}
+	bt := func(l, j int64) float64 {
+		if transB {
+			return b[j*k+l]
+		}
+		return b[l*n+j]
+	}
+	shape = []int64{m, n}
+	out = make([]float64, m*n)
+	for i := int64(0); i < m; i++ {
+		for j := int64(0); j < n; j++ {
+			var s float64
+			for l := int64(0); l < k; l++ {
+				s += at(i, l) * bt(l, j)
+			}
+			out[i*n+j] = alpha * s
+			if c != nil {
+				out[i*n+j] += beta * c[refIndex(cShape, []int64{i, j})]
+			}
+		}
+	}
+	return out, shape
+}
+
+// refNonZero returns the coordinates of the set flags of a tensor of shape, as the ONNX
+// NonZero output [rank, nnz] flattened row-major.
+func refNonZero(flags []bool, shape []int64) []int64 {
+	var nnz int64
+	for _, f := range flags {
+		if f {
+			nnz++
+		}
+	}
+	out := make([]int64, int64(len(shape))*nnz)
+	idx := make([]int64, len(shape))
+	pos := int64(0)
+	for _, f := range flags {
+		if f {
+			for d, c := range idx {
+				out[int64(d)*nnz+pos] = c
+			}
+			pos++
+		}
+		refNext(idx, shape)
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+// TensorInfo is a tensor's element type and shape. Shapes are row-major and dense; a nil or
+// empty Shape is a scalar (one element).
+type TensorInfo struct {
+	DType DType
+	Shape []int64
+}
+
+// NumElements returns the product of the dimensions (1 for a scalar). It does not validate
+// the shape: a negative dimension gives a meaningless result (Library.Get refuses such shapes).
+func (ti TensorInfo) NumElements() int64 {
+	n := int64(1)
+	for _, d := range ti.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes returns the tensor's size in bytes.
+func (ti TensorInfo) Bytes() int64 { return ti.NumElements() * int64(ti.DType.Size()) }
+
+// Rank returns the number of dimensions.
+func (ti TensorInfo) Rank() int { return len(ti.Shape) }
+
+// String formats the info as dtype[d0,d1,…], e.g. "float32[2,3]".
+func (ti TensorInfo) String() string { return ti.DType.String() + shapeString(ti.Shape) }
+
+// Equal reports whether a and b have the same dtype and shape. It allocates nothing.
+func (ti TensorInfo) Equal(o TensorInfo) bool {
+	if ti.DType != o.DType || len(ti.Shape) != len(o.Shape) {
+		return false
+	}
+	for i, d := range ti.Shape {
+		if o.Shape[i] != d {
+			return false
+		}
+	}
+	return true
+}
+
+func shapeString(shape []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range shape {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(d, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func cloneInfo(ti TensorInfo) TensorInfo {
+	return TensorInfo{DType: ti.DType, Shape: append([]int64{}, ti.Shape...)}
+}
+
+// Tensor is a dense, contiguous, row-major tensor in device memory: its info plus the device
+// address of element 0. The memory belongs to the caller; kernels only read inputs and write
+// outputs during the stream work that Execute queues.
+type Tensor struct {
+	TensorInfo
+	Ptr cudadrv.DevicePtr
+}
+
+// ErrTensorMismatch is wrapped by the error Kernel.Execute returns when its tensors differ from
+// what Library.Get was given (count, dtype, shape) or a device address is zero. Nothing is
+// queued then.
+var ErrTensorMismatch = errors.New("kernels: tensor mismatch")
+
+// checkTensors validates tensors against the infos a kernel was built for. It allocates only
+// when it fails.
+func checkTensors(kernel, role string, got []Tensor, want []TensorInfo) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%w: %s: %d %ss, want %d", ErrTensorMismatch, kernel, len(got), role, len(want))
+	}
+	for i := range got {
+		if !got[i].TensorInfo.Equal(want[i]) {
+			return fmt.Errorf("%w: %s: %s %d is %s, want %s", ErrTensorMismatch, kernel, role, i, got[i].TensorInfo, want[i])
+		}
+		if got[i].Ptr == 0 {
+			return fmt.Errorf("%w: %s: %s %d has a zero device address", ErrTensorMismatch, kernel, role, i)
+		}
+	}
+	return nil
+}
