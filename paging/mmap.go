@@ -175,6 +175,15 @@ func (s *MmapSource) lookup(id MappingID) (*mappedFile, error) {
 	return mf, nil
 }
 
+// lookupRegion is lookup for r's mapping, with an unknown mapping reported with r's range.
+func (s *MmapSource) lookupRegion(r Region) (*mappedFile, error) {
+	mf, err := s.lookup(r.Mapping)
+	if re, ok := err.(*RegionError); ok {
+		re.Offset, re.Len = r.Offset, r.Len
+	}
+	return mf, err
+}
+
 // check bounds-checks r against the file as it was mapped.
 func (mf *mappedFile) check(r Region, size uint64) error {
 	end, ok := r.End()
@@ -216,7 +225,7 @@ func (s *MmapSource) Path(id MappingID) (string, error) {
 // A *RegionError naming the mapping, path, offset, length and file size for an unknown mapping,
 // an offset+length that overflows or a range past the end of the file.
 func (s *MmapSource) RegionBytes(r Region) ([]byte, error) {
-	mf, err := s.lookup(r.Mapping)
+	mf, err := s.lookupRegion(r)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +251,7 @@ func (s *MmapSource) Mapping(id MappingID) ([]byte, error) {
 func (s *MmapSource) Prepare(regions []Region) error {
 	checked := map[MappingID]uint64{}
 	for _, r := range regions {
-		mf, err := s.lookup(r.Mapping)
+		mf, err := s.lookupRegion(r)
 		if err != nil {
 			return err
 		}
@@ -285,7 +294,7 @@ func (s *MmapSource) Advise(regions []Region, a Advice) error {
 	}
 	extents := make([]extent, 0, len(regions))
 	for _, r := range regions {
-		mf, err := s.lookup(r.Mapping)
+		mf, err := s.lookupRegion(r)
 		if err != nil {
 			return err
 		}
