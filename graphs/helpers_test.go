@@ -2,6 +2,7 @@ package graphs_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"runtime"
 	"testing"
@@ -78,7 +79,11 @@ func (r *rig) lifecycle(slot graphs.Slot, cfg graphs.Config) *graphs.Lifecycle {
 	r.t.Helper()
 	l, err := graphs.NewLifecycle(r.s, graphs.NewOwner(), slot, cfg)
 	require.NoError(r.t, err)
-	r.t.Cleanup(func() { require.NoError(r.t, l.Close()) })
+	r.t.Cleanup(func() {
+		if err := l.Close(); !errors.Is(err, graphs.ErrClosed) {
+			require.NoError(r.t, err)
+		}
+	})
 	return l
 }
 
