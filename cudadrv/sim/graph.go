@@ -15,11 +15,10 @@ type graph struct {
 // graphExec is a CUgraphExec. nodes is immutable once set: an update installs a new slice,
 // so launches already queued replay what was current when they were enqueued.
 type graphExec struct {
-	handle   cudadrv.RawGraphExec
-	ctx      *context
-	nodes    []op
-	flags    cudadrv.InstantiateFlags
-	uploaded bool
+	handle cudadrv.RawGraphExec
+	ctx    *context
+	nodes  []op
+	flags  cudadrv.InstantiateFlags
 }
 
 // validInstantiateFlags are the flags cuGraphInstantiateWithFlags accepts; UPLOAD is only
@@ -91,8 +90,7 @@ func (d *Device) GraphUpload(e cudadrv.RawGraphExec, sh cudadrv.RawStream) error
 	if err != nil {
 		return err
 	}
-	x, err := d.exec(OpGraphUpload, c, e)
-	if err != nil {
+	if _, err := d.exec(OpGraphUpload, c, e); err != nil {
 		return err
 	}
 	s, err := d.stream(OpGraphUpload, c, sh)
@@ -102,7 +100,6 @@ func (d *Device) GraphUpload(e cudadrv.RawGraphExec, sh cudadrv.RawStream) error
 	if s.capture != nil && s.capture.invalid != "" {
 		return s.capture.invalidatedError(OpGraphUpload)
 	}
-	x.uploaded = true
 	return nil
 }
 

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/cudaep/cudaep/cudadrv"
+
 // Stats counts the live objects of a Device, for leak checks in tests.
 type Stats struct {
 	Contexts          int    // live primary contexts
@@ -34,4 +36,16 @@ func (d *Device) Stats() Stats {
 		BLASHandles:       len(d.blas),
 		Captures:          len(d.captures),
 	}
+}
+
+// GraphExecFlags returns the flags the executable graph e was instantiated with, and whether
+// e exists. Safe for concurrent use.
+func (d *Device) GraphExecFlags(e cudadrv.RawGraphExec) (cudadrv.InstantiateFlags, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	x := d.execs[e]
+	if x == nil {
+		return 0, false
+	}
+	return x.flags, true
 }
