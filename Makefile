@@ -87,7 +87,7 @@ test-c: lib
 	ctest --test-dir $(BUILD)/ctest --output-on-failure
 
 test-python: lib
-	scripts/run-python-tests.sh
+	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh
 
 # --- demo, install ----------------------------------------------------------------------------
 

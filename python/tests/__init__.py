@@ -1,0 +1,1 @@
+"""unittest suites for the cudaep Python bindings; run with `make test-python`."""
