@@ -1,0 +1,224 @@
+package paging_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/paging"
+)
+
+// The seed's GPU tests of the primitive, on the test device (sim by default, the GPU with
+// CUDAEP_TEST_BACKEND=cuda), once per transfer mode.
+
+// Seed: whole_layer_prefill_is_byte_identical_across_wraparound.
+func TestWholeLayerPrefillIsByteIdenticalAcrossWraparound(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		const regionBytes, regionsPerLayer, layers = 2 * mib, 2, 4
+		l := writeLayered(t, regionBytes, regionsPerLayer, layers, 0)
+		layerBytes := uint64(regionBytes * regionsPerLayer)
+		db := r.pipeline(t, layerBytes, mode)
+
+		pending, err := db.Prefetch(0, l.weights[0], l.src)
+		require.NoError(t, err)
+		for layer := 0; layer < layers; layer++ {
+			ticket := pending
+			if layer+1 < layers {
+				pending, err = db.Prefetch(paging.LayerID(layer+1), l.weights[layer+1], l.src)
+				require.NoError(t, err, "look-ahead prefetch (incl. slot reuse) must succeed")
+			}
+			view, err := db.Wait(ticket)
+			require.NoError(t, err, "ready slot must consume")
+			assert.Equal(t, layerBytes, view.Len, "layer %d byte count", layer)
+			assert.Equal(t, canonical(t, l.src, l.weights[layer]), r.readback(t, view.Ptr, view.Len),
+				"layer %d device bytes must be byte-identical to its concatenated source regions", layer)
+			require.NoError(t, db.Release(ticket), "in-use slot must release")
+		}
+		m := db.Metrics()
+		assert.Equal(t, uint64(layers), m.LayersPrefetched)
+		assert.Equal(t, uint64(layers), m.LayersConsumed)
+		assert.Equal(t, uint64(layers), m.LayersReleased)
+		assert.Zero(t, m.Poisoned, "clean path poisons nothing")
+		assert.Zero(t, m.StaleRejected)
+		assert.Zero(t, m.Cancelled)
+		assert.Zero(t, db.Quarantined(), "no slot may be quarantined on the clean path")
+		if mode == paging.ModeZeroCopy {
+			assert.Equal(t, uint64(layers), m.ZeroCopyLayers, "every layer copied from registered extents")
+		} else {
+			assert.Equal(t, uint64(layers), m.StagingLayers)
+		}
+		require.NoError(t, db.Close(), "teardown drains in-flight and frees both stable buffers")
+		c := r.ctx.Counters()
+		assert.Zero(t, c.RegisteredLiveBytes, "every registration undone")
+	})
+}
+
+// Seed: single_and_final_layer_teardown_is_clean.
+func TestSingleAndFinalLayerTeardownIsClean(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		l := writeLayered(t, 4*mib, 1, 1, 0)
+		db := r.pipeline(t, 4*mib, mode)
+		ticket, err := db.Prefetch(0, l.weights[0], l.src)
+		require.NoError(t, err)
+		view, err := db.Wait(ticket)
+		require.NoError(t, err)
+		assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, view.Ptr, view.Len))
+		assert.Equal(t, paging.SlotFree, db.SlotState(1-ticket.Slot()), "the other slot was never claimed")
+
+		// Release, then close while the only used slot is still draining: teardown must
+		// establish the copy's completion and free without leaking (drivertest checks).
+		require.NoError(t, db.Release(ticket))
+		assert.Equal(t, paging.SlotDraining, db.SlotState(ticket.Slot()))
+		assert.Zero(t, db.Quarantined())
+		require.NoError(t, db.Close())
+	})
+}
+
+// Seed: cancellation_frees_slot_for_reuse_without_quarantine.
+func TestCancellationFreesSlotForReuseWithoutQuarantine(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		l := writeLayered(t, 4*mib, 1, 3, 0)
+		db := r.pipeline(t, 4*mib, mode)
+
+		keep, err := db.Prefetch(0, l.weights[0], l.src)
+		require.NoError(t, err)
+		doomed, err := db.Prefetch(1, l.weights[1], l.src)
+		require.NoError(t, err)
+		doomedView, err := db.Wait(doomed)
+		require.NoError(t, err)
+		require.NoError(t, db.Cancel(doomed), "cancel mid-use")
+		assert.Equal(t, uint64(1), db.Metrics().Cancelled)
+		assert.Zero(t, db.Quarantined(), "cancel does not quarantine")
+
+		reuse, err := db.Prefetch(2, l.weights[2], l.src)
+		require.NoError(t, err, "cancelled slot must be reusable")
+		reuseView, err := db.Wait(reuse)
+		require.NoError(t, err)
+		assert.Equal(t, doomedView.Ptr, reuseView.Ptr, "the same stable device buffer")
+		assert.Equal(t, canonical(t, l.src, l.weights[2]), r.readback(t, reuseView.Ptr, reuseView.Len),
+			"the reused slot's bytes must be the new layer's, not the cancelled one's")
+		require.NoError(t, db.Release(reuse))
+		_, err = db.Wait(keep)
+		require.NoError(t, err)
+		require.NoError(t, db.Release(keep))
+		assert.Zero(t, db.Quarantined())
+	})
+}
+
+// Seed: stale_ticket_after_reuse_is_refused.
+func TestStaleTicketAfterReuseIsRefused(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		l := writeLayered(t, 2*mib, 1, 3, 0)
+		db := r.pipeline(t, 2*mib, mode)
+
+		ticketB, err := db.Prefetch(0, l.weights[0], l.src)
+		require.NoError(t, err)
+		ticketA, err := db.Prefetch(1, l.weights[1], l.src)
+		require.NoError(t, err)
+		_, err = db.Wait(ticketA)
+		require.NoError(t, err)
+		require.NoError(t, db.Release(ticketA))
+		reuse, err := db.Prefetch(2, l.weights[2], l.src)
+		require.NoError(t, err)
+
+		_, err = db.Wait(ticketA)
+		var stale *paging.StaleGenerationError
+		require.ErrorAs(t, err, &stale, "stale ticket must be refused")
+		assert.Equal(t, paging.LayerID(1), stale.Layer)
+		assert.GreaterOrEqual(t, db.Metrics().StaleRejected, uint64(1))
+
+		v, err := db.Wait(reuse)
+		require.NoError(t, err)
+		assert.Equal(t, canonical(t, l.src, l.weights[2]), r.readback(t, v.Ptr, v.Len))
+		require.NoError(t, db.Release(reuse))
+		_, err = db.Wait(ticketB)
+		require.NoError(t, err)
+		require.NoError(t, db.Release(ticketB))
+	})
+}
+
+// Seed: two_pipelines_on_one_device_are_isolated.
+func TestTwoPipelinesOnOneDeviceAreIsolated(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		const layers = 3
+		a := writeLayered(t, 2*mib, 2, layers, 0x00)
+		b := writeLayered(t, 2*mib, 2, layers, 0x24)
+		dbA := r.pipeline(t, 4*mib, mode)
+		dbB := r.pipeline(t, 4*mib, mode)
+		read := func(db *paging.DoubleBuffer, layer int, l *layered) {
+			tk, err := db.Prefetch(paging.LayerID(layer), l.weights[layer], l.src)
+			require.NoError(t, err)
+			v, err := db.Wait(tk)
+			require.NoError(t, err)
+			assert.Equal(t, canonical(t, l.src, l.weights[layer]), r.readback(t, v.Ptr, v.Len),
+				"a pipeline must read back only its own layer's bytes, never the other pipeline's")
+			require.NoError(t, db.Release(tk))
+		}
+		for layer := 0; layer < layers; layer++ {
+			read(dbA, layer, a)
+			read(dbB, layer, b)
+		}
+		assert.NotEqual(t, dbA.SlotPtr(0), dbB.SlotPtr(0))
+		assert.Zero(t, dbA.Quarantined())
+		assert.Zero(t, dbB.Quarantined())
+	})
+}
+
+// Seed: oversized_layer_declines_pool_capacity_without_reserving.
+func TestOversizedLayerDeclinesPoolCapacityWithoutReserving(t *testing.T) {
+	r := newRig(t, sim.Options{}, 0)
+	before := r.ctx.Counters()
+	const layerBytes = 300 * mib // 2 × 300 MiB > the 512 MiB default retention cap
+	_, err := paging.NewDoubleBuffer(r.transfer(t, paging.ModeZeroCopy), layerBytes)
+	var pc *paging.PoolCapacityError
+	require.ErrorAs(t, err, &pc)
+	assert.Equal(t, uint64(layerBytes), pc.LayerBytes)
+	assert.Equal(t, paging.DefaultRetentionCap, pc.RetentionCap)
+	after := r.ctx.Counters()
+	assert.Equal(t, before.DeviceAllocs, after.DeviceAllocs, "no device buffer on the declined path")
+	assert.Equal(t, before.PinnedAllocs, after.PinnedAllocs, "no staging on the declined path")
+	assert.Equal(t, before.EventsCreated, after.EventsCreated)
+
+	// The cap is an option of the pool.
+	small, err := paging.NewStagingPool(r.ctx, 8*mib)
+	require.NoError(t, err)
+	defer small.Close()
+	tr, err := paging.NewCUDATransfer(paging.CUDATransferConfig{Context: r.ctx, CopyStream: r.copy, ComputeStream: r.compute, Pool: small})
+	require.NoError(t, err)
+	_, err = paging.NewDoubleBuffer(tr, 4*mib+1)
+	require.ErrorAs(t, err, &pc)
+	assert.Equal(t, uint64(8*mib), pc.RetentionCap)
+}
+
+// Wait only enqueues the fence: with the sim's bandwidth model holding the copy in flight,
+// Wait returns while the copy stream still works, and the compute stream is ordered after it.
+func TestWaitIsEnqueueOnly(t *testing.T) {
+	r := newRig(t, sim.Options{CopyBandwidth: 2 * mib}, 0) // a 1 MiB layer takes ~0.5 s
+	if r.env.Sim == nil {
+		t.Skip("needs the sim's copy-bandwidth model to keep a copy in flight")
+	}
+	l := writeLayered(t, mib, 1, 1, 0)
+	db := r.pipeline(t, mib, paging.ModeStaging)
+	tk, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	v, err := db.Wait(tk)
+	require.NoError(t, err)
+	done, err := r.copy.Query()
+	require.NoError(t, err)
+	assert.False(t, done, "Wait returned without the host waiting for the copy")
+	assert.Equal(t, paging.SlotInUse, db.SlotState(tk.Slot()))
+	// The compute stream is fenced on the copy: draining it alone lands the bytes.
+	require.NoError(t, r.compute.Synchronize())
+	done, err = r.copy.Query()
+	require.NoError(t, err)
+	assert.True(t, done, "the compute stream waited for the copy")
+	assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, v.Ptr, v.Len))
+	require.NoError(t, db.Release(tk))
+}
