@@ -657,3 +657,43 @@ func TestGPUHotCallsAllocateNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestGPULibrariesLoadFromTheToolkitDirectory(t *testing.T) {
+	// Searching only the toolkit directory exercises loading by full path, with the
+	// companions (libcublasLt, libnvrtc-builtins) loaded from the same directory first. Run it
+	// in a process of its own to be sure the libraries are not already loaded by soname.
+	dir := "/usr/local/cuda/lib64"
+	if home := os.Getenv("CUDA_HOME"); home != "" {
+		dir = filepath.Join(home, "lib64")
+	}
+	defer cuda.SetSearchDirs([]string{dir})()
+	g, done := newGPU(t)
+	defer done()
+	b := g.b
+
+	path, err := cuda.LoadCUBLAS()
+	require.NoError(t, err)
+	assert.Equal(t, dir, filepath.Dir(path))
+	h, err := b.BLASCreate()
+	require.NoError(t, err)
+	require.NoError(t, b.BLASSetStream(h, g.s))
+	// A 1×1×1 product: C = 2·3·A·B + 0·C.
+	d := g.alloc(t, 12)
+	defer func() { assert.NoError(t, b.MemFree(d)) }()
+	require.NoError(t, b.MemcpyHtoD(d, f32Bytes([]float32{2, 3, 99})))
+	p := &cudadrv.GemmParams{M: 1, N: 1, K: 1, Alpha: 3, A: d, B: d + 4, C: d + 8, LDA: 1, LDB: 1, LDC: 1}
+	require.NoError(t, b.Sgemm(h, p))
+	require.NoError(t, b.StreamSynchronize(g.s))
+	out := make([]byte, 4)
+	require.NoError(t, b.MemcpyDtoH(out, d+8))
+	assert.Equal(t, float32(18), bytesF32(out)[0])
+	require.NoError(t, b.BLASDestroy(h))
+
+	path, err = cuda.LoadNVRTC()
+	require.NoError(t, err)
+	assert.Equal(t, dir, filepath.Dir(path))
+	ptx, err := b.CompilePTX(`extern "C" __global__ void k(int *x) { *x = 42; }`, "k.cu", nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(ptx), ".entry k")
+	t.Logf("loaded %s and NVRTC from %s", "cuBLAS", dir)
+}
