@@ -697,3 +697,69 @@ func TestGPULibrariesLoadFromTheToolkitDirectory(t *testing.T) {
 	assert.Contains(t, string(ptx), ".entry k")
 	t.Logf("loaded %s and NVRTC from %s", "cuBLAS", dir)
 }
+
+func TestGPUStreamsAndEvents(t *testing.T) {
+	g, done := newGPU(t)
+	defer done()
+	b := g.b
+	m := g.load(t)
+	defer func() { assert.NoError(t, b.ModuleUnload(m)) }()
+	addOne := g.function(t, m, "add_one")
+
+	least, greatest, err := b.StreamPriorityRange()
+	require.NoError(t, err)
+	s2, err := b.StreamCreate(cudadrv.StreamNonBlocking, greatest)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.StreamDestroy(s2)) }()
+	_ = least
+
+	start, err := b.EventCreate(cudadrv.EventDefault)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.EventDestroy(start)) }()
+	end, err := b.EventCreate(cudadrv.EventBlockingSync)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.EventDestroy(end)) }()
+
+	const n = 1 << 16
+	d := g.alloc(t, 4*n)
+	defer func() { assert.NoError(t, b.MemFree(d)) }()
+	require.NoError(t, b.MemsetD32Async(d, math.Float32bits(1.5), n, g.s))
+	args := new(cudadrv.KernelArgs)
+	args.Ptr(d).U32(n)
+	require.NoError(t, b.EventRecord(start, g.s))
+	for range 10 {
+		require.NoError(t, b.LaunchKernel(addOne, cudadrv.Dim3{X: n / 256, Y: 1, Z: 1}, cudadrv.Dim3{X: 256, Y: 1, Z: 1}, 0, g.s, args))
+	}
+	require.NoError(t, b.EventRecord(end, g.s))
+
+	// s2 reads the result only after the event: cross-stream ordering through the driver.
+	require.NoError(t, b.StreamWaitEvent(s2, end))
+	pinned, err := b.MemHostAlloc(4 * n)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.MemFreeHost(pinned)) }()
+	require.NoError(t, b.MemcpyDtoHAsync(pinned, d, s2))
+	require.NoError(t, b.StreamSynchronize(s2))
+	for i, v := range bytesF32(pinned) {
+		require.Equal(t, float32(11.5), v, "element %d", i)
+	}
+
+	require.NoError(t, b.EventSynchronize(end))
+	assert.NoError(t, b.EventQuery(end))
+	assert.NoError(t, b.StreamQuery(g.s))
+	ms, err := b.EventElapsedTime(start, end)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, ms, float32(0))
+	assert.NoError(t, b.CtxSynchronize())
+
+	// A timing query on events without timing is refused with the driver's error.
+	notimed, err := b.EventCreate(cudadrv.EventDisableTiming)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, b.EventDestroy(notimed)) }()
+	require.NoError(t, b.EventRecord(notimed, g.s))
+	require.NoError(t, b.StreamSynchronize(g.s))
+	_, err = b.EventElapsedTime(start, notimed)
+	var e *cudadrv.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, "cuEventElapsedTime", e.Op)
+	t.Logf("10 kernels over %d floats: %.3f ms; timing a non-timing event: %v", n, ms, err)
+}
