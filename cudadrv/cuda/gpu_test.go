@@ -706,12 +706,11 @@ func TestGPUStreamsAndEvents(t *testing.T) {
 	defer func() { assert.NoError(t, b.ModuleUnload(m)) }()
 	addOne := g.function(t, m, "add_one")
 
-	least, greatest, err := b.StreamPriorityRange()
+	_, greatest, err := b.StreamPriorityRange()
 	require.NoError(t, err)
 	s2, err := b.StreamCreate(cudadrv.StreamNonBlocking, greatest)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, b.StreamDestroy(s2)) }()
-	_ = least
 
 	start, err := b.EventCreate(cudadrv.EventDefault)
 	require.NoError(t, err)
