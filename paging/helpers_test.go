@@ -120,21 +120,32 @@ func newRig(t *testing.T, opts sim.Options, poolCap uint64) *rig {
 
 func (r *rig) transfer(t testing.TB, mode paging.TransferMode) *paging.CUDATransfer {
 	t.Helper()
-	tr, err := paging.NewCUDATransfer(paging.CUDATransferConfig{
-		Context: r.ctx, CopyStream: r.copy, ComputeStream: r.compute, Pool: r.pool, Mode: mode,
-	})
+	return r.transferWith(t, paging.CUDATransferConfig{Mode: mode})
+}
+
+// transferWith fills cfg's context, streams and pool from the rig.
+func (r *rig) transferWith(t testing.TB, cfg paging.CUDATransferConfig) *paging.CUDATransfer {
+	t.Helper()
+	cfg.Context, cfg.CopyStream, cfg.ComputeStream, cfg.Pool = r.ctx, r.copy, r.compute, r.pool
+	tr, err := paging.NewCUDATransfer(cfg)
 	require.NoError(t, err)
 	return tr
+}
+
+// pipelineOver builds a double buffer over tr, closed at cleanup.
+func pipelineOver(t testing.TB, tr paging.Transfer, slotBytes uint64) *paging.DoubleBuffer {
+	t.Helper()
+	db, err := paging.NewDoubleBuffer(tr, slotBytes)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	return db
 }
 
 // pipeline builds a double buffer over a CUDA transfer; it is closed at cleanup if the test
 // did not close it (Close is idempotent).
 func (r *rig) pipeline(t testing.TB, slotBytes uint64, mode paging.TransferMode) *paging.DoubleBuffer {
 	t.Helper()
-	db, err := paging.NewDoubleBuffer(r.transfer(t, mode), slotBytes)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	return db
+	return pipelineOver(t, r.transfer(t, mode), slotBytes)
 }
 
 func (r *rig) residency(t testing.TB, budget uint64, gate paging.Gate, mode paging.TransferMode) *paging.Residency {

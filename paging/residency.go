@@ -228,6 +228,10 @@ func (r *Residency) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) err
 			r.stats.DeclinedOversize++
 			return &Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: b / SlotCount}
 		}
+		// A bad region or a truncated file is reported before the first device allocation.
+		if _, err := resolveSegments(w, src); err != nil {
+			return err
+		}
 		if err := r.buildLocked(w.Bytes()); err != nil {
 			var pc *PoolCapacityError
 			if errors.As(err, &pc) {
