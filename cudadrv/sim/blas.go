@@ -240,8 +240,15 @@ func (d *Device) matrix(base cudadrv.DevicePtr, batch int, stride int64, rows, c
 	if rows == 0 || cols == 0 {
 		return nil, nil
 	}
-	addr := int64(base) + int64(batch)*stride*4
+	if ld > 0 && cols-1 > (math.MaxInt64/4-rows)/ld {
+		return nil, &AccessError{Addr: base, Len: math.MaxUint64}
+	}
 	n := ld*(cols-1) + rows
+	off := int64(batch) * stride
+	if stride != 0 && off/stride != int64(batch) || off > math.MaxInt64/4 || off < math.MinInt64/4 {
+		return nil, &AccessError{Addr: base, Len: uint64(n) * 4}
+	}
+	addr := int64(base) + off*4
 	if addr < 0 {
 		return nil, &AccessError{Addr: cudadrv.DevicePtr(addr), Len: uint64(n) * 4}
 	}
@@ -249,13 +256,18 @@ func (d *Device) matrix(base cudadrv.DevicePtr, batch int, stride int64, rows, c
 }
 
 // runGemm executes a GEMM op without d.mu held.
-func (d *Device) runGemm(o *op) (cudadrv.Result, string) {
+func (d *Device) runGemm(o *op) (r cudadrv.Result, detail string) {
 	d.sleep(d.opts.KernelDuration)
 	p := &o.gemm
 	name := OpSgemm
 	if o.batched {
 		name = OpSgemmStridedBatched
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			r, detail = cudadrv.ErrorLaunchFailed, fmt.Sprintf("%s: %v", name, v)
+		}
+	}()
 	rowsA, colsA := p.M, p.K
 	if p.TransA != cudadrv.OpN {
 		rowsA, colsA = p.K, p.M

@@ -79,8 +79,8 @@ func (l *Launch) Bytes(p cudadrv.DevicePtr, n uint64) ([]byte, error) { return l
 func typed[T any](d *Device, p cudadrv.DevicePtr, n int) ([]T, error) {
 	var zero T
 	size := uint64(unsafe.Sizeof(zero))
-	if n < 0 {
-		return nil, &AccessError{Addr: p, Len: 0}
+	if n < 0 || uint64(n) > math.MaxUint64/size {
+		return nil, &AccessError{Addr: p, Len: math.MaxUint64}
 	}
 	if uint64(p)%size != 0 {
 		return nil, &AccessError{Addr: p, Len: uint64(n) * size, Misaligned: true, Align: size}
