@@ -1,0 +1,61 @@
+package kernels
+
+import "github.com/cudaep/cudaep/cudadrv"
+
+// The bridge from the black-box tests to what they check but callers never need.
+
+// Reference implementations (reference.go).
+var (
+	RefBinary  = refBinary
+	RefUnary   = refUnary
+	RefSoftmax = refSoftmax
+	RefMatMul  = refMatMul
+	RefGemm    = refGemm
+	RefNonZero = refNonZero
+)
+
+// LibraryFunction returns a resolved entry point of l, for raw-launch baselines.
+func LibraryFunction(l *Library, name string) *cudadrv.Function { return l.function(name) }
+
+// ModuleEntries returns each embedded PTX file's entry list.
+func ModuleEntries() map[string][]string {
+	m := map[string][]string{}
+	for _, mod := range modules {
+		m[mod.file] = append([]string{}, mod.entries...)
+	}
+	return m
+}
+
+// EmbeddedPTX returns the embedded bytes of file.
+func EmbeddedPTX(file string) ([]byte, error) { return ptxFiles.ReadFile(file) }
+
+// GemmPlan returns, for a MatMul or Gemm kernel, the batch count of each cuBLAS call it
+// queues (1 for a plain GEMM), or nil for other kernels.
+func GemmPlan(k Kernel) []int {
+	var calls []gemmCall
+	switch k := k.(type) {
+	case *matmulKernel:
+		calls = k.calls
+	case *gemmKernel:
+		calls = []gemmCall{k.call}
+	default:
+		return nil
+	}
+	plan := make([]int, len(calls))
+	for i, c := range calls {
+		plan[i] = max(1, c.p.BatchCount)
+	}
+	return plan
+}
+
+// ElementwisePath returns "same" or "bcast" for a binary kernel, "" for others.
+func ElementwisePath(k Kernel) string {
+	b, ok := k.(*binaryKernel)
+	switch {
+	case !ok:
+		return ""
+	case b.same:
+		return "same"
+	}
+	return "bcast"
+}
