@@ -26,7 +26,7 @@ func (b *launchStub) GraphLaunch(cudadrv.RawGraphExec, cudadrv.RawStream) error 
 
 // stubbedRig returns a rig whose context runs on a launchStub over the test backend when that
 // is the simulated device, and r itself on the real GPU.
-func stubbedRig(t *testing.T, r *rig) (*rig, *launchStub) {
+func stubbedRig(t testing.TB, r *rig) (*rig, *launchStub) {
 	t.Helper()
 	if r.env.Sim == nil {
 		return r, nil
