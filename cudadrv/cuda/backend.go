@@ -56,7 +56,7 @@ func (b *Backend) Init() error {
 
 // DriverVersion returns the driver's CUDA version as 1000·major + 10·minor (13000 for 13.0).
 func (b *Backend) DriverVersion() (int, error) {
-	// The out-parameters of cold calls escape to the heap through SyscallN (one small
+	// The out-parameters of cold calls escape to the heap through the wrappers (one small
 	// allocation); they are read only after the call returns.
 	var v int32
 	if err := cudadrv.NewError("cuDriverGetVersion", b.drv.cuDriverGetVersion(&v)); err != nil {

@@ -129,7 +129,7 @@ func (b *Backend) Sgemm(h cudadrv.RawBLAS, p *cudadrv.GemmParams) error {
 		return errGemmRange
 	}
 	// &p.Alpha and &p.Beta point into *p, a heap object (GemmParams's contract): passing them
-	// through SyscallN allocates nothing and keeps *p alive and in place for the call.
+	// through the wrapper allocates nothing, and it keeps *p alive and in place for the call.
 	st := t.cublasSgemm_v2(h, p.TransA, p.TransB, int32(p.M), int32(p.N), int32(p.K),
 		&p.Alpha, p.A, int32(p.LDA), p.B, int32(p.LDB),
 		&p.Beta, p.C, int32(p.LDC))

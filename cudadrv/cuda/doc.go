@@ -12,10 +12,12 @@
 // The entry points are declared once, as C prototypes, in driver.prototypes,
 // cublas.prototypes and nvrtc.prototypes, and expanded by go generate (internal/mkcuda) into
 // typed wrappers over purego.SyscallN in zdriver.go, zcublas.go and znvrtc.go. SyscallN is the
-// cheapest purego path: no reflection, and no allocation as long as every pointer it is given
-// already lives on the Go heap or outside Go memory. The hot calls (LaunchKernel, the *Async
-// copies, EventRecord, GraphLaunch, Sgemm, SgemmStridedBatched) keep to that rule and allocate
-// nothing; their tests assert it.
+// cheapest purego path (no reflection), but a plain variadic call to it allocates its argument
+// list on every call; the wrappers pass a pooled argument array instead and keep pointer
+// arguments alive and in place by hand (callargs.go explains how). The hot calls (LaunchKernel,
+// the *Async copies, EventRecord, GraphLaunch, Sgemm, SgemmStridedBatched) pass only pointers
+// to memory already on the heap or outside Go, and so allocate nothing; tests assert it, on the
+// real driver and, without a GPU, on a stand-in driver table.
 //
 // # Threads and contexts
 //
@@ -28,9 +30,9 @@
 // # Go memory and the driver
 //
 // Every call site that hands an address to C is reviewed like unsafe code (cgocheck does not
-// see purego calls) and says why it is safe. The general rules: a Go pointer converted to
-// uintptr in the argument list of SyscallN is kept alive and in place for that call (the
-// function is //go:uintptrescapes, and Go's heap does not move objects); Go memory the driver
+// see purego calls) and says why it is safe. The general rules: a Go pointer given to a wrapper
+// is moved to the heap by escape analysis and kept alive until the C function returns, and Go's
+// heap does not move objects, so the address C sees stays valid for the call; Go memory the driver
 // may still read after the call returns (asynchronous copies) is the caller's to keep alive, as
 // cudadrv.Backend documents; memory the driver owns (pinned host memory) is exposed as a slice
 // made with unsafe.Slice and is never seen by the Go garbage collector.

@@ -97,7 +97,7 @@ func graphExecUpdateResultName(v int32) string {
 // error is a *cudadrv.Error with ErrorGraphExecUpdateFailure whose Detail names the driver's
 // CUgraphExecUpdateResult; e is then unchanged and must be replaced by a new instantiation.
 func (b *Backend) GraphExecUpdate(e cudadrv.RawGraphExec, g cudadrv.RawGraph) error {
-	// info escapes through SyscallN: one allocation on this cold call; the driver writes it
+	// info escapes through the wrapper: one allocation on this cold call; the driver writes it
 	// during the call only.
 	info := new(graphExecUpdateResultInfo)
 	r := b.drv.cuGraphExecUpdate_v2(e, g, info)

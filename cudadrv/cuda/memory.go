@@ -43,7 +43,7 @@ func (b *Backend) MemHostAlloc(size uint64) ([]byte, error) {
 		return nil, cudadrv.NewError("cuMemHostAlloc", cudadrv.ErrorInvalidValue)
 	}
 	// p receives a driver address; an unsafe.Pointer may hold a non-Go address (the
-	// collector ignores it). It escapes through SyscallN: one allocation on this cold call.
+	// collector ignores it). It escapes through the wrapper: one allocation on this cold call.
 	var p unsafe.Pointer
 	if err := cudadrv.NewError("cuMemHostAlloc", b.drv.cuMemHostAlloc(unsafe.Pointer(&p), uintptr(size), memHostAllocPortable)); err != nil {
 		return nil, err
@@ -99,11 +99,11 @@ func (b *Backend) MemHostUnregister(p []byte) error {
 // without calling the driver (the driver too treats a zero-byte copy as done), so its data
 // pointer, which may be nil or point past an allocation, is never handed over.
 //
-// Each passes unsafe.Pointer(unsafe.SliceData(s)) to a generated wrapper that converts it to
-// uintptr inside the purego.SyscallN call: the slice's memory is kept alive and in place for the
-// call. Slices of pinned or registered memory are outside the Go heap and cost nothing; Go-heap
-// slices were already on the heap (a slice's backing array escapes once it is used here), so
-// no call allocates.
+// Each passes unsafe.Pointer(unsafe.SliceData(s)) to a generated wrapper, which keeps the
+// slice's memory alive and in place until the driver call returns (callargs.go). Slices of
+// pinned or registered memory are outside the Go heap and cost nothing; a Go-heap slice's
+// backing array is already on the heap (escape analysis puts it there once it is used here),
+// so no call allocates.
 
 // MemcpyHtoD copies src to device memory at dst and returns when the copy is done.
 func (b *Backend) MemcpyHtoD(dst cudadrv.DevicePtr, src []byte) error {

@@ -74,7 +74,7 @@ func (b *Backend) LaunchKernel(f cudadrv.RawFunction, grid, block cudadrv.Dim3, 
 		if args.Len() > 0 {
 			// ParamArray is a void*[] inside *args whose entries point at words inside
 			// *args. args is already a heap object (KernelArgs's contract), so passing its
-			// address through SyscallN allocates nothing, and Go's heap does not move, so the
+			// address through the wrapper allocates nothing, and Go's heap does not move, so the
 			// interior pointers stay valid for the call. The driver reads the array and the
 			// words before cuLaunchKernel returns and keeps no pointer to them. Pinning with a
 			// runtime.Pinner would cost an allocation per launch and adds nothing here.

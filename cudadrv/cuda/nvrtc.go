@@ -83,7 +83,7 @@ func (b *Backend) CompilePTX(source, name string, options []string) ([]byte, err
 		opts = unsafe.Pointer(&arr[0])
 	}
 
-	// prog escapes through SyscallN (cold call); the library writes it during the call.
+	// prog escapes through the wrapper (cold call); the library writes it during the call.
 	prog := new(nvrtcProgram)
 	if r := t.nvrtcCreateProgram(prog, &csrc[0], &cname[0], 0, nil, nil); r != 0 {
 		return nil, fail(r, "")
