@@ -16,14 +16,15 @@ done
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 	echo "require-tools: installing ${packages[*]} for ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+	# A failure here is reported below, by naming the tools still missing.
+	apt-get update -qq || true
+	apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null || true
 fi
 
 for tool in "${missing[@]}"; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "error: $tool is required but not installed, and it could not be installed" \
-			"automatically (that needs root and apt-get). Install it and rerun." >&2
+		echo "error: $tool is required but not installed, and installing it failed or was not" \
+			"possible (that needs root and apt-get). Install it and rerun." >&2
 		exit 1
 	fi
 done
