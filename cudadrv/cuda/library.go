@@ -95,8 +95,10 @@ func openLibrary(spec libSpec) (uintptr, string, error) {
 				reason = err.Error()
 				continue
 			}
-			// Best effort: a companion that fails to load makes the library itself fail
-			// below, with the loader's message naming what is missing.
+			// Best effort: once a companion is loaded, the library's own request for it is
+			// matched by soname, whatever the library's RUNPATH says. A companion that fails
+			// to load makes the library itself fail below, with the loader naming what is
+			// missing.
 			if spec.companions != nil {
 				for _, dep := range spec.companions(filepath.Dir(c), filepath.Base(c)) {
 					if _, err := os.Stat(dep); err == nil {
