@@ -84,6 +84,7 @@ func TestSgemmAgainstFloat64Reference(t *testing.T) {
 	for _, ops := range [][2]cudadrv.BLASOp{{cudadrv.OpN, cudadrv.OpN}, {cudadrv.OpT, cudadrv.OpN}, {cudadrv.OpN, cudadrv.OpT}, {cudadrv.OpT, cudadrv.OpT}} {
 		for _, beta := range []float32{0, 0.5} {
 			t.Run(fmt.Sprintf("ta=%d tb=%d beta=%v", ops[0], ops[1], beta), func(t *testing.T) {
+				env.BindHere(t)
 				p := &cudadrv.GemmParams{TransA: ops[0], TransB: ops[1], M: m, N: n, K: k, Alpha: 1.5, Beta: beta, LDC: m + 3}
 				rowsA, rowsB := m, k
 				if ops[0] == cudadrv.OpT {

@@ -116,3 +116,15 @@ func Leaks(c cudadrv.Counters) string {
 	add("blas-handles", c.BLASHandlesCreated, c.BLASHandlesDestroyed)
 	return s
 }
+
+// BindHere locks the calling goroutine (a subtest's, say) to its OS thread and binds the env's
+// context there, until t ends. Subtests run on goroutines of their own, so each one that calls
+// the driver binds first — on the real driver as on the sim.
+func (env *Env) BindHere(t testing.TB) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	if err := env.Context.Bind(); err != nil {
+		t.Fatalf("drivertest: bind context: %v", err)
+	}
+}

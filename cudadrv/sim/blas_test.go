@@ -245,7 +245,7 @@ func TestSgemmIsCapturedAsOneNode(t *testing.T) {
 	assert.Equal(t, []float32{7, 8, 9, 10}, e.getF32(p.C, 4), "A·I with the replay-time A and alpha 1")
 
 	require.NoError(t, e.d.StreamBeginCapture(s, cudadrv.CaptureModeThreadLocal))
-	require.NoError(t, e.d.StreamSynchronize(0)) // fine: non-blocking capture
+	e.onThread(true, func() { assert.NoError(t, e.d.StreamSynchronize(0), "another thread, non-blocking capture") })
 	requireResult(t, e.d.StreamQuery(s), cudadrv.ErrorStreamCaptureUnsupported)
 	err = e.d.Sgemm(h, &p)
 	requireBLAS(t, err, cudadrv.BLASExecutionFailed)

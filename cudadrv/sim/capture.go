@@ -25,8 +25,9 @@ import (
 //     simulator is strict, since the context sync would synchronize the capturing stream.)
 //   - "Potentially unsafe" calls: MemAlloc, MemFree, MemHostAlloc, MemFreeHost,
 //     MemHostRegister, MemHostUnregister, the synchronous MemcpyHtoD/DtoH/DtoD and MemsetD8,
-//     ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and free the
-//     handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (cuBLAS:
+//     StreamSynchronize/StreamQuery of a stream that does not capture, EventSynchronize,
+//     EventQuery, ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and
+//     free the handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (cuBLAS:
 //     CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
 //     BLASDestroy) and invalidate the prohibiting captures when made on the
 //     thread that began a Global or ThreadLocal capture, or on any thread while a Global

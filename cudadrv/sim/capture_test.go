@@ -123,8 +123,10 @@ func TestSynchronizingTheCapturingStreamInvalidates(t *testing.T) {
 
 func TestUnsafeCallsDuringCapture(t *testing.T) {
 	type fixture struct {
-		p    cudadrv.DevicePtr
-		host []byte
+		p     cudadrv.DevicePtr
+		host  []byte
+		other cudadrv.RawStream
+		ev    cudadrv.RawEvent
 	}
 	calls := []struct {
 		name string
@@ -140,6 +142,11 @@ func TestUnsafeCallsDuringCapture(t *testing.T) {
 		{"MemsetD8", func(e *env, f *fixture) error { return e.d.MemsetD8(f.p, 1, 8) }},
 		{"ModuleLoadData", func(e *env, f *fixture) error { _, err := e.d.ModuleLoadData([]byte(testPTX)); return err }},
 		{"CtxSynchronize", func(e *env, f *fixture) error { return e.d.CtxSynchronize() }},
+		{"StreamSynchronize of another stream", func(e *env, f *fixture) error { return e.d.StreamSynchronize(f.other) }},
+		{"StreamQuery of another stream", func(e *env, f *fixture) error { return e.d.StreamQuery(f.other) }},
+		{"StreamSynchronize of the legacy stream", func(e *env, f *fixture) error { return e.d.StreamSynchronize(0) }},
+		{"EventQuery", func(e *env, f *fixture) error { return e.d.EventQuery(f.ev) }},
+		{"EventSynchronize", func(e *env, f *fixture) error { return e.d.EventSynchronize(f.ev) }},
 	}
 	// prohibited reports whether the call fails (and invalidates) for a capture in mode, made
 	// on the capturing thread or another one.
@@ -164,7 +171,8 @@ func TestUnsafeCallsDuringCapture(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					e := newEnv(t, sim.Options{})
 					s := e.stream() // non-blocking
-					f := &fixture{p: e.alloc(64), host: make([]byte, 64)}
+					f := &fixture{p: e.alloc(64), host: make([]byte, 64), other: e.stream(), ev: e.event(0)}
+					require.NoError(t, e.d.EventRecord(f.ev, f.other))
 					require.NoError(t, e.d.StreamBeginCapture(s, m.mode))
 					var err error
 					if other {

@@ -132,7 +132,8 @@ func capturedEventError(op string, e *event) error {
 func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.enter(OpEventQuery); err != nil {
+	c, err := d.enter(OpEventQuery)
+	if err != nil {
 		return err
 	}
 	e, err := d.event(OpEventQuery, h)
@@ -141,6 +142,9 @@ func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 	}
 	if e.captured != nil {
 		return capturedEventError(OpEventQuery, e)
+	}
+	if err := d.checkUnsafe(OpEventQuery, c); err != nil {
+		return err
 	}
 	if !e.complete() {
 		return cudadrv.NewError(OpEventQuery, cudadrv.ErrorNotReady)
@@ -152,7 +156,8 @@ func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 func (d *Device) EventSynchronize(h cudadrv.RawEvent) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := d.enter(OpEventSynchronize); err != nil {
+	c, err := d.enter(OpEventSynchronize)
+	if err != nil {
 		return err
 	}
 	e, err := d.event(OpEventSynchronize, h)
@@ -161,6 +166,9 @@ func (d *Device) EventSynchronize(h cudadrv.RawEvent) error {
 	}
 	if e.captured != nil {
 		return capturedEventError(OpEventSynchronize, e)
+	}
+	if err := d.checkUnsafe(OpEventSynchronize, c); err != nil {
+		return err
 	}
 	if e.recStream != nil {
 		if err := d.waitStream(OpEventSynchronize, e.recStream, e.recPos); err != nil {

@@ -146,9 +146,10 @@ func (d *Device) StreamDestroy(h cudadrv.RawStream) error {
 // # Errors
 //
 // On a capturing stream (from any thread, in any mode) it fails with
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. On the legacy stream
-// while a blocking stream of the context captures, it fails with
-// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture.
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. On another stream it is a
+// potentially unsafe call (see capture.go). On the legacy stream while a blocking stream of
+// the context captures, it fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that
+// capture.
 func (d *Device) StreamSynchronize(h cudadrv.RawStream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -200,6 +201,9 @@ func (d *Device) checkSyncCapture(op string, s *stream) error {
 	if s.capture != nil {
 		s.capture.invalidate(op + " of the capturing stream")
 		return fail(op, cudadrv.ErrorStreamCaptureUnsupported, "the stream is capturing; the capture is now invalidated")
+	}
+	if err := d.checkUnsafe(op, s.ctx); err != nil {
+		return err
 	}
 	if s.legacy {
 		return d.checkImplicit(op, s.ctx)
