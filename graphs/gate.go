@@ -104,6 +104,12 @@ func (g *Gate) LiveCaptures() int {
 // On a thread that holds a live capture of this gate, Drain does not run fn and returns an
 // error wrapping [ErrDrainInCapture]; that capture's End will then fail, so abort it.
 // Otherwise Drain returns what fn returns.
+//
+// # Notes
+//
+// fn runs with the gate held exclusively: it must not begin a capture, nor wait for a
+// goroutine that is beginning one (Begin waits for the drain). A capture that is never ended
+// (neither End nor Abort) keeps every later drain of the device waiting.
 func (g *Gate) Drain(fn func() error) error {
 	return g.DrainContext(context.Background(), fn)
 }

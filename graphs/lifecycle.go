@@ -194,7 +194,8 @@ func (l *Lifecycle) Begin(continuation Token, nodes []Node, resources []Resource
 // of the stream: replays of the retired token fail from the moment Recapture starts, and the
 // new token is returned. The retired generation's resources are released before Recapture
 // returns (after its stream has drained); its executables stay alive, unlaunchable, until
-// they are updated, or destroyed by End's fallback, Reset, Close or the next Recapture.
+// they are updated, or destroyed by End's fallback, a failed begin-capture, Reset, Close or
+// the next Recapture.
 //
 // The thread, gate and resource rules are Begin's.
 //
@@ -207,7 +208,7 @@ func (l *Lifecycle) Recapture(token Token, nodes []Node, resources []Resource) (
 	return l.begin("recapture", token, nodes, resources, true)
 }
 
-func (l *Lifecycle) begin(op string, cont Token, nodes []Node, resources []Resource, recapture bool) (_ Token, err error) {
+func (l *Lifecycle) begin(op string, cont Token, nodes []Node, resources []Resource, recapture bool) (Token, error) {
 	var release []Resource
 	defer func() { releaseAll(release) }() // runs after the unlock below
 	if err := Audit(nodes); err != nil {
@@ -273,7 +274,12 @@ func (l *Lifecycle) begin(op string, cont Token, nodes []Node, resources []Resou
 		if len(st.segments) == 0 {
 			st.installation = Token{}
 		}
-		return Token{}, fmt.Errorf("graphs: %s slot %v: begin stream capture: %w", op, l.slot, err)
+		var cleanup error
+		if recapture {
+			// No generation will update the retired executables now.
+			cleanup = l.destroyTargetsLocked()
+		}
+		return Token{}, errors.Join(fmt.Errorf("graphs: %s slot %v: begin stream capture: %w", op, l.slot, err), cleanup)
 	}
 	st.capturing = true
 	st.captureTid = tid
@@ -305,12 +311,7 @@ func (l *Lifecycle) checkBeginLocked(op string, cont Token, recapture bool) erro
 func (l *Lifecycle) retireForUpdateLocked() ([]Resource, error) {
 	st := &l.st
 	l.retireLocked()
-	var errs []error
-	for _, t := range st.targets {
-		if t != nil {
-			errs = append(errs, t.destroyHandles())
-		}
-	}
+	errs := []error{l.destroyTargetsLocked()}
 	var release []Resource
 	for _, s := range st.segments {
 		release = append(release, s.resources...)
@@ -324,6 +325,19 @@ func (l *Lifecycle) retireForUpdateLocked() ([]Resource, error) {
 		errs = append(errs, fmt.Errorf("graphs: synchronize the stream of retired executables: %w", err))
 	}
 	return release, errors.Join(errs...)
+}
+
+// destroyTargetsLocked destroys the update targets a Recapture kept. Their resources were
+// released when they were retired.
+func (l *Lifecycle) destroyTargetsLocked() error {
+	var errs []error
+	for _, t := range l.st.targets {
+		if t != nil {
+			errs = append(errs, t.destroyHandles())
+		}
+	}
+	l.st.targets = nil
+	return errors.Join(errs...)
 }
 
 // retireLocked unpublishes the installed generation and waits until every replay admitted
@@ -356,6 +370,8 @@ func (l *Lifecycle) retireLocked() {
 //     ([ErrCaptureInvalidated]): the lifecycle is idle again, nothing was installed, no
 //     graph or executable leaked and the capture's resources are released. Segments
 //     installed earlier stay installed.
+//   - end-capture fails without ending the capture (the stream still reports capturing):
+//     the capture stays live with its gate hold and resources, so that Abort can end it.
 func (l *Lifecycle) End(token Token) error {
 	tid := gettid()
 	var release []Resource

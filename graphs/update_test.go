@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/graphs"
 )
 
@@ -155,4 +157,35 @@ func TestRecaptureOfASegmentedStepUpdatesEachSegment(t *testing.T) {
 	g, e = leakedGraphs(r.ctx.Counters())
 	assert.Zero(t, g)
 	assert.Zero(t, e)
+}
+
+// TestRecaptureWhoseBeginFailsLeavesNothingBehind: when begin-capture fails in a
+// Recapture, the old generation is already retired, and its kept executables are destroyed
+// with it: nothing is installed and nothing leaks.
+func TestRecaptureWhoseBeginFailsLeavesNothingBehind(t *testing.T) {
+	r := newRig(t)
+	if r.env.Sim == nil {
+		t.Skip("needs the sim backend's fault injection: the real driver cannot be made to fail on demand")
+	}
+	const n = 32
+	x, y := r.buf(n), r.buf(n)
+	l := r.lifecycle(graphs.Primary, graphs.Config{})
+	tok, err := l.Begin(graphs.Token{}, capturable, nil)
+	require.NoError(t, err)
+	r.addOne(x.Ptr(), y.Ptr(), n)
+	require.NoError(t, l.End(tok))
+	p := &probe{ctx: r.ctx, s: r.s}
+
+	r.env.Sim.InjectFault(sim.OpStreamBeginCapture, 1, cudadrv.ErrorUnknown)
+	_, err = l.Recapture(tok, capturable, []graphs.Resource{p})
+	require.Error(t, err)
+	assert.Equal(t, cudadrv.ErrorUnknown, cudadrv.ResultOf(err))
+	assert.Equal(t, 1, p.released)
+	_, installed := l.Current()
+	assert.False(t, installed)
+	assert.False(t, l.HasExecutable(tok))
+	g, e := leakedGraphs(r.ctx.Counters())
+	assert.Zero(t, g)
+	assert.Zero(t, e)
+	assert.Zero(t, l.Gate().LiveCaptures())
 }
