@@ -173,6 +173,7 @@ func TestUnsafeCallsDuringCapture(t *testing.T) {
 					s := e.stream() // non-blocking
 					f := &fixture{p: e.alloc(64), host: make([]byte, 64), other: e.stream(), ev: e.event(0)}
 					require.NoError(t, e.d.EventRecord(f.ev, f.other))
+					require.NoError(t, e.d.EventSynchronize(f.ev))
 					require.NoError(t, e.d.StreamBeginCapture(s, m.mode))
 					var err error
 					if other {
