@@ -61,14 +61,26 @@ func newFixture(t testing.TB) *fixture { return newFixtureWith(t, fixtureOpts{})
 func newFixtureWith(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
 	env := drivertest.Open(t)
-	f := &fixture{t: t, fixtureState: &fixtureState{env: env}}
 	seed := uint64(time.Now().UnixNano())
-	f.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("random seed %d", seed)
 		}
 	})
+	return newFixtureOn(t, env, rng, o)
+}
+
+// variant returns a second fixture on the same device (a new stream, cuBLAS handle and
+// Library made with o), torn down before f.
+func (f *fixture) variant(o fixtureOpts) *fixture {
+	f.t.Helper()
+	return newFixtureOn(f.t, f.env, f.rng, o)
+}
+
+func newFixtureOn(t testing.TB, env *drivertest.Env, rng *rand.Rand, o fixtureOpts) *fixture {
+	t.Helper()
+	f := &fixture{t: t, fixtureState: &fixtureState{env: env, rng: rng}}
 	st, err := env.Context.NewStream(cudadrv.StreamNonBlocking, 0)
 	require.NoError(t, err)
 	f.stream = st

@@ -55,7 +55,7 @@ func TestMatMulTF32(t *testing.T) {
 	_, exact := full.runF32(spec, a, b)
 	requireClose(t, exact, ref, boundGemm, "default math")
 
-	tf := newFixtureWith(t, fixtureOpts{tf32: true})
+	tf := full.variant(fixtureOpts{tf32: true})
 	_, got := tf.runF32(spec, a, b)
 	requireClose(t, got, ref, boundTF32, "TF32 math")
 	assert.Greater(t, relDiff(got, exact), 1e-6, "TF32 math gave the full-float32 result: the math mode was not set")
