@@ -16,11 +16,11 @@ import (
 // TestImportsOnlyTheDriverLayer: graphs sits directly on cudadrv; it must never import paging,
 // ep or anything else of the project, nor a third-party module but x/sys.
 func TestImportsOnlyTheDriverLayer(t *testing.T) {
+	if _, err := os.Stat("lifecycle.go"); err != nil {
+		t.Skip("the package sources are not in the working directory (a test binary run elsewhere)")
+	}
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	if len(files) == 0 {
-		t.Skip("the package sources are not beside the test binary")
-	}
 	allowed := map[string]bool{
 		"github.com/cudaep/cudaep/cudadrv": true,
 		"golang.org/x/sys/unix":            true,
