@@ -27,13 +27,13 @@ import (
 //     MemHostRegister, MemHostUnregister, the synchronous MemcpyHtoD/DtoH/DtoD and MemsetD8,
 //     StreamSynchronize/StreamQuery of a stream that does not capture, EventSynchronize,
 //     EventQuery, ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and
-//     free the handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (cuBLAS:
-//     CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
-//     BLASDestroy) and invalidate the prohibiting captures when made on the
-//     thread that began a Global or ThreadLocal capture, or on any thread while a Global
-//     capture is live (every thread is in the default global interaction mode, as the Backend
-//     has no cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From
-//     another thread a ThreadLocal capture allows them all, as measured on the H200.
+//     free the handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+//     (cuBLAS: CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
+//     BLASDestroy) and invalidate the prohibiting captures when made on the thread that began
+//     a Global or ThreadLocal capture, or on any thread while a Global capture is live (every
+//     thread is in the default global interaction mode, as the Backend has no
+//     cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From another
+//     thread a ThreadLocal capture allows them all, as measured on the H200.
 //   - Legacy-stream work (sync copies, StreamSynchronize(0), launches on stream 0) while a
 //     blocking stream (created without StreamNonBlocking) captures:
 //     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the capture is invalidated.

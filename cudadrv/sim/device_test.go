@@ -196,3 +196,22 @@ func TestMultipleDevicesHaveSeparateContexts(t *testing.T) {
 	require.NoError(t, d.PrimaryCtxRelease(0))
 	require.NoError(t, d.PrimaryCtxRelease(1))
 }
+
+func TestLastPrimaryContextReleaseDrainsQueuedWork(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	s := e.stream()
+	p := e.alloc(16)
+	e.put(p, pattern(16, 12))
+	host := make([]byte, 16)
+	g := newGate(t)
+	e.launchGate(s, g)
+	require.NoError(t, e.launchTouch(s, p, 16))
+	require.NoError(t, e.d.MemcpyDtoHAsync(host, p, s))
+	<-g.started
+	released := make(chan error, 1)
+	go func() { released <- e.d.PrimaryCtxRelease(0) }()
+	g.open()
+	require.NoError(t, <-released)
+	assert.Equal(t, plusOne(pattern(16, 12)), host, "the queued work ran before the context went away")
+	assert.Zero(t, e.d.Stats().Contexts)
+}
