@@ -81,9 +81,14 @@ func paired(reps, iters int, ours, base func() time.Duration) measurement {
 	run(ours, max(iters/4, 1))
 	run(base, max(iters/4, 1))
 	var o, b []time.Duration
-	for range reps {
-		o = append(o, run(ours, iters))
-		b = append(b, run(base, iters))
+	for rep := range reps {
+		if rep%2 == 0 { // alternate the order so that drift favours neither side
+			o = append(o, run(ours, iters))
+			b = append(b, run(base, iters))
+		} else {
+			b = append(b, run(base, iters))
+			o = append(o, run(ours, iters))
+		}
 	}
 	return measurement{ours: median(o), base: median(b)}
 }
@@ -116,7 +121,7 @@ func TestBenchTable(t *testing.T) {
 	if os.Getenv("CUDAEP_BENCH") != "1" {
 		t.Skip("set CUDAEP_BENCH=1 to run the benchmark table")
 	}
-	const reps = 7
+	const reps = 11
 	var rows []benchRow
 	r := newRig(t) // one device for the whole table: every row is measured in the same run
 	backend := backendName(r)
