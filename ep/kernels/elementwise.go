@@ -59,6 +59,9 @@ func binaryBuilder(entry string) func(*Library, opSpec) (Kernel, error) {
 		if !ok {
 			return nil, s.errorf("input 0 (A) shape %s and input 1 (B) shape %s do not broadcast (numpy rules: right-aligned dimensions must be equal or 1)", shapeString(a), shapeString(b))
 		}
+		if err := s.checkOutput(out); err != nil {
+			return nil, err
+		}
 		layout := mergeDims(out, broadcastStrides(a, out), broadcastStrides(b, out))
 		if len(layout.dims) > maxBroadcastDims {
 			return nil, s.errorf("broadcasting %s with %s needs %d dimensions after merging neighbours; at most %d are supported", shapeString(a), shapeString(b), len(layout.dims), maxBroadcastDims)

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"math"
+
 	"github.com/cudaep/cudaep/cudadrv"
 )
 
@@ -40,6 +42,15 @@ type matmulKernel struct {
 func checkBLAS(l *Library, s opSpec) error {
 	if l.rt.BLAS == nil {
 		return s.errorf("the Library's Runtime has no cuBLAS handle, which %s needs", s.Op)
+	}
+	return nil
+}
+
+// checkBLASSizes refuses matrix extents cuBLAS cannot take: its sizes and leading dimensions
+// are 32-bit.
+func checkBLASSizes(s opSpec, m, k, n int64) error {
+	if max(m, k, n) > math.MaxInt32 {
+		return s.errorf("matrix extents M=%d, K=%d, N=%d exceed cuBLAS's 32-bit sizes", m, k, n)
 	}
 	return nil
 }
@@ -85,20 +96,34 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 	if len(s.Inputs[1].Shape) > 1 {
 		out = append(out, n)
 	}
-	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: out})}
-	kern.calls = planMatMul(batch, broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch), m, k, n)
+	if err := s.checkOutput(out); err != nil {
+		return nil, err
+	}
+	if err := checkBLASSizes(s, m, k, n); err != nil {
+		return nil, err
+	}
+	calls, ok := planMatMul(batch, broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch), m, k, n)
+	if !ok {
+		return nil, s.errorf("broadcasting the batch dimensions %s of input 0 (A) with %s of input 1 (B) needs more than %d separate GEMM calls", shapeString(aBatch), shapeString(bBatch), maxGemmCalls)
+	}
+	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: out}), calls: calls}
 	return kern, nil
 }
+
+// maxGemmCalls caps the cuBLAS calls one MatMul may queue per Execute; a batch broadcast that
+// needs more is refused at Get.
+const maxGemmCalls = 4096
 
 // planMatMul returns the cuBLAS calls for a batched row-major product: batch is the broadcast
 // batch shape, aStr and bStr the operands' strides along it in matrices (0 where repeated).
 //
 // When B is one matrix shared by every batch and A's matrices are contiguous, the batch folds
 // into M: one GEMM of (batch·M)×K by K×N. Otherwise the batch is split at the outermost
-// dimension after which both operands' matrices are evenly spaced; each outer index is one
-// strided-batched GEMM (stride 0 for a repeated operand), or a plain GEMM when nothing is left
-// to batch.
-func planMatMul(batch, aStr, bStr []int64, m, k, n int64) []gemmCall {
+// dimension from which both operands' matrices are evenly spaced over the remaining flat
+// index; each outer index is one strided-batched GEMM (stride 0 for a repeated operand), or a
+// plain GEMM when nothing is left to batch. It returns false when that takes more than
+// maxGemmCalls calls.
+func planMatMul(batch, aStr, bStr []int64, m, k, n int64) ([]gemmCall, bool) {
 	total := int64(1)
 	for _, d := range batch {
 		total *= d
@@ -108,98 +133,78 @@ func planMatMul(batch, aStr, bStr []int64, m, k, n int64) []gemmCall {
 		M: int(n), N: int(m), K: int(k), Alpha: 1, Beta: 0,
 		LDA: int(n), LDB: int(k), LDC: int(n),
 	}}
-	aOff, bOff := batchOffsets(batch, aStr), batchOffsets(batch, bStr)
-	if total == 1 || (allZero(bOff) && isRange(aOff, 0, total)) {
+	aStep, aEven := progression(batch, aStr, 0)
+	bStep, bEven := progression(batch, bStr, 0)
+	if total == 1 || (aEven && aStep == 1 && bEven && bStep == 0 && total*m <= math.MaxInt32) {
 		base.p.N = int(total * m)
-		return []gemmCall{base}
+		return []gemmCall{base}, true
 	}
-	chunk := int64(1)
+	from := len(batch)
 	for i := range batch {
-		c := int64(1)
-		for _, d := range batch[i:] {
-			c *= d
-		}
-		if evenlySpaced(aOff, c) && evenlySpaced(bOff, c) {
-			chunk = c
+		_, aEven := progression(batch, aStr, i)
+		_, bEven := progression(batch, bStr, i)
+		if aEven && bEven {
+			from = i
 			break
 		}
 	}
+	chunk := int64(1)
+	for _, d := range batch[from:] {
+		chunk *= d
+	}
+	if total/chunk > maxGemmCalls {
+		return nil, false
+	}
+	aStep, _ = progression(batch, aStr, from)
+	bStep, _ = progression(batch, bStr, from)
 	calls := make([]gemmCall, 0, total/chunk)
+	idx := make([]int64, from)
 	for start := int64(0); start < total; start += chunk {
+		var aOff, bOff int64
+		for i, c := range idx {
+			aOff += c * aStr[i]
+			bOff += c * bStr[i]
+		}
 		c := base
-		c.aOff = cudadrv.DevicePtr(aOff[start] * m * k * 4)
-		c.bOff = cudadrv.DevicePtr(bOff[start] * k * n * 4)
+		c.aOff = cudadrv.DevicePtr(aOff * m * k * 4)
+		c.bOff = cudadrv.DevicePtr(bOff * k * n * 4)
 		c.yOff = cudadrv.DevicePtr(start * m * n * 4)
 		if chunk > 1 {
 			c.p.BatchCount = int(chunk)
-			c.p.StrideA = (bOff[start+1] - bOff[start]) * k * n
-			c.p.StrideB = (aOff[start+1] - aOff[start]) * m * k
+			c.p.StrideA = bStep * k * n
+			c.p.StrideB = aStep * m * k
 			c.p.StrideC = m * n
 		}
 		calls = append(calls, c)
-	}
-	return calls
-}
-
-// batchOffsets returns, for every flat index of batch in row-major order, the operand's
-// matrix index sum(idx[i]·strides[i]).
-func batchOffsets(batch, strides []int64) []int64 {
-	total := int64(1)
-	for _, d := range batch {
-		total *= d
-	}
-	offs := make([]int64, total)
-	idx := make([]int64, len(batch))
-	off := int64(0)
-	for t := range offs {
-		offs[t] = off
-		for i := len(batch) - 1; i >= 0; i-- {
+		for i := from - 1; i >= 0; i-- {
 			idx[i]++
-			off += strides[i]
 			if idx[i] < batch[i] {
 				break
 			}
-			off -= idx[i] * strides[i]
 			idx[i] = 0
 		}
 	}
-	return offs
+	return calls, true
 }
 
-func allZero(offs []int64) bool {
-	for _, o := range offs {
-		if o != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// isRange reports whether offs is start, start+1, …
-func isRange(offs []int64, start, n int64) bool {
-	for i, o := range offs[:n] {
-		if o != start+int64(i) {
-			return false
-		}
-	}
-	return true
-}
-
-// evenlySpaced reports whether every run of chunk consecutive offsets is an arithmetic
-// progression.
-func evenlySpaced(offs []int64, chunk int64) bool {
-	for start := int64(0); start < int64(len(offs)); start += chunk {
-		if chunk < 2 {
+// progression reports whether, over the batch dimensions from the given one inwards, an
+// operand with strides str (in matrices) sits at step·t for the flat index t of those
+// dimensions, and returns step.
+func progression(batch, str []int64, from int) (step int64, ok bool) {
+	span := int64(1)
+	found := false
+	for d := len(batch) - 1; d >= from; d-- {
+		if batch[d] == 1 {
 			continue
 		}
-		step := offs[start+1] - offs[start]
-		for j := int64(2); j < chunk; j++ {
-			if offs[start+j]-offs[start] != j*step {
-				return false
-			}
+		if !found {
+			step, found = str[d], true
+		} else if str[d] != step*span {
+			return 0, false
 		}
+		span *= batch[d]
 	}
-	return true
+	return step, true
 }
 
 // Execute queues the planned GEMMs.
@@ -288,7 +293,13 @@ func buildGemm(l *Library, s opSpec) (Kernel, error) {
 	if k != k2 {
 		return nil, s.errorf("input 0 (A) shape %s (transA=%d) and input 1 (B) shape %s (transB=%d): inner dimensions %d and %d differ", shapeString(a), transA, shapeString(b), transB, k, k2)
 	}
+	if err := checkBLASSizes(s, m, k, n); err != nil {
+		return nil, err
+	}
 	y := []int64{m, n}
+	if err := s.checkOutput(y); err != nil {
+		return nil, err
+	}
 	g := &gemmKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: y})}
 	g.call.p = cudadrv.GemmParams{
 		TransA: cudadrv.OpN, TransB: cudadrv.OpN,

@@ -79,10 +79,34 @@ func (s opSpec) checkInput(i int, dtypes []DType, minRank, maxRank int) error {
 			return s.errorf("%s has shape %s; every dimension must be positive (dynamic and empty tensors are not supported)", s.input(i), shapeString(in.Shape))
 		}
 	}
+	if err := s.checkElements(s.input(i), in.Shape); err != nil {
+		return err
+	}
 	if r := len(in.Shape); r < minRank || r > maxRank {
 		return s.errorf("%s has rank %d (shape %s); %s supports ranks %d to %d", s.input(i), r, shapeString(in.Shape), s.Op, minRank, maxRank)
 	}
 	return nil
+}
+
+// maxElements bounds the element count of any tensor (2^40, beyond any device's memory), so
+// that sizes, offsets and byte counts stay far from int64 overflow.
+const maxElements = 1 << 40
+
+// checkElements refuses a shape (of positive dimensions) with more than maxElements elements.
+func (s opSpec) checkElements(what string, shape []int64) error {
+	n := int64(1)
+	for _, d := range shape {
+		if d > maxElements || n > maxElements/d {
+			return s.errorf("%s has shape %s, more than 2^40 elements", what, shapeString(shape))
+		}
+		n *= d
+	}
+	return nil
+}
+
+// checkOutput refuses an inferred output shape with more than maxElements elements.
+func (s opSpec) checkOutput(shape []int64) error {
+	return s.checkElements("the output", shape)
 }
 
 // checkAttrs refuses attributes not in allowed and attributes of the wrong kind.
