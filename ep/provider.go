@@ -10,6 +10,8 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/cuda"
 	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/ep/kernels"
+	"github.com/cudaep/cudaep/graphs"
 )
 
 // Version is the library version.
@@ -43,6 +45,13 @@ type Provider struct {
 	dev        *cudadrv.Device
 	ctx        *cudadrv.Context
 	autoReason string
+
+	compute *cudadrv.Stream // kernels, graph capture and replay; highest priority
+	copy    *cudadrv.Stream // weight paging uploads; lowest priority
+	blas    *cudadrv.BLAS   // bound to compute
+	lib     *kernels.Library
+	slots   *graphs.Slots // graph slots on compute
+	gate    *graphs.Gate  // the device's capture gate, shared with every provider on it
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -84,8 +93,77 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ep: retain primary context of device %d: %w", opts.DeviceID, err)
 	}
-	p := &Provider{opts: opts, drv: drv, dev: dev, ctx: ctx, autoReason: reason}
+	p := &Provider{opts: opts, drv: drv, dev: dev, ctx: ctx, autoReason: reason, gate: graphs.GateFor(ctx)}
+	if err := p.start(); err != nil {
+		return nil, errors.Join(err, p.teardown())
+	}
 	return p, nil
+}
+
+// start creates what the provider owns on its context: the streams, the cuBLAS handle, the
+// kernel library and the graph slots. On error, teardown releases whatever was made.
+func (p *Provider) start() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := p.ctx.Bind(); err != nil {
+		return fmt.Errorf("ep: bind context: %w", err)
+	}
+	least, greatest, err := p.ctx.StreamPriorityRange()
+	if err != nil {
+		return fmt.Errorf("ep: stream priorities: %w", err)
+	}
+	if p.compute, err = p.ctx.NewStream(cudadrv.StreamNonBlocking, greatest); err != nil {
+		return fmt.Errorf("ep: create compute stream: %w", err)
+	}
+	if p.copy, err = p.ctx.NewStream(cudadrv.StreamNonBlocking, least); err != nil {
+		return fmt.Errorf("ep: create copy stream: %w", err)
+	}
+	if p.blas, err = p.compute.NewBLAS(); err != nil {
+		return fmt.Errorf("ep: create cuBLAS handle: %w", err)
+	}
+	mode := cudadrv.MathDefault
+	if p.opts.TF32 {
+		mode = cudadrv.MathTF32TensorOp
+	}
+	if err := p.blas.SetMathMode(mode); err != nil {
+		return fmt.Errorf("ep: set cuBLAS math mode: %w", err)
+	}
+	if p.lib, err = kernels.NewLibrary(kernels.Runtime{Context: p.ctx, Stream: p.compute, BLAS: p.blas, TF32: p.opts.TF32}); err != nil {
+		return fmt.Errorf("ep: load kernels: %w", err)
+	}
+	if p.slots, err = graphs.NewSlots(p.compute, graphs.NewOwner(), graphs.Config{}.WithGate(p.gate)); err != nil {
+		return fmt.Errorf("ep: graph slots: %w", err)
+	}
+	return nil
+}
+
+// teardown destroys what start made, in reverse order, then releases the context. It is
+// called once, by Close or by a failed New.
+func (p *Provider) teardown() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var errs []error
+	if p.ctx.Bind() == nil {
+		if p.slots != nil {
+			errs = append(errs, p.slots.Close())
+		}
+		if p.lib != nil {
+			errs = append(errs, p.lib.Close())
+		}
+		if p.blas != nil {
+			errs = append(errs, p.blas.Destroy())
+		}
+		for _, s := range []*cudadrv.Stream{p.copy, p.compute} {
+			if s != nil {
+				errs = append(errs, s.Destroy())
+			}
+		}
+	}
+	errs = append(errs, p.ctx.Release())
+	if c, ok := p.drv.Backend().(interface{ Close() error }); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // openBackend opens the backend named by the option and, for auto, says why it chose it.
@@ -155,17 +233,13 @@ func (p *Provider) Device() DeviceInfo {
 	return info
 }
 
-// Close releases the provider's context and everything it owns. It is idempotent: later calls
-// return the first call's result.
+// Close destroys the graph slots (a live capture must be aborted first), the kernels, the
+// streams and the context. Buffers still held become unusable: release them before Close. It
+// is idempotent: later calls return the first call's result.
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.closeErr = p.ctx.Release()
-		if c, ok := p.drv.Backend().(interface{ Close() error }); ok {
-			if err := c.Close(); err != nil && p.closeErr == nil {
-				p.closeErr = err
-			}
-		}
+		p.closeErr = p.teardown()
 	})
 	return p.closeErr
 }

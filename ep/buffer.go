@@ -1,0 +1,126 @@
+package ep
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+// ErrReleased is returned when a buffer is used after its owner released it.
+var ErrReleased = errors.New("ep: buffer already released")
+
+// DefaultAlignment is the alignment Alloc gives when asked for 0: the driver's own 256 bytes.
+const DefaultAlignment = 256
+
+// Buffer is device memory owned by a provider. Its owner releases it once with Release. A
+// captured graph that embeds its address holds a reference of its own (Retain), so the memory
+// is freed only when the owner and every such graph are done with it: no queued replay can
+// read memory that was reused. Safe for concurrent use.
+type Buffer struct {
+	p        *Provider
+	shared   *graphs.SharedBuffer
+	ptr      cudadrv.DevicePtr
+	size     uint64
+	released atomic.Bool
+}
+
+// Alloc allocates size bytes of device memory aligned to alignment bytes (a power of two; 0
+// means DefaultAlignment).
+//
+// # Errors
+//
+// A zero size, an alignment that is not a power of two, or a size that overflows once padded
+// for alignment is an error naming the value; device exhaustion wraps the driver's
+// CUDA_ERROR_OUT_OF_MEMORY.
+func (p *Provider) Alloc(size, alignment uint64) (*Buffer, error) {
+	if size == 0 {
+		return nil, fmt.Errorf("ep: alloc: size is 0")
+	}
+	if alignment == 0 {
+		alignment = DefaultAlignment
+	}
+	if alignment&(alignment-1) != 0 {
+		return nil, fmt.Errorf("ep: alloc: alignment %d is not a power of two", alignment)
+	}
+	padded := size
+	if alignment > DefaultAlignment {
+		var carry uint64
+		padded, carry = bits.Add64(size, alignment-DefaultAlignment, 0)
+		if carry != 0 {
+			return nil, fmt.Errorf("ep: alloc: size %d with alignment %d overflows", size, alignment)
+		}
+	}
+	leave, err := p.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	mem, err := p.ctx.Alloc(padded)
+	if err != nil {
+		return nil, fmt.Errorf("ep: alloc %d bytes: %w", size, err)
+	}
+	ptr := (mem.Ptr() + cudadrv.DevicePtr(alignment-1)) &^ cudadrv.DevicePtr(alignment-1)
+	return &Buffer{p: p, shared: graphs.NewSharedBuffer(mem), ptr: ptr, size: size}, nil
+}
+
+// Ptr is the buffer's (aligned) device address.
+func (b *Buffer) Ptr() cudadrv.DevicePtr { return b.ptr }
+
+// Size is the size the buffer was allocated with.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// Release gives up the owner's reference. The memory is freed now or, when captured graphs
+// still embed it, when the last of them is destroyed. A second Release returns ErrReleased.
+func (b *Buffer) Release() error {
+	if !b.released.CompareAndSwap(false, true) {
+		return ErrReleased
+	}
+	leave, err := b.p.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	b.shared.Release()
+	return b.shared.Err()
+}
+
+// retain returns a reference for a capture that embeds the buffer's address.
+func (b *Buffer) retain() (graphs.Resource, error) {
+	if b.released.Load() {
+		return nil, fmt.Errorf("%w: a released buffer cannot be retained by a capture", ErrReleased)
+	}
+	return b.shared.Retain(), nil
+}
+
+// check refuses a released buffer or a range [off, off+n) outside it.
+func (b *Buffer) check(off, n uint64) error {
+	if b == nil {
+		return errors.New("ep: nil buffer")
+	}
+	if b.released.Load() {
+		return ErrReleased
+	}
+	end, carry := bits.Add64(off, n, 0)
+	if carry != 0 || end > b.size {
+		return fmt.Errorf("ep: range [%d, %d+%d) is outside the %d-byte buffer", off, off, n, b.size)
+	}
+	return nil
+}
+
+// Stats are the provider's device-memory counters, from its context: every allocation the
+// provider made (buffers, paging slots, kernel workspaces) and every free.
+type Stats struct {
+	Allocs, Frees uint64
+	LiveBytes     uint64
+}
+
+// Stats returns the provider's device-memory counters. A buffer that a captured graph still
+// retains counts as live until the graph is destroyed.
+func (p *Provider) Stats() Stats {
+	c := p.ctx.Counters()
+	return Stats{Allocs: c.DeviceAllocs, Frees: c.DeviceFrees, LiveBytes: c.DeviceLiveBytes}
+}

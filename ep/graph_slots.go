@@ -1,0 +1,185 @@
+package ep
+
+import (
+	"fmt"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+// Slot names one captured graph of a provider: graphs.Primary (the M=1 decode step),
+// graphs.Verify (the fixed-width verify step) or graphs.Keyed(k) (e.g. per batch size).
+type Slot = graphs.Slot
+
+// BeginCapture audits kernels and begins recording the compute stream into slot: a new
+// generation when none is installed, else a further segment of the installed one (segmented
+// capture, with non-capturable seam kernels run eagerly between segment replays). Every
+// kernel executed on this thread until EndCapture is recorded, not run. The buffers the
+// recorded work touches are retained until the graph is destroyed, so releasing them meanwhile
+// is safe.
+//
+// # Threads
+//
+// Capture is thread-local: BeginCapture, the recorded Executes and EndCapture or AbortCapture
+// must run on one OS thread. A Go caller locks its goroutine (runtime.LockOSThread) for the
+// whole capture; a C caller uses one thread.
+//
+// # Errors
+//
+// An Unsupported kernel rejects the sequence before begin-capture (graphs.ErrRejected: the
+// stream never enters capture). A released buffer, a second concurrent capture or a driver
+// failure is an error, and nothing is left capturing.
+func (p *Provider) BeginCapture(slot Slot, kernels []*Kernel, retain []*Buffer) error {
+	return p.capture(slot, "begin capture", p.slots.Begin, kernels, retain)
+}
+
+// Recapture retires slot's installed generation and begins capturing its successor (as
+// BeginCapture does). When EndCapture finds the new step's topology unchanged, it updates the
+// retired executable in place (cuGraphExecUpdate, tens of times cheaper than instantiation)
+// instead of instantiating a new one; otherwise it instantiates. With nothing installed it is
+// BeginCapture.
+func (p *Provider) Recapture(slot Slot, kernels []*Kernel, retain []*Buffer) error {
+	return p.capture(slot, "recapture", p.slots.Recapture, kernels, retain)
+}
+
+type beginFunc func(graphs.Slot, []graphs.Node, []graphs.Resource) (graphs.Token, error)
+
+func (p *Provider) capture(slot Slot, what string, begin beginFunc, kernels []*Kernel, retain []*Buffer) error {
+	leave, err := p.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	nodes := make([]graphs.Node, len(kernels))
+	for i, k := range kernels {
+		if k == nil {
+			return fmt.Errorf("ep: %s: kernel %d is nil", what, i)
+		}
+		nodes[i] = k
+	}
+	resources := make([]graphs.Resource, 0, len(retain))
+	for i, b := range retain {
+		if b == nil {
+			err = fmt.Errorf("ep: %s: buffer %d is nil", what, i)
+			break
+		}
+		r, rerr := b.retain()
+		if rerr != nil {
+			err = fmt.Errorf("ep: %s: buffer %d: %w", what, i, rerr)
+			break
+		}
+		resources = append(resources, r)
+	}
+	if err != nil {
+		for _, r := range resources {
+			r.Release()
+		}
+		return err
+	}
+	// begin owns resources on every path, success or not.
+	if _, err := begin(slot, nodes, resources); err != nil {
+		return fmt.Errorf("ep: %s in %v: %w", what, slot, err)
+	}
+	return nil
+}
+
+// EndCapture ends the capture of slot, instantiates and uploads it (updating the previous
+// executable in place where a Recapture allows) and installs it as the slot's next segment.
+// A failed end leaves the slot idle with nothing new installed.
+func (p *Provider) EndCapture(slot Slot) error {
+	return p.slotCall(slot, "end capture", p.slots.End)
+}
+
+// AbortCapture ends a capture that failed mid-record (for example after a drain invalidated
+// it) and discards it, so the compute stream works again. Without a live capture it does
+// nothing.
+func (p *Provider) AbortCapture(slot Slot) error {
+	return p.slotCall(slot, "abort capture", p.slots.Abort)
+}
+
+// Replay launches every installed segment of slot in capture order on the compute stream. It
+// takes no lock and allocates nothing.
+func (p *Provider) Replay(slot Slot) error {
+	leave, err := p.enter()
+	if err != nil {
+		return err
+	}
+	err = p.slots.Replay(slot)
+	leave()
+	return err
+}
+
+// ReplaySegment launches one installed segment of slot by its capture-order index.
+func (p *Provider) ReplaySegment(slot Slot, index int) error {
+	leave, err := p.enter()
+	if err != nil {
+		return err
+	}
+	err = p.slots.ReplaySegment(slot, index)
+	leave()
+	return err
+}
+
+// ResetGraph retires slot's installed generation, waits for replays already admitted, and
+// destroys its segments (then releases the buffers they retained). No launch of the
+// generation is enqueued after it returns. It reports whether a graph was installed.
+//
+// # Errors
+//
+// A live capture in the slot is refused (abort it first).
+func (p *Provider) ResetGraph(slot Slot) (bool, error) {
+	leave, err := p.enter()
+	if err != nil {
+		return false, err
+	}
+	defer leave()
+	had, err := p.slots.Reset(slot)
+	if err != nil {
+		return false, fmt.Errorf("ep: reset %v: %w", slot, err)
+	}
+	return had, nil
+}
+
+// HasExecutable reports whether slot has an installed executable to replay.
+func (p *Provider) HasExecutable(slot Slot) bool { return p.slots.HasExecutable(slot) }
+
+// SegmentCount returns the number of installed segments of slot (1 for a whole-step capture).
+func (p *Provider) SegmentCount(slot Slot) int { return p.slots.SegmentCount(slot) }
+
+// CaptureStatus returns the driver's capture status of the compute stream.
+func (p *Provider) CaptureStatus() (cudadrv.CaptureStatus, error) {
+	leave, err := p.enter()
+	if err != nil {
+		return cudadrv.CaptureStatusNone, err
+	}
+	defer leave()
+	return p.slots.CaptureStatus()
+}
+
+// IsCapturing reports whether the compute stream is capturing.
+func (p *Provider) IsCapturing() (bool, error) {
+	st, err := p.CaptureStatus()
+	return st != cudadrv.CaptureStatusNone, err
+}
+
+// GraphStats returns slot's counters (lock acquisitions, completed captures, replay launches,
+// updates, instantiations).
+func (p *Provider) GraphStats(slot Slot) (graphs.Stats, error) {
+	l, err := p.slots.Lifecycle(slot)
+	if err != nil {
+		return graphs.Stats{}, err
+	}
+	return l.Stats(), nil
+}
+
+func (p *Provider) slotCall(slot Slot, what string, call func(Slot) error) error {
+	leave, err := p.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if err := call(slot); err != nil {
+		return fmt.Errorf("ep: %s in %v: %w", what, slot, err)
+	}
+	return nil
+}

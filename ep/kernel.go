@@ -1,0 +1,84 @@
+package ep
+
+import (
+	"fmt"
+
+	"github.com/cudaep/cudaep/ep/kernels"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+// Tensor descriptors and operator specs are the kernels package's; the aliases let a Go host
+// use them through ep alone.
+type (
+	// DType is an ONNX element type (TensorProto numbering).
+	DType = kernels.DType
+	// TensorInfo is a tensor's dtype and shape.
+	TensorInfo = kernels.TensorInfo
+	// Tensor is a dense row-major tensor in device memory.
+	Tensor = kernels.Tensor
+	// Spec describes one operator instance: op, opset, inputs, attributes.
+	Spec = kernels.Spec
+	// Attribute is one ONNX node attribute.
+	Attribute = kernels.Attribute
+)
+
+// Kernel is one operator instance of a provider. It is a graphs.Node, so a sequence of kernels
+// is what BeginCapture audits. A Kernel is not safe for concurrent use.
+type Kernel struct {
+	p *Provider
+	k kernels.Kernel
+}
+
+// GetKernel returns the kernel for spec (see the kernels package for the support matrix).
+//
+// # Errors
+//
+// Every op, dtype, shape or attribute combination the provider cannot run is refused here,
+// never at Execute time, with an error naming the op, the offending input and what is
+// supported (it wraps kernels.ErrUnsupported).
+func (p *Provider) GetKernel(spec Spec) (*Kernel, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	k, err := p.lib.Get(spec)
+	if err != nil {
+		return nil, fmt.Errorf("ep: get kernel: %w", err)
+	}
+	return &Kernel{p: p, k: k}, nil
+}
+
+// Name describes the kernel, e.g. "Add(float32[2,3], float32[3])".
+func (k *Kernel) Name() string { return k.k.Name() }
+
+// Outputs returns the dtypes and shapes of the outputs Execute must be given.
+func (k *Kernel) Outputs() []TensorInfo { return k.k.Outputs() }
+
+// CaptureSupport says whether the kernel may be recorded into a CUDA graph.
+func (k *Kernel) CaptureSupport() graphs.CaptureSupport { return k.k.CaptureSupport() }
+
+// Execute queues the operator on the provider's compute stream; it does not wait. Inside a
+// capture on this thread the work is recorded instead.
+func (k *Kernel) Execute(inputs, outputs []Tensor) error {
+	leave, err := k.p.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return k.k.Execute(inputs, outputs)
+}
+
+// NonZeroCount reads the element count a NonZero kernel found in its last execution (count is
+// its second output). It waits for the compute stream: this host read is why NonZero is a
+// seam between captured segments.
+func (k *Kernel) NonZeroCount(count Tensor) (int64, error) {
+	nz, ok := k.k.(*kernels.NonZeroKernel)
+	if !ok {
+		return 0, fmt.Errorf("ep: %s is not a NonZero kernel", k.k.Name())
+	}
+	leave, err := k.p.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer leave()
+	return nz.Count(count)
+}
