@@ -19,6 +19,10 @@ type graphExec struct {
 	ctx    *context
 	nodes  []op
 	flags  cudadrv.InstantiateFlags
+	// The stream and position of the latest launch: a launch is ordered behind the previous
+	// launch of the same executable, whatever stream that was on.
+	lastStream *stream
+	lastPos    uint64
 }
 
 // validInstantiateFlags are the flags cuGraphInstantiateWithFlags accepts; UPLOAD is only
@@ -104,7 +108,9 @@ func (d *Device) GraphUpload(e cudadrv.RawGraphExec, sh cudadrv.RawStream) error
 }
 
 // GraphLaunch queues the executable graph on s as one unit of work that replays its nodes
-// in order against live memory. On a capturing stream it records a child-graph node.
+// in order against live memory. As in CUDA, the launch is also ordered behind the previous
+// launch of the same executable on any stream. On a capturing stream it records a
+// child-graph node.
 func (d *Device) GraphLaunch(e cudadrv.RawGraphExec, sh cudadrv.RawStream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -116,8 +122,24 @@ func (d *Device) GraphLaunch(e cudadrv.RawGraphExec, sh cudadrv.RawStream) error
 	if err != nil {
 		return err
 	}
+	s, err := d.stream(OpGraphLaunch, c, sh)
+	if err != nil {
+		return err
+	}
 	o := op{kind: opGraph, nodes: x.nodes}
-	return d.asyncOp(OpGraphLaunch, c, sh, &o)
+	if s.capture != nil {
+		return d.record(OpGraphLaunch, s, &o)
+	}
+	if s.legacy {
+		if err := d.checkImplicit(OpGraphLaunch, c); err != nil {
+			return err
+		}
+	}
+	if p := x.lastStream; p != nil && p != s && p.done < x.lastPos {
+		d.enqueue(s, &op{kind: opWait, target: p, pos: x.lastPos})
+	}
+	x.lastStream, x.lastPos = s, d.enqueue(s, &o)
+	return nil
 }
 
 // GraphExecUpdate updates e's node parameters from g when the two have the same topology:

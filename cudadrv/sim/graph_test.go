@@ -235,3 +235,21 @@ func TestGraphReplayAfterModuleUnloadFaults(t *testing.T) {
 	requireResult(t, err, cudadrv.ErrorLaunchFailed)
 	assert.Contains(t, err.Error(), "unloaded")
 }
+
+func TestLaunchesOfOneExecAreOrderedAcrossStreams(t *testing.T) {
+	e := newEnv(t, sim.Options{})
+	s1, s2 := e.stream(), e.stream()
+	p := e.alloc(8)
+	e.put(p, pattern(8, 6))
+	x := e.instantiate(e.capture(s1, func() { require.NoError(t, e.launchTouch(s1, p, 8)) }))
+	g := newGate(t)
+	e.launchGate(s1, g)
+	require.NoError(t, e.d.GraphLaunch(x, s1))
+	require.NoError(t, e.d.GraphLaunch(x, s2)) // waits for the launch on s1
+	host := make([]byte, 8)
+	require.NoError(t, e.d.MemcpyDtoHAsync(host, p, s2))
+	<-g.started
+	g.open()
+	require.NoError(t, e.d.StreamSynchronize(s2))
+	assert.Equal(t, plusOne(plusOne(pattern(8, 6))), host, "s2's launch ran after s1's")
+}
