@@ -13,7 +13,7 @@
 // # Support matrix
 //
 //	op                     dtypes                          opsets  notes
-//	MatMul                 float32                         >= 1    numpy matmul: 1-D operands, batch broadcasting
+//	MatMul                 float32                         >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls)
 //	Gemm                   float32                         >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
 //	Add, Sub, Mul, Div     float32                         >= 7    numpy broadcasting, at most 6 dimensions after merging
 //	Relu, Sigmoid, Tanh    float32                         >= 6
@@ -23,7 +23,8 @@
 //	                       float64, int32, int64, bool
 //	NonZero                float32, int32, int64, bool     >= 9    not capturable; see [NonZeroKernel]
 //
-// Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension is
-// refused. On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
+// Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
+// more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's
+// 32-bit sizes. float16 and bfloat16 arithmetic is not implemented. On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
 // registered by this package, and cuBLAS is the simulator's own.
 package kernels

@@ -157,8 +157,9 @@ type Kernel interface {
 	Outputs() []TensorInfo
 	// Execute queues the operator on the Library's stream, reading inputs and writing outputs.
 	// The Library's context must be bound on the calling OS thread. It allocates nothing and
-	// does not wait for the work. Outputs must not overlap inputs unless they are the same
-	// tensor with the same shape (elementwise ops compute in place then).
+	// does not wait for the work. The elementwise ops, Softmax and Identity may run in place
+	// (an output that is an input of the output's shape); otherwise outputs must not overlap
+	// inputs.
 	//
 	// # Errors
 	//
@@ -210,6 +211,9 @@ func (l *Library) Get(spec Spec) (Kernel, error) {
 		return nil, fmt.Errorf("%w: op %q is not implemented; supported ops: %s", ErrUnsupported, spec.Op, strings.Join(SupportedOps(), ", "))
 	}
 	s := opSpec{Spec: &spec, inputNames: b.inputNames}
+	if spec.Opset < 1 {
+		return nil, s.errorf("opset %d is not an ONNX opset version (they start at 1)", spec.Opset)
+	}
 	for i, in := range spec.Inputs {
 		if !in.DType.Valid() {
 			return nil, s.errorf("%s has unknown dtype number %d", s.input(i), int32(in.DType))

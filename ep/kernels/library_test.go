@@ -94,6 +94,8 @@ func TestGetRefusesUnsupportedWithClearErrors(t *testing.T) {
 			[]string{"Add (opset 14)", "input 1 (B)", "float16", "supports float32"}},
 		{"unknown dtype number", kernels.Spec{Op: "Identity", Opset: 14, Inputs: []kernels.TensorInfo{in(kernels.DType(3), 2)}},
 			[]string{"Identity", "input 0 (input)", "unknown dtype number 3"}},
+		{"no opset", kernels.Spec{Op: "Softmax", Inputs: []kernels.TensorInfo{in(f32, 2)}},
+			[]string{"Softmax (opset 0)", "not an ONNX opset"}},
 		{"old opset", kernels.Spec{Op: "Add", Opset: 6, Inputs: []kernels.TensorInfo{in(f32, 2), in(f32, 2)}},
 			[]string{"Add (opset 6)", "opset >= 7"}},
 		{"no broadcast", kernels.Spec{Op: "Mul", Opset: 14, Inputs: []kernels.TensorInfo{in(f32, 3), in(f32, 4)}},

@@ -35,7 +35,7 @@ func (ti TensorInfo) Rank() int { return len(ti.Shape) }
 // String formats the info as dtype[d0,d1,…], e.g. "float32[2,3]".
 func (ti TensorInfo) String() string { return ti.DType.String() + shapeString(ti.Shape) }
 
-// Equal reports whether a and b have the same dtype and shape. It allocates nothing.
+// Equal reports whether ti and o have the same dtype and shape. It allocates nothing.
 func (ti TensorInfo) Equal(o TensorInfo) bool {
 	if ti.DType != o.DType || len(ti.Shape) != len(o.Shape) {
 		return false
@@ -66,8 +66,10 @@ func cloneInfo(ti TensorInfo) TensorInfo {
 }
 
 // Tensor is a dense, contiguous, row-major tensor in device memory: its info plus the device
-// address of element 0. The memory belongs to the caller; kernels only read inputs and write
-// outputs during the stream work that Execute queues.
+// address of element 0. There is deliberately no strides field: the kernels support only
+// contiguous tensors, so a strided view must be made contiguous (copied) before it is passed.
+// The memory belongs to the caller; kernels only read inputs and write outputs during the
+// stream work that Execute queues.
 type Tensor struct {
 	TensorInfo
 	Ptr cudadrv.DevicePtr
