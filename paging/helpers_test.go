@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -97,6 +98,8 @@ type rig struct {
 	ctx           *cudadrv.Context
 	copy, compute *cudadrv.Stream
 	pool          *paging.StagingPool
+	spinFn        *cudadrv.Function
+	spinArgs      *cudadrv.KernelArgs
 }
 
 func newRig(t *testing.T, opts sim.Options, poolCap uint64) *rig {
@@ -168,6 +171,60 @@ func (r *rig) readback(t testing.TB, p cudadrv.DevicePtr, n uint64) []byte {
 	out := make([]byte, n)
 	require.NoError(t, r.ctx.CopyDtoH(out, p))
 	return out
+}
+
+// spinPTX is paging_spin(ns): one thread spins on %globaltimer until ns nanoseconds have
+// passed, a kernel of fixed duration whatever the clocks. The sim runs the Go version below.
+const spinPTX = `.version 7.8
+.target sm_75
+.address_size 64
+
+.visible .entry paging_spin(
+	.param .u64 paging_spin_ns
+)
+{
+	.reg .pred %p<2>;
+	.reg .b64 %rd<5>;
+
+	ld.param.u64 %rd1, [paging_spin_ns];
+	mov.u64 %rd2, %globaltimer;
+SPIN:
+	mov.u64 %rd3, %globaltimer;
+	sub.s64 %rd4, %rd3, %rd2;
+	setp.lt.u64 %p1, %rd4, %rd1;
+	@%p1 bra SPIN;
+	ret;
+}
+`
+
+func init() {
+	sim.RegisterKernel("paging_spin", func(l *sim.Launch) error {
+		time.Sleep(time.Duration(l.U64Arg(0)))
+		return nil
+	})
+}
+
+// spin queues paging_spin(d) on s: a kernel that occupies s for d on either backend (used to
+// hold copies in flight, and as the benchmark's compute proxy).
+func (r *rig) spin(t testing.TB, s *cudadrv.Stream, d time.Duration) {
+	t.Helper()
+	if r.spinFn == nil {
+		mod, err := r.ctx.LoadModule([]byte(spinPTX))
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			// A module must outlive the kernels queued from it.
+			require.NoError(t, r.copy.Synchronize())
+			require.NoError(t, r.compute.Synchronize())
+			require.NoError(t, mod.Unload())
+		})
+		r.spinFn, err = mod.Function("paging_spin")
+		require.NoError(t, err)
+		r.spinArgs = new(cudadrv.KernelArgs)
+	}
+	r.spinArgs.Reset()
+	r.spinArgs.U64(uint64(d))
+	one := cudadrv.Dim3{X: 1, Y: 1, Z: 1}
+	require.NoError(t, s.Launch(r.spinFn, one, one, 0, r.spinArgs))
 }
 
 // modes runs f once per transfer mode, as subtests sharing nothing.
