@@ -8,44 +8,7 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 )
 
-// Stream capture rules, as the simulator enforces them.
-//
-// While a stream captures, work enqueued on it (kernels, copies, memsets, GEMMs, graph
-// launches) is appended to the capture as graph nodes instead of running; event records and
-// waits inside the capture only order it. A captured host copy keeps its host slice and
-// reads or writes it when the graph replays.
-//
-// A live capture (begun, not yet ended, active or invalidated) prohibits:
-//
-//   - StreamSynchronize and StreamQuery of a capturing stream, from any thread and in every
-//     mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated.
-//   - CtxSynchronize from any thread while any capture of the context is live, in every mode:
-//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures are invalidated. (Measured on
-//     the H200 for a thread-local capture and another thread; for a relaxed capture the
-//     simulator is strict, since the context sync would synchronize the capturing stream.)
-//   - "Potentially unsafe" calls: MemAlloc, MemFree, MemHostAlloc, MemFreeHost,
-//     MemHostRegister, MemHostUnregister, the synchronous MemcpyHtoD/DtoH/DtoD and MemsetD8,
-//     StreamSynchronize/StreamQuery of a stream that does not capture, EventSynchronize,
-//     EventQuery, ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and
-//     free the handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-//     (cuBLAS: CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
-//     BLASDestroy) and invalidate the prohibiting captures when made on the thread that began
-//     a Global or ThreadLocal capture, or on any thread while a Global capture is live (every
-//     thread is in the default global interaction mode, as the Backend has no
-//     cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From another
-//     thread a ThreadLocal capture allows them all, as measured on the H200.
-//   - Legacy-stream work (sync copies, StreamSynchronize(0), launches on stream 0) while a
-//     blocking stream (created without StreamNonBlocking) captures:
-//     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the capture is invalidated.
-//   - EventQuery/EventSynchronize/EventElapsedTime of an event last recorded in a capture:
-//     CUDA_ERROR_CAPTURED_EVENT (the capture, if live, is invalidated).
-//   - StreamWaitEvent on a capturing stream for an event recorded outside the capture:
-//     CUDA_ERROR_STREAM_CAPTURE_ISOLATION, and the capture is invalidated.
-//
-// Once invalidated, enqueues on the capture's streams fail with
-// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, StreamCaptureStatus reports Invalidated, and
-// StreamEndCapture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph while ending the
-// capture, so the stream is usable again.
+// The capture rules the simulator enforces are listed in the package documentation (doc.go).
 
 // capture is one capture sequence, shared by its origin stream and the streams that joined.
 type capture struct {

@@ -23,9 +23,48 @@
 // with cuBLAS's column-major semantics. NVRTC is not available.
 //
 // Stream capture records work as graph nodes instead of running it, with CUDA's rules for
-// capture modes, invalidation, wrong-thread ends, isolation, fork and join; graphs replay
-// against live memory. See capture.go for the exact list of calls a live capture prohibits.
+// capture modes, invalidation, wrong-thread ends, isolation, fork and join (below); graphs
+// replay against live memory, and launches of one executable are ordered behind each other.
 //
 // Tests can inject failures into any entry point ([Device.InjectFault]), model copy
 // bandwidth and kernel duration ([Options]), and read live-object counters ([Device.Stats]).
+//
+// # Stream capture
+//
+// While a stream captures, work enqueued on it (kernels, copies, memsets, GEMMs, graph
+// launches) is appended to the capture as graph nodes instead of running; event records and
+// waits inside the capture only order it. A captured host copy keeps its host slice and
+// reads or writes it when the graph replays.
+//
+// A live capture (begun, not yet ended, active or invalidated) prohibits:
+//
+//   - StreamSynchronize and StreamQuery of a capturing stream, from any thread and in every
+//     mode: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated.
+//   - CtxSynchronize from any thread while any capture of the context is live, in every mode:
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures are invalidated. (Measured on
+//     the H200 for a thread-local capture and another thread; for a relaxed capture the
+//     simulator is strict, since the context sync would synchronize the capturing stream.)
+//   - "Potentially unsafe" calls: MemAlloc, MemFree, MemHostAlloc, MemFreeHost,
+//     MemHostRegister, MemHostUnregister, the synchronous MemcpyHtoD/DtoH/DtoD and MemsetD8,
+//     StreamSynchronize/StreamQuery of a stream that does not capture, EventSynchronize,
+//     EventQuery, ModuleLoadData, ModuleUnload and BLASCreate/BLASDestroy (which allocate and
+//     free the handle's workspace). They fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+//     (cuBLAS: CUBLAS_STATUS_NOT_INITIALIZED from BLASCreate, CUBLAS_STATUS_INTERNAL_ERROR from
+//     BLASDestroy) and invalidate the prohibiting captures when made on the thread that began
+//     a Global or ThreadLocal capture, or on any thread while a Global capture is live (every
+//     thread is in the default global interaction mode, as the Backend has no
+//     cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From another
+//     thread a ThreadLocal capture allows them all, as measured on the H200.
+//   - Legacy-stream work (sync copies, StreamSynchronize(0), launches on stream 0) while a
+//     blocking stream (created without StreamNonBlocking) captures:
+//     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the capture is invalidated.
+//   - EventQuery/EventSynchronize/EventElapsedTime of an event last recorded in a capture:
+//     CUDA_ERROR_CAPTURED_EVENT (the capture, if live, is invalidated).
+//   - StreamWaitEvent on a capturing stream for an event recorded outside the capture:
+//     CUDA_ERROR_STREAM_CAPTURE_ISOLATION, and the capture is invalidated.
+//
+// Once invalidated, enqueues on the capture's streams fail with
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, StreamCaptureStatus reports Invalidated, and
+// StreamEndCapture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph while ending the
+// capture, so the stream is usable again.
 package sim
