@@ -176,31 +176,29 @@ func TestSgemmValidatesLikeCuBLAS(t *testing.T) {
 	c := e.alloc(1024)
 	ok := cudadrv.GemmParams{M: 4, N: 3, K: 2, Alpha: 1, A: c, B: c, C: c, LDA: 4, LDB: 2, LDC: 4}
 	tests := []struct {
-		name string
-		edit func(p *cudadrv.GemmParams)
+		name        string
+		edit        func(p *cudadrv.GemmParams)
+		batchedOnly bool // Sgemm ignores BatchCount
 	}{
-		{"negative m", func(p *cudadrv.GemmParams) { p.M = -1 }},
-		{"negative n", func(p *cudadrv.GemmParams) { p.N = -1 }},
-		{"negative k", func(p *cudadrv.GemmParams) { p.K = -1 }},
-		{"lda < m", func(p *cudadrv.GemmParams) { p.LDA = 3 }},
-		{"lda < k when transposed", func(p *cudadrv.GemmParams) { p.TransA, p.LDA = cudadrv.OpT, 1 }},
-		{"ldb < k", func(p *cudadrv.GemmParams) { p.LDB = 1 }},
-		{"ldb < n when transposed", func(p *cudadrv.GemmParams) { p.TransB, p.LDB = cudadrv.OpT, 2 }},
-		{"ldc < m", func(p *cudadrv.GemmParams) { p.LDC = 3 }},
-		{"lda 0 for an empty matrix", func(p *cudadrv.GemmParams) { p.M, p.LDA, p.LDC = 0, 0, 1 }},
-		{"unknown transpose", func(p *cudadrv.GemmParams) { p.TransA = 9 }},
-		{"negative batch", func(p *cudadrv.GemmParams) { p.BatchCount = -1 }},
+		{"negative m", func(p *cudadrv.GemmParams) { p.M = -1 }, false},
+		{"negative n", func(p *cudadrv.GemmParams) { p.N = -1 }, false},
+		{"negative k", func(p *cudadrv.GemmParams) { p.K = -1 }, false},
+		{"lda < m", func(p *cudadrv.GemmParams) { p.LDA = 3 }, false},
+		{"lda < k when transposed", func(p *cudadrv.GemmParams) { p.TransA, p.LDA = cudadrv.OpT, 1 }, false},
+		{"ldb < k", func(p *cudadrv.GemmParams) { p.LDB = 1 }, false},
+		{"ldb < n when transposed", func(p *cudadrv.GemmParams) { p.TransB, p.LDB = cudadrv.OpT, 2 }, false},
+		{"ldc < m", func(p *cudadrv.GemmParams) { p.LDC = 3 }, false},
+		{"lda 0 for an empty matrix", func(p *cudadrv.GemmParams) { p.M, p.LDA, p.LDC = 0, 0, 1 }, false},
+		{"unknown transpose", func(p *cudadrv.GemmParams) { p.TransA = 9 }, false},
+		{"negative batch", func(p *cudadrv.GemmParams) { p.BatchCount = -1 }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := ok
+			p.BatchCount = 1
 			tt.edit(&p)
-			if tt.name != "negative batch" {
+			if !tt.batchedOnly {
 				requireBLAS(t, e.d.Sgemm(h, &p), cudadrv.BLASInvalidValue)
-			}
-			p.BatchCount = min(p.BatchCount, 1)
-			if tt.name == "negative batch" {
-				p.BatchCount = -1
 			}
 			requireBLAS(t, e.d.SgemmStridedBatched(h, &p), cudadrv.BLASInvalidValue)
 		})
