@@ -222,3 +222,86 @@ func TestWaitIsEnqueueOnly(t *testing.T) {
 	assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, v.Ptr, v.Len))
 	require.NoError(t, db.Release(tk))
 }
+
+// The compute stream is fenced on the copy: a device-side snapshot of the slot queued on the
+// compute stream right after Wait sees the layer's bytes even though the copy was held back.
+func TestWaitFencesComputeOnTheCopy(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		l := writeLayered(t, mib, 1, 1, 0x3C)
+		db := r.pipeline(t, mib, mode)
+		snap, err := r.ctx.Alloc(mib)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, snap.Free()) }()
+
+		r.spin(t, r.copy, 200*time.Millisecond)
+		tk, err := db.Prefetch(0, l.weights[0], l.src)
+		require.NoError(t, err)
+		v, err := db.Wait(tk)
+		require.NoError(t, err)
+		require.NoError(t, r.compute.CopyDtoDAsync(snap.Ptr(), v.Ptr, v.Len))
+		require.NoError(t, db.Release(tk))
+		assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, snap.Ptr(), mib))
+	})
+}
+
+// Slot reuse waits for the release fence: while a long kernel still "reads" a released slot on
+// the compute stream, the next layer's copy into that slot is held back, so a snapshot taken
+// after the kernel still sees the released layer's bytes.
+func TestReleaseFenceOrdersSlotReuse(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		l := writeLayered(t, mib, 1, 3, 0x5)
+		db := r.pipeline(t, mib, mode)
+		snap, err := r.ctx.Alloc(mib)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, snap.Free()) }()
+
+		keep, err := db.Prefetch(0, l.weights[0], l.src) // occupies the other slot
+		require.NoError(t, err)
+		tk, err := db.Prefetch(1, l.weights[1], l.src)
+		require.NoError(t, err)
+		v, err := db.Wait(tk)
+		require.NoError(t, err)
+		r.spin(t, r.compute, 300*time.Millisecond) // the layer's kernel, still reading the slot
+		require.NoError(t, r.compute.CopyDtoDAsync(snap.Ptr(), v.Ptr, v.Len))
+		require.NoError(t, db.Release(tk))
+
+		reuse, err := db.Prefetch(2, l.weights[2], l.src)
+		require.NoError(t, err)
+		require.Equal(t, tk.Slot(), reuse.Slot())
+		assert.Equal(t, canonical(t, l.src, l.weights[1]), r.readback(t, snap.Ptr(), mib),
+			"the reuse copy must wait for the release fence")
+		rv, err := db.Wait(reuse)
+		require.NoError(t, err)
+		assert.Equal(t, canonical(t, l.src, l.weights[2]), r.readback(t, rv.Ptr, rv.Len))
+		require.NoError(t, db.Release(reuse))
+		_, err = db.Wait(keep)
+		require.NoError(t, err)
+		require.NoError(t, db.Release(keep))
+	})
+}
+
+// Zero-copy registrations live exactly as long as their copy: held while it is in flight,
+// undone once its completion is observed (here by polling the slot), before Close.
+func TestZeroCopyUnregistersOnceTheCopyCompleted(t *testing.T) {
+	r := newRig(t, sim.Options{}, 0)
+	l := writeLayered(t, mib, 2, 1, 0)
+	db := r.pipeline(t, 2*mib, paging.ModeZeroCopy)
+	r.spin(t, r.copy, 200*time.Millisecond)
+	tk, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	assert.Equal(t, paging.SlotFilling, db.SlotState(tk.Slot()))
+	assert.NotZero(t, r.ctx.Counters().RegisteredLiveBytes, "registered while the copy is in flight")
+	require.NoError(t, r.copy.Synchronize())
+	assert.Equal(t, paging.SlotReady, db.SlotState(tk.Slot()))
+	assert.Zero(t, r.ctx.Counters().RegisteredLiveBytes, "unregistered once the copy completed")
+	st := r.pool.Stats()
+	assert.NotZero(t, st.Registrations)
+	assert.Equal(t, st.Registrations, st.Unregistered)
+	v, err := db.Wait(tk)
+	require.NoError(t, err)
+	assert.Equal(t, paging.PathZeroCopy, v.Path)
+	assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, v.Ptr, v.Len))
+	require.NoError(t, db.Release(tk))
+}
