@@ -76,11 +76,11 @@ func (t Ticket) Generation() uint64 { return t.gen }
 // SlotView is a consumed layer's device bytes: Len bytes at Ptr, in the slot's stable buffer.
 // It is valid for kernels queued on the compute stream after Wait and before Release.
 type SlotView struct {
-	Ptr   cudadrv.DevicePtr
-	Len   uint64
-	Layer LayerID
-	Slot  int
-	Path  Path // how the bytes were moved
+	Ptr   cudadrv.DevicePtr // the slot's stable buffer
+	Len   uint64            // the layer's image size
+	Layer LayerID           // the layer it holds
+	Slot  int               // the slot index
+	Path  Path              // how the bytes were moved
 }
 
 // Metrics count what a DoubleBuffer did. Every counter only grows.

@@ -39,9 +39,9 @@ var (
 // The ticket's layer is never served the newer layer's bytes.
 type StaleGenerationError struct {
 	Layer      LayerID // the layer the stale ticket was issued for
-	Slot       int
-	TicketGen  uint64 // generation the ticket carries
-	CurrentGen uint64 // generation of the slot now
+	Slot       int     // its slot
+	TicketGen  uint64  // generation the ticket carries
+	CurrentGen uint64  // generation of the slot now
 }
 
 // Error names the layer, slot and both generations.
@@ -56,10 +56,10 @@ func (e *StaleGenerationError) Is(target error) bool { return target == ErrStale
 // SlotStateError refuses an operation that the ticket's slot state does not allow, such as
 // releasing a layer that was never waited for.
 type SlotStateError struct {
-	Op    string // "wait", "release", "cancel"
-	Layer LayerID
-	Slot  int
-	State SlotState
+	Op    string    // "wait", "release", "cancel"
+	Layer LayerID   // the ticket's layer
+	Slot  int       // its slot
+	State SlotState // the slot's state
 }
 
 // Error names the operation, layer, slot and state.
@@ -70,9 +70,9 @@ func (e *SlotStateError) Error() string {
 // FillError is a failed fill: the transfer could not land the layer's bytes in its slot. The
 // slot is quarantined (never handed out again); the pipeline keeps serving with the others.
 type FillError struct {
-	Layer LayerID
-	Slot  int
-	Err   error // the transfer's error, typically a *cudadrv.Error
+	Layer LayerID // the layer whose fill failed
+	Slot  int     // the slot now quarantined
+	Err   error   // the transfer's error, typically a *cudadrv.Error
 }
 
 // Error names the layer and slot and wraps the cause.
@@ -105,9 +105,9 @@ func (e *PoolCapacityError) Is(target error) bool { return target == ErrDeclined
 
 // LayerSizeError refuses a layer whose image does not fit the pipeline's slots.
 type LayerSizeError struct {
-	Layer      LayerID
-	LayerBytes uint64
-	Capacity   uint64
+	Layer      LayerID // the layer refused
+	LayerBytes uint64  // its image size
+	Capacity   uint64  // the slot size
 }
 
 // Error names the layer and both sizes.

@@ -104,8 +104,8 @@ func (b Boundary) valid() bool { return b >= BoundaryMatMul && b <= BoundaryBloc
 
 // WeightSpec describes a lazy weight for NewLazyWeight.
 type WeightSpec struct {
-	Boundary Boundary
-	DType    DType
+	Boundary Boundary // the consuming operator kind
+	DType    DType    // the element type
 	// Shape is the logical shape; an empty shape is a scalar.
 	Shape []int64
 	// ByteCount is the image size a packed boundary declares; leave it 0 to size the image by

@@ -52,10 +52,10 @@ func (a Advice) madv() (int, error) {
 // TruncatedError reports an external-data file that is now shorter than it was when it was
 // mapped: reading the missing pages would fault, so the layer is refused before any copy.
 type TruncatedError struct {
-	Mapping    MappingID
-	Path       string
-	MappedSize uint64 // the size when the file was mapped
-	Size       uint64 // the size now
+	Mapping    MappingID // the mapping
+	Path       string    // its file
+	MappedSize uint64    // the size when the file was mapped
+	Size       uint64    // the size now
 }
 
 // Error names the file and both sizes.

@@ -11,9 +11,9 @@ type MappingID uint64
 // Region is a byte range of one external-data file: Len bytes at Offset of the file that
 // Mapping identifies.
 type Region struct {
-	Mapping MappingID
-	Offset  uint64
-	Len     uint64
+	Mapping MappingID // the file
+	Offset  uint64    // first byte, from the start of the file
+	Len     uint64    // bytes
 }
 
 // End returns Offset+Len and whether that sum fits in 64 bits.
@@ -53,12 +53,12 @@ type Preparer interface {
 // RegionError is a region that cannot be read: an unknown mapping, an offset+length that
 // overflows, or a range past the end of the file.
 type RegionError struct {
-	Mapping  MappingID
-	Path     string // the file, when known
-	Offset   uint64
-	Len      uint64
-	FileSize uint64 // the file's size, when the mapping is known
-	Reason   string // "unknown mapping", "offset+length overflows", "past end of file", …
+	Mapping  MappingID // the mapping the region names
+	Path     string    // the file, when known
+	Offset   uint64    // the region's offset
+	Len      uint64    // the region's length
+	FileSize uint64    // the file's size, when the mapping is known
+	Reason   string    // "unknown mapping", "offset+length overflows", "past end of file", …
 }
 
 // Error names the mapping, file, offset, length and file size.
@@ -73,7 +73,7 @@ func (e *RegionError) Error() string {
 
 // Segment is one region's resolved bytes and where they land in the device image.
 type Segment struct {
-	Region    Region
+	Region    Region // the region resolved
 	DstOffset uint64 // offset in the device image (and in the slot)
 	Src       []byte // the region's bytes, as the source returned them; read-only
 }

@@ -76,9 +76,9 @@ func (r DeclineReason) String() string {
 // weight the ordinary way. A decline never builds the pipeline when it is not built yet, and
 // never changes a built one. errors.Is(err, ErrDeclined) matches every Decline.
 type Decline struct {
-	Reason   DeclineReason
-	Layer    LayerID
-	Boundary Boundary // the weight's boundary (DeclineBoundary)
+	Reason   DeclineReason // why
+	Layer    LayerID       // the layer declined
+	Boundary Boundary      // the weight's boundary (DeclineBoundary)
 	// LayerBytes and Capacity are the layer's image size and the most a layer may have
 	// (DeclineOversize, DeclinePoolCapacity).
 	LayerBytes, Capacity uint64
@@ -106,9 +106,10 @@ func (d *Decline) Unwrap() error { return d.Err }
 // ResidencyConfig configures a Residency. Context, CopyStream, ComputeStream and Pool are
 // required and not owned by the residency.
 type ResidencyConfig struct {
-	Context                   *cudadrv.Context
+	Context *cudadrv.Context // the provider's context
+	// CopyStream carries the H2D copies; ComputeStream runs the kernels that read the weights.
 	CopyStream, ComputeStream *cudadrv.Stream
-	Pool                      *StagingPool
+	Pool                      *StagingPool // the provider's pinned staging pool
 	// BudgetBytes caps the device bytes the pipeline holds (its two slots); 0 means no budget.
 	BudgetBytes uint64
 	// DoubleBuffer is the default-off gate (see Gate).
@@ -127,13 +128,13 @@ type ResidencyStats struct {
 	Consumed         uint64 // layers paged (PagedWeights handed out)
 	Released         uint64 // PagedWeights released
 	Cancelled        uint64 // routed layers cancelled before paging
-	DeclinedOversize uint64
-	DeclinedBusy     uint64
+	DeclinedOversize uint64 // DeclineOversize declines
+	DeclinedBusy     uint64 // DeclineBusy declines
 	FillErrors       uint64 // fills that failed (each quarantined a slot)
 	Quarantined      int    // slots quarantined now
-	ZeroCopyLayers   uint64
-	StagingLayers    uint64
-	FallbackLayers   uint64
+	ZeroCopyLayers   uint64 // fills by PathZeroCopy
+	StagingLayers    uint64 // fills by PathStaging
+	FallbackLayers   uint64 // fills by PathFallback
 }
 
 type pendingLayer struct {

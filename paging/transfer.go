@@ -40,9 +40,9 @@ func (p Path) String() string {
 
 // FillRequest is one layer to be copied into a slot.
 type FillRequest struct {
-	Layer  LayerID
-	Weight *LazyWeight
-	Source RegionSource
+	Layer  LayerID      // the layer
+	Weight *LazyWeight  // its weight
+	Source RegionSource // where its regions live
 	// Reuse says the slot held an earlier layer: the copy must be ordered after that layer's
 	// release fence (the compute that read it).
 	Reuse bool
@@ -109,14 +109,14 @@ const (
 // CUDATransferConfig configures a CUDATransfer. Context, CopyStream, ComputeStream and Pool are
 // required; the transfer does not own them.
 type CUDATransferConfig struct {
-	Context *cudadrv.Context
+	Context *cudadrv.Context // the context everything is made in
 	// CopyStream carries the H2D copies; ComputeStream is the consumer that Fence orders and
 	// Release records on.
 	CopyStream, ComputeStream *cudadrv.Stream
 	// Pool provides pinned staging memory and the zero-copy registration registry; its
 	// retention cap is the capacity gate.
 	Pool *StagingPool
-	Mode TransferMode
+	Mode TransferMode // zero-copy (default) or staging
 	// CopyWorkers caps the goroutines that copy file bytes into staging memory (0: chosen
 	// from the size, at most 16 and GOMAXPROCS; one copies about 6 GB/s, 16 about 35 GB/s).
 	CopyWorkers int
