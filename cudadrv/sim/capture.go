@@ -167,7 +167,7 @@ func (d *Device) StreamBeginCapture(h cudadrv.RawStream, mode cudadrv.CaptureMod
 //
 //   - CUDA_ERROR_ILLEGAL_STATE if s is not capturing.
 //   - CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD for a Global or ThreadLocal capture ended on
-//     another OS thread than it began on; the capture stays active.
+//     another OS thread than it began on; as on the H200, the capture is ended without a graph.
 //   - CUDA_ERROR_STREAM_CAPTURE_UNMATCHED on a stream that joined a capture begun elsewhere;
 //     the capture is invalidated.
 //   - CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for an invalidated capture, and
@@ -193,7 +193,10 @@ func (d *Device) StreamEndCapture(h cudadrv.RawStream) (cudadrv.RawGraph, error)
 		return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureUnmatched, "the capture was begun on another stream; it is now invalidated")
 	}
 	if cp.mode != cudadrv.CaptureModeRelaxed && unix.Gettid() != cp.tid {
-		return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureWrongThread, "the capture began on OS thread %d, not this one (%d)", cp.tid, unix.Gettid())
+		// Measured on the H200 (driver 580): the refused end also ends the capture, with no
+		// graph; the stream is out of capture mode afterwards.
+		d.endCapture(cp)
+		return 0, fail(OpStreamEndCapture, cudadrv.ErrorStreamCaptureWrongThread, "the capture began on OS thread %d, not this one (%d); it is ended without a graph", cp.tid, unix.Gettid())
 	}
 	if cp.invalid != "" {
 		d.endCapture(cp)
