@@ -28,7 +28,8 @@ type Gate int8
 
 // The gate settings. The zero value leaves the choice to the environment.
 const (
-	// GateFromEnv enables double buffering when EnvDoubleBuffer says so (off by default).
+	// GateFromEnv enables double buffering when EnvDoubleBuffer says so (off by default),
+	// as read when the residency is created.
 	GateFromEnv Gate = iota
 	// GateOn enables it regardless of the environment.
 	GateOn
