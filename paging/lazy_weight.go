@@ -59,11 +59,12 @@ type Boundary int
 
 // The boundaries.
 const (
-	// BoundaryMatMul is a dense MatMul/Gemm operand. It stays on the ordinary resident path
-	// (not eligible for paging): dense operands are read many times per layer and are sized
-	// by their element count.
+	// BoundaryMatMul is a dense MatMul/Gemm operand, sized by its element count. It is
+	// eligible for paging: a prefill reads each layer's dense weights in one pass, which is
+	// what streaming them one layer ahead of compute serves.
 	BoundaryMatMul Boundary = iota + 1
-	// BoundaryGather is an embedding table read by Gather; not eligible for paging.
+	// BoundaryGather is an embedding table read by Gather at data-dependent rows for every
+	// token; not eligible for paging (it stays resident).
 	BoundaryGather
 	// BoundaryBlockQuantizedMoe is a whole layer of block-quantized mixture-of-experts weights,
 	// consumed as one opaque device image: eligible for paging, packed (it may declare its own
@@ -91,7 +92,7 @@ func (b Boundary) String() string {
 
 // Pageable reports whether weights at this boundary may be streamed through the double buffer.
 func (b Boundary) Pageable() bool {
-	return b == BoundaryBlockQuantizedMoe || b == BoundaryBlockQuantizedMatMul
+	return b == BoundaryMatMul || b == BoundaryBlockQuantizedMoe || b == BoundaryBlockQuantizedMatMul
 }
 
 // Packed reports whether the boundary's format declares its own byte count, which then need

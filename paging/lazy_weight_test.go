@@ -79,7 +79,7 @@ func TestLazyWeightIsImmutableAndEligibleByBoundary(t *testing.T) {
 	assert.Contains(t, w.String(), "BlockQuantizedMoe uint8[16]")
 
 	for b, want := range map[paging.Boundary]bool{
-		paging.BoundaryMatMul: false, paging.BoundaryGather: false,
+		paging.BoundaryMatMul: true, paging.BoundaryGather: false,
 		paging.BoundaryBlockQuantizedMoe: true, paging.BoundaryBlockQuantizedMatMul: true,
 	} {
 		assert.Equal(t, want, b.Pageable(), b.String())

@@ -193,14 +193,16 @@ func TestResidencyPoolCapacityDeclineBuildsNothing(t *testing.T) {
 func TestIneligibleBoundaryDeclinesTypedWithoutBuilding(t *testing.T) {
 	r := newRig(t, sim.Options{}, 0)
 	l := writeLayered(t, 1024, 1, 1, 0)
-	matmul, err := paging.NewLazyWeight(paging.WeightSpec{
-		Boundary: paging.BoundaryMatMul, DType: paging.Uint8, Shape: []int64{1024},
+	// The seed's ineligible boundary was MatMul; here dense MatMul weights page (prefill
+	// streams them), and the embedding table read by Gather is the one that stays resident.
+	table, err := paging.NewLazyWeight(paging.WeightSpec{
+		Boundary: paging.BoundaryGather, DType: paging.Uint8, Shape: []int64{1024},
 		Regions: []paging.Region{{Mapping: mappingID, Offset: prefix, Len: 1024}},
 	})
 	require.NoError(t, err)
 	res := r.residency(t, mib, paging.GateOn, paging.ModeZeroCopy)
-	d := requireDecline(t, res.Prefetch(7, matmul, l.src), paging.DeclineBoundary)
-	assert.Equal(t, paging.BoundaryMatMul, d.Boundary)
+	d := requireDecline(t, res.Prefetch(7, table, l.src), paging.DeclineBoundary)
+	assert.Equal(t, paging.BoundaryGather, d.Boundary)
 	assert.Equal(t, paging.LayerID(7), d.Layer)
 	assert.False(t, res.Active(), "an ineligible-boundary decline must not build the pipeline")
 }
