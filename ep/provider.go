@@ -52,6 +52,7 @@ type Provider struct {
 	lib     *kernels.Library
 	slots   *graphs.Slots // graph slots on compute
 	gate    *graphs.Gate  // the device's capture gate, shared with every provider on it
+	weights weights       // external data, staging pool and residency
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -134,7 +135,7 @@ func (p *Provider) start() error {
 	if p.slots, err = graphs.NewSlots(p.compute, graphs.NewOwner(), graphs.Config{}.WithGate(p.gate)); err != nil {
 		return fmt.Errorf("ep: graph slots: %w", err)
 	}
-	return nil
+	return p.startWeights()
 }
 
 // teardown destroys what start made, in reverse order, then releases the context. It is
@@ -144,6 +145,7 @@ func (p *Provider) teardown() error {
 	defer runtime.UnlockOSThread()
 	var errs []error
 	if p.ctx.Bind() == nil {
+		errs = append(errs, p.weights.stop()...)
 		if p.slots != nil {
 			errs = append(errs, p.slots.Close())
 		}

@@ -1,0 +1,145 @@
+package ep
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cudaep/cudaep/paging"
+)
+
+// Weight paging types are the paging package's; the aliases let a Go host use them through ep.
+type (
+	// MappingID identifies an opened external-data file.
+	MappingID = paging.MappingID
+	// LayerID identifies a layer in the residency.
+	LayerID = paging.LayerID
+	// WeightSpec describes a lazy weight: dtype, shape, boundary and regions.
+	WeightSpec = paging.WeightSpec
+	// LazyWeight is a weight that lives in external-data files until paged.
+	LazyWeight = paging.LazyWeight
+	// PagedWeight is a weight's device image in a double-buffer slot.
+	PagedWeight = paging.PagedWeight
+	// ResidencyStats are the residency's counters.
+	ResidencyStats = paging.ResidencyStats
+)
+
+// weights is the provider's weight paging: its external-data mappings, its pinned staging pool
+// (built once, kept for the provider's life) and its residency.
+type weights struct {
+	files     *paging.MmapSource
+	pool      *paging.StagingPool
+	residency *paging.Residency
+	nextID    atomic.Uint64
+}
+
+// startWeights builds the provider's weight paging from its options; no pinned memory is
+// taken until a layer is actually routed.
+func (p *Provider) startWeights() error {
+	pool, err := paging.NewStagingPool(p.ctx, p.opts.StagingPoolCapBytes)
+	if err != nil {
+		return fmt.Errorf("ep: staging pool: %w", err)
+	}
+	p.weights.pool = pool
+	p.weights.files = paging.NewMmapSource()
+	gate := paging.GateFromEnv
+	if p.opts.PrefillDoubleBuffer {
+		gate = paging.GateOn
+	}
+	p.weights.residency, err = paging.NewResidency(paging.ResidencyConfig{
+		Context: p.ctx, CopyStream: p.copy, ComputeStream: p.compute, Pool: pool,
+		BudgetBytes: p.opts.ResidencyBudgetBytes, DoubleBuffer: gate,
+	})
+	if err != nil {
+		return fmt.Errorf("ep: residency: %w", err)
+	}
+	return nil
+}
+
+// stopWeights closes the residency, the pool and the mappings, in that order.
+func (w *weights) stop() []error {
+	var errs []error
+	if w.residency != nil {
+		errs = append(errs, ignoreClosed(w.residency.Close()))
+	}
+	if w.pool != nil {
+		errs = append(errs, w.pool.Close())
+	}
+	if w.files != nil {
+		errs = append(errs, w.files.Close())
+	}
+	return errs
+}
+
+func ignoreClosed(err error) error {
+	if err == paging.ErrClosed {
+		return nil
+	}
+	return err
+}
+
+// OpenExternalData maps an ONNX external-data file read-only (MAP_SHARED, PROT_READ) and
+// returns its id for the regions of lazy weights. The file stays mapped until the provider is
+// closed.
+//
+// # Errors
+//
+// A missing, unreadable or empty file is an error naming the path, before any device work.
+func (p *Provider) OpenExternalData(path string) (MappingID, error) {
+	if p.closed.Load() {
+		return 0, ErrClosed
+	}
+	id := MappingID(p.weights.nextID.Add(1))
+	if err := p.weights.files.Open(id, path); err != nil {
+		return 0, fmt.Errorf("ep: open external data: %w", err)
+	}
+	return id, nil
+}
+
+// NewLazyWeight validates spec against the opened files and returns the weight. Every region
+// must lie inside its file.
+func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
+	w, err := paging.NewLazyWeight(spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range w.Regions() {
+		if _, err := p.weights.files.RegionBytes(r); err != nil {
+			return nil, fmt.Errorf("ep: lazy weight: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// PrefetchWeight queues the upload of layer's weight into a free double-buffer slot on the
+// copy stream, one layer ahead of compute. It returns nil when routed, or a *paging.Decline
+// (errors.Is(err, paging.ErrDeclined)) saying why the host must load the layer the ordinary
+// way: Disabled (the prefill double buffer is off: option prefill_double_buffer or
+// CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy.
+func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return p.weights.residency.Prefetch(layer, w, p.weights.files)
+}
+
+// PageWeight returns the device image of a prefetched layer. The compute stream waits for the
+// upload (no host synchronization); release the PagedWeight once the kernels reading it are
+// queued, so its slot can take the next layer.
+func (p *Provider) PageWeight(layer LayerID) (*PagedWeight, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	return p.weights.residency.Page(layer)
+}
+
+// CancelWeight drops a prefetched layer that will not be paged, freeing its slot without
+// quarantine.
+func (p *Provider) CancelWeight(layer LayerID) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return p.weights.residency.Cancel(layer)
+}
+
+// ResidencyStats returns the residency's counters and whether its pipeline exists yet.
+func (p *Provider) ResidencyStats() (ResidencyStats, bool) { return p.weights.residency.Stats() }
