@@ -20,13 +20,13 @@ build() {
 	for p in $PKGS; do
 		name=${p%%:*} path=${p#*:}
 		[ -d "$path" ] || continue
-		CGO_ENABLED=0 go test -c -o "$B/$name.test" "$path" || { echo "build $name: FAILED"; exit 1; }
+		CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$B/$name.test" "$path" || echo "build $name: FAILED (not carried)"
 	done
 	if [ -f Makefile ]; then
-		make --no-print-directory >/dev/null && cp -r build/libcudaep.so build/include "$B"/
+		make --no-print-directory >/dev/null && cp -r build/libcudaep.so build/include "$B"/ || echo "build library: FAILED (not carried)"
 	fi
 	if [ -d cmd/cudaep-demo ]; then
-		CGO_ENABLED=0 go build -o "$B/cudaep-demo" ./cmd/cudaep-demo
+		CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-demo" ./cmd/cudaep-demo
 	fi
 	if [ -d cmd/cudaep-bench ]; then
 		CGO_ENABLED=0 go build -o "$B/cudaep-bench" ./cmd/cudaep-bench
