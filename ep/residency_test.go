@@ -1,0 +1,109 @@
+package ep_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/ep"
+	"github.com/cudaep/cudaep/paging"
+)
+
+// writeLayers writes n layers of count random floats each into one external-data file, after
+// a 100-byte header so that layers do not start on page boundaries.
+func writeLayers(t *testing.T, n, count int) (string, [][]float32) {
+	t.Helper()
+	layers := make([][]float32, n)
+	data := make([]byte, 100)
+	for i := range data {
+		data[i] = byte(i) | 0x80
+	}
+	for i := range layers {
+		layers[i] = randomFloats(count)
+		data = append(data, f32bytes(layers[i])...)
+	}
+	path := filepath.Join(t.TempDir(), "model.onnx.data")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	return path, layers
+}
+
+// readPaged copies a paged weight into a fresh buffer with Identity and reads it back.
+func readPaged(t *testing.T, p *ep.Provider, w *ep.PagedWeight, count int) []float32 {
+	t.Helper()
+	out := alloc(t, p, uint64(4*count))
+	id := getKernel(t, p, "Identity", 13, f32(int64(count)))
+	in := ep.Tensor{TensorInfo: f32(int64(count)), Ptr: w.Ptr()}
+	require.NoError(t, id.Execute([]ep.Tensor{in}, []ep.Tensor{tensor(out, int64(count))}))
+	return download(t, p, out)
+}
+
+// TestResidencyPagesLayersAheadOfCompute prefetches layer N+1 before consuming layer N, for
+// every layer of a real external-data file, and checks each page is byte-identical to the file.
+func TestResidencyPagesLayersAheadOfCompute(t *testing.T) {
+	p := newProvider(t, func(o *ep.Options) { o.PrefillDoubleBuffer = true })
+	const n, count = 5, 3000
+	path, layers := writeLayers(t, n, count)
+	file, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	weights := make([]*ep.LazyWeight, n)
+	for i := range weights {
+		weights[i], err = p.NewLazyWeight(ep.WeightSpec{
+			Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{count},
+			Regions: []paging.Region{{Mapping: file, Offset: uint64(100 + 4*count*i), Len: 4 * count}},
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.PrefetchWeight(0, weights[0]))
+	for i := 0; i < n; i++ {
+		if i+1 < n {
+			require.NoError(t, p.PrefetchWeight(ep.LayerID(i+1), weights[i+1]), "prefetch layer %d", i+1)
+		}
+		pw, err := p.PageWeight(ep.LayerID(i))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(4*count), pw.Len())
+		assert.Equal(t, layers[i], readPaged(t, p, pw, count), "layer %d", i)
+		require.NoError(t, pw.Release())
+	}
+	st, active := p.ResidencyStats()
+	require.True(t, active)
+	assert.Equal(t, uint64(n), st.Routed)
+	assert.Equal(t, uint64(n), st.Consumed)
+	assert.Equal(t, uint64(n), st.Released)
+}
+
+func TestResidencyIsOffByDefaultAndDeclinesTyped(t *testing.T) {
+	t.Setenv(paging.EnvDoubleBuffer, "")
+	p := newProvider(t)
+	path, _ := writeLayers(t, 1, 256)
+	file, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	w, err := p.NewLazyWeight(ep.WeightSpec{Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{256},
+		Regions: []paging.Region{{Mapping: file, Offset: 100, Len: 1024}}})
+	require.NoError(t, err)
+	err = p.PrefetchWeight(0, w)
+	require.ErrorIs(t, err, paging.ErrDeclined)
+	var d *paging.Decline
+	require.True(t, errors.As(err, &d))
+	assert.Equal(t, paging.DeclineDisabled, d.Reason)
+	_, active := p.ResidencyStats()
+	assert.False(t, active, "a decline builds no pipeline")
+}
+
+func TestExternalDataErrorsComeBeforeDeviceWork(t *testing.T) {
+	p := newProvider(t)
+	_, err := p.OpenExternalData(filepath.Join(t.TempDir(), "missing.data"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "missing.data")
+
+	path, _ := writeLayers(t, 1, 16)
+	file, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	_, err = p.NewLazyWeight(ep.WeightSpec{Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{64},
+		Regions: []paging.Region{{Mapping: file, Offset: 100, Len: 256}}})
+	require.Error(t, err, "a region past the end of the file")
+	assert.Contains(t, err.Error(), "164", "the error names the file size")
+}
