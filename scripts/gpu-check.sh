@@ -40,6 +40,7 @@ run() {
 	logs=${OUT:-$B/logs}
 	mkdir -p "$logs"
 	summary=()
+	tables=()
 	step() { # step NAME SECONDS DIR CMD...
 		local name=$1 secs=$2 dir=$3
 		shift 3
@@ -50,29 +51,39 @@ run() {
 		local took=$(($(date +%s) - t0)) verdict=ok
 		[ $rc -eq 0 ] || verdict="FAIL rc=$rc"
 		[ $rc -eq 124 ] && verdict="TIMEOUT after ${secs}s"
-		local detail
-		detail=$(grep -cE '^(=== RUN|--- PASS)' "$logs/$name.log" 2>/dev/null)
-		local fails
-		fails=$(grep -E '^\s*--- FAIL' "$logs/$name.log" | head -5 | tr '\n' ' ')
-		summary+=("$(printf '%-22s %-18s %4ss  %s' "$name" "$verdict" "$took" "$fails")")
+		local counts fails
+		counts="$(grep -cE -- '--- PASS' "$logs/$name.log") passed, $(grep -cE -- '--- FAIL' "$logs/$name.log") failed, $(grep -cE -- '--- SKIP' "$logs/$name.log") skipped"
+		fails=$(grep -E -- '--- FAIL' "$logs/$name.log" | sed 's/^ *//' | head -4 | tr '\n' ' ')
+		summary+=("$(printf '%-18s %-16s %4ss  %s  %s' "$name" "$verdict" "$took" "$counts" "$fails")")
 		if [ $rc -ne 0 ]; then
 			echo "----- tail of $name -----"
-			tail -40 "$logs/$name.log"
+			grep -vE '^(=== RUN|--- PASS|    --- PASS)' "$logs/$name.log" | tail -30
 		fi
 	}
+	# bench NAME SECONDS DIR CMD...: like step, and keeps the printed table for the end.
+	bench() {
+		local name=$1
+		CUDAEP_BENCH=1 step "$@"
+		tables+=("== $name" "$(grep -vE '^(=== |--- |PASS|ok |FAIL$|goos|goarch|pkg|cpu)' "$logs/$name.log" | sed 's/^    [a-z_]*_test.go:[0-9]*: //' | tail -24)")
+	}
 	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+	T=${GO_TEST_TIMEOUT:-240}
 	for p in $PKGS; do
 		name=${p%%:*} path=${p#*:}
 		[ -x "$B/$name.test" ] || continue
-		step "go-$name" "${GO_TEST_TIMEOUT:-240}" "$path" "$ROOT/$B/$name.test" -test.count=1 -test.v ${GO_TEST_RUN:+-test.run "$GO_TEST_RUN"}
+		step "go-$name" "$T" "$path" "$ROOT/$B/$name.test" -test.count=1 -test.v ${GO_TEST_RUN:+-test.run "$GO_TEST_RUN"}
 	done
-	if [ -f ctests/bench/raw_driver_bench.c ]; then
-		step build-raw-bench 60 . gcc -O2 -o "$B/raw_driver_bench" ctests/bench/raw_driver_bench.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcuda
-		[ -x "$B/raw_driver_bench" ] && step raw-driver-bench 120 . "$B/raw_driver_bench"
+	if [ -z "${SKIP_BENCH:-}" ]; then
+		[ -x "$B/cuda.test" ] && bench cuda-bench 300 . sh cudadrv/cuda/testdata/gpu_run.sh "$B"
+		[ -x "$B/graphs.test" ] && bench graphs-bench 240 graphs "$ROOT/$B/graphs.test" -test.run 'TestBench' -test.v
+		[ -x "$B/kernels.test" ] && bench kernels-bench 180 ep/kernels "$ROOT/$B/kernels.test" -test.run 'TestBench' -test.v
+		[ -x "$B/paging.test" ] && bench paging-bench 300 paging "$ROOT/$B/paging.test" -test.run 'TestBench' -test.v
 	fi
 	if [ -x "$B/cudaep-demo" ]; then
 		step demo 120 . "$B/cudaep-demo" -backend=auto
 	fi
+	echo
+	for t in "${tables[@]}"; do echo "$t"; done
 	echo
 	echo "===== gpu-check summary ($(date -u +%FT%TZ)) ====="
 	for s in "${summary[@]}"; do echo "$s"; done
