@@ -30,9 +30,10 @@
  *     CudaEpStatus* f(handle, char* buf, size_t buf_size, size_t* out_needed);
  *   *out_needed receives the string's size in bytes INCLUDING the terminating NUL. With
  *   buf == NULL and buf_size == 0 only *out_needed is written. With a buffer of at least
- *   *out_needed bytes the NUL-terminated string is copied into it. A non-NULL buffer that is
- *   too small is an error (CUDAEP_INVALID_ARGUMENT, message says how many bytes are needed)
- *   and nothing is written: a string is never silently truncated.
+ *   *out_needed bytes the NUL-terminated string is copied into it (nothing past its NUL is
+ *   touched). A non-NULL buffer that is too small, a NULL buf with a nonzero buf_size, and a
+ *   NULL out_needed are errors (CUDAEP_INVALID_ARGUMENT; for a short buffer the message says
+ *   how many bytes are needed) and nothing is written: a string is never silently truncated.
  *
  * Thread safety.  Every function may be called from any thread, concurrently, on the same or
  *   different handles. Calls on one provider are serialized where the device requires it.
