@@ -85,8 +85,11 @@ func CudaEpProviderGetDeviceName(provider C.CudaEpProvider, buf *C.char, bufSize
 }
 
 // deviceInfoV1Size is the size of the ABI 1 layout of CudaEpDeviceInfo, the least a caller's
-// struct_size may say.
-const deviceInfoV1Size = C.sizeof_CudaEpDeviceInfo
+// struct_size may say. It stays 40 when later ABI versions append fields, so hosts built
+// against ABI 1 keep working; the array below fails the build if the struct ever shrinks.
+const deviceInfoV1Size = 40
+
+var _ [C.sizeof_CudaEpDeviceInfo - deviceInfoV1Size]struct{}
 
 // CudaEpProviderGetDeviceInfo fills a CudaEpDeviceInfo (see cudaep.h).
 //
