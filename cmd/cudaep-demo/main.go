@@ -1,15 +1,27 @@
-// Command cudaep-demo creates an execution provider and reports what it got: the C ABI and
-// library versions, the backend (and, for backend=auto, why), and the device.
+// Command cudaep-demo runs cudaep end to end on a small N-layer MLP and reports what it saw.
+//
+// It creates a provider and prints the C ABI and library versions, the backend (and, for
+// backend=auto, why) and the device. Then it writes (once, into -data) the model's weights as
+// an ONNX-style external-data file, pages its layers through the prefill double buffer while
+// computing a prefill batch, captures the one-token decode step (whole, and in two segments
+// around a NonZero seam that needs a host read), replays it for -tokens tokens, checks every
+// output against a float64 host reference, and prints a compact table: prefill time and GB/s,
+// the transfer path of each layer, replay µs per token, graph segments, and the allocations
+// made during replay (zero).
 //
 // Usage:
 //
-//	cudaep-demo [-backend=cuda|sim|auto] [-device=N] [-option key=value ...]
+//	cudaep-demo [-backend=cuda|sim|auto] [-device=N] [-layers=N] [-width=N] [-prefill=N]
+//	            [-tokens=N] [-data=DIR] [-option key=value ...]
 //
 // The default backend is cuda, as for the library; `make demo` runs it with -backend=auto so
-// that it works on machines without a GPU. -option sets any provider option by key (see
-// ep.Options), so the demo accepts exactly what the C and Python hosts accept.
+// that it works on machines without a GPU, and then says plainly that it ran on the simulator.
+// -option sets any provider option by key (see ep.Options), so the demo accepts exactly what
+// the C and Python hosts accept; the prefill double buffer is on unless
+// -option prefill_double_buffer=false.
 //
-// Exit status: 0 on success, 1 when the provider cannot be created, 2 for bad flags.
+// Exit status: 0 on success, 1 when the provider cannot be created or a check fails, 2 for
+// bad flags.
 package main
 
 import (
@@ -32,7 +44,7 @@ func main() {
 
 // run is the whole program, with its arguments and output streams passed in for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	opts, err := parseFlags(args, stderr)
+	opts, cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "cudaep-demo: %v\n", err)
@@ -47,6 +59,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer p.Close()
 
 	if err := newReport(p).write(stdout); err != nil {
+		fmt.Fprintf(stderr, "cudaep-demo: %v\n", err)
+		return 1
+	}
+	if p.BackendName() == ep.BackendSim {
+		fmt.Fprintln(stdout, "\nThis run uses the SIMULATED device (no CUDA GPU was used): results are checked,\nbut the timings below are not GPU performance.")
+	}
+	progress := func(string) {}
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K  %s", s) }
+		defer fmt.Fprint(stderr, "\r\033[K")
+	}
+	res, err := runModel(p, cfg, progress)
+	if err != nil {
+		fmt.Fprintf(stderr, "\ncudaep-demo: %v\n", err)
+		return 1
+	}
+	if err := res.write(stdout, cfg); err != nil {
 		fmt.Fprintf(stderr, "cudaep-demo: %v\n", err)
 		return 1
 	}
@@ -71,33 +100,53 @@ func (l *optionList) Set(kv string) error {
 	return nil
 }
 
-// parseFlags turns the command line into provider options, validated by ep.Options.Set.
-func parseFlags(args []string, stderr io.Writer) (ep.Options, error) {
+// parseFlags turns the command line into provider options, validated by ep.Options.Set, and
+// the size of the run.
+func parseFlags(args []string, stderr io.Writer) (ep.Options, config, error) {
 	fs := flag.NewFlagSet("cudaep-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", ep.BackendCUDA, "backend: cuda, sim or auto")
 	device := fs.Int("device", 0, "CUDA device ordinal")
+	var cfg config
+	fs.IntVar(&cfg.layers, "layers", 8, "MLP layers (at least 2)")
+	fs.IntVar(&cfg.width, "width", 512, "MLP width (at least 8)")
+	fs.IntVar(&cfg.prefill, "prefill", 32, "prefill batch rows")
+	fs.IntVar(&cfg.tokens, "tokens", 32, "decode tokens to replay")
+	fs.StringVar(&cfg.dataDir, "data", "build/demo", "directory for the external-data weight file")
 	var extra optionList
 	fs.Var(&extra, "option", "provider option as key=value (repeatable); keys: "+
 		strings.Join(ep.OptionKeys(), ", "))
 	if err := fs.Parse(args); err != nil {
-		return ep.Options{}, err
+		return ep.Options{}, cfg, err
 	}
 	if fs.NArg() > 0 {
-		return ep.Options{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return ep.Options{}, cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	for _, c := range []struct {
+		name     string
+		v, least int
+	}{{"layers", cfg.layers, 2}, {"width", cfg.width, 8}, {"prefill", cfg.prefill, 1}, {"tokens", cfg.tokens, 1}} {
+		if c.v < c.least || c.v > 1<<16 {
+			return ep.Options{}, cfg, fmt.Errorf("-%s=%d: want %d..65536", c.name, c.v, c.least)
+		}
 	}
 
 	opts := ep.DefaultOptions()
+	opts.PrefillDoubleBuffer = true
 	settings := append([][2]string{
 		{ep.OptionBackend, *backend},
 		{ep.OptionDeviceID, strconv.Itoa(*device)},
 	}, extra...)
 	for _, kv := range settings {
 		if err := opts.Set(kv[0], kv[1]); err != nil {
-			return ep.Options{}, err
+			return ep.Options{}, cfg, err
 		}
 	}
-	return opts, nil
+	cfg.tolerance = 1e-4
+	if opts.TF32 {
+		cfg.tolerance = 5e-3
+	}
+	return opts, cfg, nil
 }
 
 // report is what the demo prints, gathered first so that printing cannot fail halfway

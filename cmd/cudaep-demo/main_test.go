@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/capi/abi"
 	"github.com/cudaep/cudaep/ep"
 )
 
@@ -18,11 +20,16 @@ func runDemo(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// small makes the end-to-end run quick and keeps its weight file in the test's temp dir.
+func small(t *testing.T, args ...string) []string {
+	return append([]string{"-layers=3", "-width=32", "-prefill=4", "-tokens=3", "-data=" + t.TempDir()}, args...)
+}
+
 func TestDemoReportsTheSimDevice(t *testing.T) {
-	code, out, stderr := runDemo(t, "-backend=sim")
+	code, out, stderr := runDemo(t, small(t, "-backend=sim")...)
 	require.Equal(t, 0, code, stderr)
 	for _, want := range []string{
-		"ABI version         1",
+		"ABI version         " + strconv.Itoa(abi.Version),
 		"library version     " + ep.Version,
 		"backend             sim\n",
 		"device              0: cudaep simulated device",
@@ -34,14 +41,42 @@ func TestDemoReportsTheSimDevice(t *testing.T) {
 	}
 }
 
+// TestDemoRunsEndToEnd: the demo pages, captures, replays and checks a model, says plainly
+// that it ran on the simulator, allocates nothing during replay, and reuses its weight file.
+func TestDemoRunsEndToEnd(t *testing.T) {
+	args := small(t, "-backend=sim")
+	code, out, stderr := runDemo(t, args...)
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"SIMULATED device",
+		"3-layer MLP, width 32: prefill 4 rows, decode 3 tokens",
+		"written now",
+		"transfer path per layer    0-2 zero-copy",
+		"graph segments             2 (split around NonZero",
+		"allocations during replay  0 Go heap, 0 device",
+		"3/3 tokens match the float64 reference",
+	} {
+		assert.Contains(t, out, want)
+	}
+	code, out, stderr = runDemo(t, args...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "reused", "the weight file is written once")
+}
+
+func TestDemoWithoutDoubleBufferUploadsLayersTheOrdinaryWay(t *testing.T) {
+	code, out, stderr := runDemo(t, small(t, "-backend=sim", "-option", "prefill_double_buffer=false")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "0-2 declined: disabled")
+}
+
 func TestDemoAutoSaysWhy(t *testing.T) {
-	code, out, stderr := runDemo(t, "-backend=auto")
+	code, out, stderr := runDemo(t, small(t, "-backend=auto")...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "(auto chose ")
 }
 
 func TestDemoOptionFlag(t *testing.T) {
-	code, out, stderr := runDemo(t, "-backend=sim", "-option", "tf32=true", "-option", "staging_pool_cap_bytes=1MiB")
+	code, out, stderr := runDemo(t, small(t, "-backend=sim", "-option", "tf32=true", "-option", "staging_pool_cap_bytes=1MiB")...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "backend             sim")
 }
@@ -56,6 +91,8 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		{[]string{"-option", "nokey"}, "want key=value"},
 		{[]string{"-option", "color=blue"}, "unknown option"},
 		{[]string{"-backend=sim", "extra"}, "unexpected arguments"},
+		{[]string{"-backend=sim", "-layers=1"}, "-layers=1: want 2..65536"},
+		{[]string{"-backend=sim", "-tokens=0"}, "-tokens=0: want 1..65536"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -73,7 +110,7 @@ func TestDemoMissingDeviceFailsWithTheCount(t *testing.T) {
 }
 
 func TestDemoCUDAIsRealOrExplains(t *testing.T) {
-	code, out, stderr := runDemo(t, "-backend=cuda")
+	code, out, stderr := runDemo(t, small(t, "-backend=cuda")...)
 	if code == 0 {
 		assert.Contains(t, out, "backend             cuda")
 		return
