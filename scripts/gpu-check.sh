@@ -81,6 +81,8 @@ run() {
 	fi
 	if [ -x "$B/cudaep-demo" ]; then
 		step demo 120 . "$B/cudaep-demo" -backend=auto
+		step demo-large 240 . "$B/cudaep-demo" -backend=cuda -layers=8 -width=2048 -prefill=128 -tokens=64
+		tables+=("== demo" "$(tail -12 "$logs/demo.log")" "== demo-large" "$(tail -11 "$logs/demo-large.log")")
 	fi
 	echo
 	for t in "${tables[@]}"; do echo "$t"; done
