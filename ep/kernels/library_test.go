@@ -2,13 +2,10 @@ package kernels_test
 
 import (
 	"bytes"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -275,29 +272,3 @@ func TestEmbeddedPTXIsGeneratedFromEverySource(t *testing.T) {
 	}
 }
 
-func TestPackageImportsOnlyCudadrvSimAndGraphs(t *testing.T) {
-	allowed := map[string]bool{
-		"github.com/cudaep/cudaep/cudadrv":     true,
-		"github.com/cudaep/cudaep/cudadrv/sim": true,
-		"github.com/cudaep/cudaep/graphs":      true,
-	}
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
-		}
-		parsed, err := parser.ParseFile(fset, file, nil, parser.ImportsOnly)
-		require.NoError(t, err)
-		for _, imp := range parsed.Imports {
-			path, err := strconv.Unquote(imp.Path.Value)
-			require.NoError(t, err)
-			first, _, _ := strings.Cut(path, "/")
-			if !strings.Contains(first, ".") {
-				continue // standard library
-			}
-			assert.True(t, allowed[path], "%s imports %s", file, path)
-		}
-	}
-}
