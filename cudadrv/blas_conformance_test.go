@@ -44,24 +44,10 @@ func refGemm(p cudadrv.GemmParams, a, b, c []float32) []float64 {
 	return out
 }
 
-// relErr is ‖got − ref‖ / ‖ref‖; NaN in got yields +Inf.
-func relErr(got []float32, ref []float64) float64 {
-	var num, den float64
-	for i := range ref {
-		g := float64(got[i])
-		if math.IsNaN(g) {
-			return math.Inf(1)
-		}
-		num += (g - ref[i]) * (g - ref[i])
-		den += ref[i] * ref[i]
-	}
-	return math.Sqrt(num / den)
-}
-
 func upload(t *testing.T, env *drivertest.Env, f []float32) *cudadrv.DeviceBuffer {
 	t.Helper()
 	b := alloc(t, env, uint64(4*len(f)))
-	require.NoError(t, env.Context.CopyHtoD(b.Ptr(), floatsToBytes(f)))
+	require.NoError(t, env.Context.CopyHtoD(b.Ptr(), drivertest.Float32Bytes(f)))
 	return b
 }
 
@@ -69,7 +55,7 @@ func download(t *testing.T, env *drivertest.Env, b *cudadrv.DeviceBuffer) []floa
 	t.Helper()
 	out := make([]byte, b.Size())
 	require.NoError(t, env.Context.CopyDtoH(out, b.Ptr()))
-	return bytesToFloats(out)
+	return drivertest.BytesFloat32(out)
 }
 
 func TestSgemmAgainstFloat64Reference(t *testing.T) {
@@ -94,9 +80,9 @@ func TestSgemmAgainstFloat64Reference(t *testing.T) {
 					rowsB = n
 				}
 				p.LDA, p.LDB = rowsA+1, rowsB+2
-				a := randomFloats(p.LDA * (m + k))
-				b := randomFloats(p.LDB * (n + k))
-				c := randomFloats(p.LDC * n)
+				a := drivertest.RandomFloat32(p.LDA * (m + k))
+				b := drivertest.RandomFloat32(p.LDB * (n + k))
+				c := drivertest.RandomFloat32(p.LDC * n)
 				if beta == 0 {
 					for i := range c {
 						c[i] = float32(math.NaN()) // beta = 0: C is never read
@@ -120,7 +106,7 @@ func TestSgemmAgainstFloat64Reference(t *testing.T) {
 						require.Equal(t, math.Float32bits(c[i+j*p.LDC]), math.Float32bits(got[i+j*p.LDC]), "padding C[%d,%d] must be untouched", i, j)
 					}
 				}
-				assert.Less(t, relErr(gotBlock, refBlock), 1e-5)
+				assert.Less(t, drivertest.RelErr(gotBlock, refBlock), 1e-5)
 			})
 		}
 	}
@@ -134,7 +120,7 @@ func TestSgemmStridedBatched(t *testing.T) {
 	defer func() { assert.NoError(t, h.Destroy()) }()
 
 	const m, n, k, batch = 16, 24, 8, 3
-	a, b, c := randomFloats(m*k*batch), randomFloats(k*n*batch), randomFloats(m*n*batch)
+	a, b, c := drivertest.RandomFloat32(m*k*batch), drivertest.RandomFloat32(k*n*batch), drivertest.RandomFloat32(m*n*batch)
 	da, db, dc := upload(t, env, a), upload(t, env, b), upload(t, env, c)
 	p := &cudadrv.GemmParams{M: m, N: n, K: k, Alpha: 0.75, Beta: 0.25, A: da.Ptr(), B: db.Ptr(), C: dc.Ptr(),
 		LDA: m, LDB: k, LDC: m, StrideA: m * k, StrideB: k * n, StrideC: m * n, BatchCount: batch}
@@ -144,7 +130,7 @@ func TestSgemmStridedBatched(t *testing.T) {
 	for i := 0; i < batch; i++ {
 		one := *p
 		ref := refGemm(one, a[i*m*k:], b[i*k*n:], c[i*m*n:(i+1)*m*n])
-		assert.Less(t, relErr(got[i*m*n:(i+1)*m*n], ref), 1e-5, "batch %d", i)
+		assert.Less(t, drivertest.RelErr(got[i*m*n:(i+1)*m*n], ref), 1e-5, "batch %d", i)
 	}
 }
 
@@ -157,7 +143,7 @@ func TestSgemmCapturesIntoAGraph(t *testing.T) {
 	defer func() { assert.NoError(t, h.Destroy()) }()
 	const m, n, k = 32, 32, 32
 	// Warm up outside the capture so the library's lazy setup is not recorded.
-	a, b := randomFloats(m*k), randomFloats(k*n)
+	a, b := drivertest.RandomFloat32(m*k), drivertest.RandomFloat32(k*n)
 	da, db, dc := upload(t, env, a), upload(t, env, b), upload(t, env, make([]float32, m*n))
 	p := &cudadrv.GemmParams{M: m, N: n, K: k, Alpha: 1, Beta: 0, A: da.Ptr(), B: db.Ptr(), C: dc.Ptr(), LDA: m, LDB: k, LDC: m}
 	require.NoError(t, h.Sgemm(p))
@@ -171,11 +157,11 @@ func TestSgemmCapturesIntoAGraph(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g.Destroy())
 
-	a2 := randomFloats(m * k)
-	require.NoError(t, env.Context.CopyHtoD(da.Ptr(), floatsToBytes(a2)))
+	a2 := drivertest.RandomFloat32(m * k)
+	require.NoError(t, env.Context.CopyHtoD(da.Ptr(), drivertest.Float32Bytes(a2)))
 	require.NoError(t, exec.Launch(s))
 	require.NoError(t, s.Synchronize())
-	assert.Less(t, relErr(download(t, env, dc), refGemm(*p, a2, b, make([]float32, m*n))), 1e-5)
+	assert.Less(t, drivertest.RelErr(download(t, env, dc), refGemm(*p, a2, b, make([]float32, m*n))), 1e-5)
 	require.NoError(t, exec.Destroy())
 }
 
@@ -202,7 +188,7 @@ func TestNVRTC(t *testing.T) {
 	fn, err := mod.Function("scale")
 	require.NoError(t, err)
 	s := newStream(t, env)
-	x := randomFloats(100)
+	x := drivertest.RandomFloat32(100)
 	dx := upload(t, env, x)
 	args := new(cudadrv.KernelArgs)
 	args.Ptr(dx.Ptr()).F32(2.5).U32(100)

@@ -20,8 +20,8 @@ type addOneBuffers struct {
 
 func newAddOneBuffers(t *testing.T, env *drivertest.Env, n uint64) addOneBuffers {
 	t.Helper()
-	b := addOneBuffers{x: alloc(t, env, 4*n), y: alloc(t, env, 4*n), host: randomFloats(int(n)), n: n}
-	require.NoError(t, env.Context.CopyHtoD(b.x.Ptr(), floatsToBytes(b.host)))
+	b := addOneBuffers{x: alloc(t, env, 4*n), y: alloc(t, env, 4*n), host: drivertest.RandomFloat32(int(n)), n: n}
+	require.NoError(t, env.Context.CopyHtoD(b.x.Ptr(), drivertest.Float32Bytes(b.host)))
 	require.NoError(t, env.Context.Memset8(b.y.Ptr(), 0xff, 4*n))
 	return b
 }
@@ -30,7 +30,7 @@ func (b addOneBuffers) readY(t *testing.T, env *drivertest.Env) []float32 {
 	t.Helper()
 	got := make([]byte, 4*b.n)
 	require.NoError(t, env.Context.CopyDtoH(got, b.y.Ptr()))
-	return bytesToFloats(got)
+	return drivertest.BytesFloat32(got)
 }
 
 // captureAddOne records one add_one launch (x → y) on s and returns the graph.
@@ -86,8 +86,8 @@ func TestCaptureRecordsInsteadOfExecuting(t *testing.T) {
 	}
 
 	// The graph reads live memory: new inputs, same graph.
-	fresh := randomFloats(int(buf.n))
-	require.NoError(t, env.Context.CopyHtoD(buf.x.Ptr(), floatsToBytes(fresh)))
+	fresh := drivertest.RandomFloat32(int(buf.n))
+	require.NoError(t, env.Context.CopyHtoD(buf.x.Ptr(), drivertest.Float32Bytes(fresh)))
 	require.NoError(t, exec.Launch(s))
 	require.NoError(t, s.Synchronize())
 	for i, v := range buf.readY(t, env) {
@@ -229,7 +229,7 @@ func TestGraphExecUpdate(t *testing.T) {
 	require.NoError(t, s.Synchronize())
 	gotZ := make([]byte, 4*buf.n)
 	require.NoError(t, env.Context.CopyDtoH(gotZ, z.Ptr()))
-	for i, v := range bytesToFloats(gotZ) {
+	for i, v := range drivertest.BytesFloat32(gotZ) {
 		require.Equal(t, buf.host[i]+1, v, "z[%d]", i)
 	}
 	for i, v := range buf.readY(t, env) {

@@ -6,8 +6,6 @@ package cudadrv_test
 import (
 	"encoding/binary"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,35 +27,6 @@ func pattern(n int, salt byte) []byte {
 		b[i] = byte(i*131+int(salt)*17+7) | 1
 	}
 	return b
-}
-
-func floatsToBytes(f []float32) []byte {
-	b := make([]byte, 4*len(f))
-	for i, v := range f {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-func bytesToFloats(b []byte) []float32 {
-	f := make([]float32, len(b)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return f
-}
-
-// randomFloats returns n fresh random non-zero floats in [-2, 2].
-func randomFloats(n int) []float32 {
-	f := make([]float32, n)
-	for i := range f {
-		v := rand.Float32()*4 - 2
-		if v == 0 {
-			v = 0.5
-		}
-		f[i] = v
-	}
-	return f
 }
 
 func alloc(t *testing.T, env *drivertest.Env, n uint64) *cudadrv.DeviceBuffer {
@@ -312,16 +281,16 @@ func TestKernelLaunchWritesEveryElement(t *testing.T) {
 	s := newStream(t, env)
 	fn := env.AddOne(t)
 	const n = 1000
-	x := randomFloats(n)
+	x := drivertest.RandomFloat32(n)
 	xb, yb := alloc(t, env, 4*n), alloc(t, env, 4*n)
-	require.NoError(t, env.Context.CopyHtoD(xb.Ptr(), floatsToBytes(x)))
+	require.NoError(t, env.Context.CopyHtoD(xb.Ptr(), drivertest.Float32Bytes(x)))
 	require.NoError(t, env.Context.Memset8(yb.Ptr(), 0xff, 4*n)) // NaN poison
 	args := new(cudadrv.KernelArgs)
 	require.NoError(t, drivertest.LaunchAddOne(s, fn, args, xb.Ptr(), yb.Ptr(), n))
 	require.NoError(t, s.Synchronize())
 	got := make([]byte, 4*n)
 	require.NoError(t, env.Context.CopyDtoH(got, yb.Ptr()))
-	for i, v := range bytesToFloats(got) {
+	for i, v := range drivertest.BytesFloat32(got) {
 		require.Equal(t, x[i]+1, v, "element %d", i)
 	}
 }

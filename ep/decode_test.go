@@ -3,6 +3,8 @@ package ep_test
 import (
 	"testing"
 
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,11 +40,11 @@ type mlp struct {
 
 func newMLP(t *testing.T, p *ep.Provider) *mlp {
 	m := &mlp{p: p, batch: 1, in: 64, hid: 96, out: 48}
-	m.x = upload(t, p, randomFloats(int(m.batch*m.in)))
-	m.w1 = upload(t, p, randomFloats(int(m.in*m.hid)))
-	m.b1 = upload(t, p, randomFloats(int(m.hid)))
-	m.w2 = upload(t, p, randomFloats(int(m.hid*m.out)))
-	m.b2 = upload(t, p, randomFloats(int(m.out)))
+	m.x = upload(t, p, drivertest.RandomFloat32(int(m.batch*m.in)))
+	m.w1 = upload(t, p, drivertest.RandomFloat32(int(m.in*m.hid)))
+	m.b1 = upload(t, p, drivertest.RandomFloat32(int(m.hid)))
+	m.w2 = upload(t, p, drivertest.RandomFloat32(int(m.hid*m.out)))
+	m.b2 = upload(t, p, drivertest.RandomFloat32(int(m.out)))
 	for _, b := range []**ep.Buffer{&m.h0, &m.h1, &m.h2} {
 		*b = alloc(t, p, uint64(4*m.batch*m.hid))
 	}

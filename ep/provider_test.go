@@ -1,10 +1,8 @@
 package ep_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -34,33 +32,6 @@ func newProvider(t *testing.T, mutate ...func(*ep.Options)) *ep.Provider {
 	return p
 }
 
-func randomFloats(n int) []float32 {
-	f := make([]float32, n)
-	for i := range f {
-		f[i] = rand.Float32()*2 - 1
-		if f[i] == 0 {
-			f[i] = 0.25
-		}
-	}
-	return f
-}
-
-func f32bytes(f []float32) []byte {
-	b := make([]byte, 4*len(f))
-	for i, v := range f {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
-}
-
-func bytesF32(b []byte) []float32 {
-	f := make([]float32, len(b)/4)
-	for i := range f {
-		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return f
-}
-
 func alloc(t *testing.T, p *ep.Provider, n uint64) *ep.Buffer {
 	t.Helper()
 	b, err := p.Alloc(n, 0)
@@ -76,7 +47,7 @@ func alloc(t *testing.T, p *ep.Provider, n uint64) *ep.Buffer {
 func upload(t *testing.T, p *ep.Provider, f []float32) *ep.Buffer {
 	t.Helper()
 	b := alloc(t, p, uint64(4*len(f)))
-	require.NoError(t, p.CopyToDevice(b, 0, f32bytes(f)))
+	require.NoError(t, p.CopyToDevice(b, 0, drivertest.Float32Bytes(f)))
 	return b
 }
 
@@ -84,7 +55,7 @@ func download(t *testing.T, p *ep.Provider, b *ep.Buffer) []float32 {
 	t.Helper()
 	out := make([]byte, b.Size())
 	require.NoError(t, p.CopyToHost(out, b, 0))
-	return bytesF32(out)
+	return drivertest.BytesFloat32(out)
 }
 
 func TestNewReportsBackendAndDevice(t *testing.T) {
@@ -152,7 +123,7 @@ func TestAllocAlignmentAndCounters(t *testing.T) {
 		assert.Zero(t, uint64(b.Ptr())%want, "alignment %d", align)
 		assert.Equal(t, uint64(1000), b.Size())
 		// The whole requested range is usable.
-		require.NoError(t, p.CopyToDevice(b, 0, f32bytes(randomFloats(250))))
+		require.NoError(t, p.CopyToDevice(b, 0, drivertest.Float32Bytes(drivertest.RandomFloat32(250))))
 		require.NoError(t, b.Release())
 		assert.ErrorIs(t, b.Release(), ep.ErrReleased)
 	}
@@ -182,7 +153,7 @@ func TestHostCopiesCheckRanges(t *testing.T) {
 
 func TestSynchronizeIsDeferredAndForceSynchronizeDrains(t *testing.T) {
 	p := newProvider(t)
-	x := randomFloats(4096)
+	x := drivertest.RandomFloat32(4096)
 	b := upload(t, p, x)
 	c := alloc(t, p, b.Size())
 	require.NoError(t, p.CopyBuffer(c, 0, b, 0, b.Size()))
@@ -197,7 +168,7 @@ func TestSynchronizeIsDeferredAndForceSynchronizeDrains(t *testing.T) {
 // and the capture is aborted cleanly afterwards.
 func TestDrainInsideCaptureFails(t *testing.T) {
 	p := newProvider(t)
-	x := upload(t, p, randomFloats(64))
+	x := upload(t, p, drivertest.RandomFloat32(64))
 	y := alloc(t, p, x.Size())
 	relu := getKernel(t, p, "Relu", 13, f32(64))
 	require.NoError(t, p.BeginCapture(graphs.Primary, []*ep.Kernel{relu}, []*ep.Buffer{x, y}))
@@ -223,7 +194,7 @@ func TestDrainInsideCaptureFails(t *testing.T) {
 // embeds defers the free until the graph is gone.
 func TestReleasedBufferOutlivesTheGraphThatEmbedsIt(t *testing.T) {
 	p := newProvider(t)
-	xs := randomFloats(256)
+	xs := drivertest.RandomFloat32(256)
 	x := upload(t, p, xs)
 	y, err := p.Alloc(x.Size(), 0)
 	require.NoError(t, err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,8 +25,8 @@ func writeLayers(t *testing.T, n, count int) (string, [][]float32) {
 		data[i] = byte(i) | 0x80
 	}
 	for i := range layers {
-		layers[i] = randomFloats(count)
-		data = append(data, f32bytes(layers[i])...)
+		layers[i] = drivertest.RandomFloat32(count)
+		data = append(data, drivertest.Float32Bytes(layers[i])...)
 	}
 	path := filepath.Join(t.TempDir(), "model.onnx.data")
 	require.NoError(t, os.WriteFile(path, data, 0o600))

@@ -1,9 +1,7 @@
 package graphs_test
 
 import (
-	"encoding/binary"
 	"errors"
-	"math"
 	"runtime"
 	"testing"
 
@@ -56,7 +54,7 @@ func (r *rig) poison(b *cudadrv.DeviceBuffer) {
 func (r *rig) upload(p cudadrv.DevicePtr, vals []float32) {
 	r.t.Helper()
 	require.NoError(r.t, r.s.Synchronize())
-	require.NoError(r.t, r.ctx.CopyHtoD(p, floatBytes(vals)))
+	require.NoError(r.t, r.ctx.CopyHtoD(p, drivertest.Float32Bytes(vals)))
 }
 
 // read drains the stream and returns n float32s at p.
@@ -65,7 +63,7 @@ func (r *rig) read(p cudadrv.DevicePtr, n int) []float32 {
 	require.NoError(r.t, r.s.Synchronize())
 	b := make([]byte, 4*n)
 	require.NoError(r.t, r.ctx.CopyDtoH(b, p))
-	return bytesFloat(b)
+	return drivertest.BytesFloat32(b)
 }
 
 // addOne enqueues y = x + 1 over n floats on the rig's stream.
@@ -135,22 +133,6 @@ func plus(v []float32, k float32) []float32 {
 		out[i] = x + k
 	}
 	return out
-}
-
-func floatBytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func bytesFloat(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }
 
 // node is a graphs.Node with a fixed capture support.

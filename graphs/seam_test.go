@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,8 +25,8 @@ func hostSeam(r *rig, gate *graphs.Gate, src, dst cudadrv.DevicePtr, host []byte
 	if err := r.ctx.CopyDtoH(host, src); err != nil {
 		return err
 	}
-	v := bytesFloat(host)
-	copy(host, floatBytes(plus(v, 1)))
+	v := drivertest.BytesFloat32(host)
+	copy(host, drivertest.Float32Bytes(plus(v, 1)))
 	return r.ctx.CopyHtoD(dst, host)
 }
 
@@ -123,7 +125,7 @@ func seamPrice(t testing.TB, r *rig, n, warmup, iters int) (mono, seam time.Dura
 		monoStep()
 	}
 	mono = time.Since(start) / time.Duration(iters)
-	monoOut = bytesFloat(sink)
+	monoOut = drivertest.BytesFloat32(sink)
 	_, err = slots.Reset(graphs.Primary)
 	require.NoError(t, err)
 	r.poison(b)
@@ -155,7 +157,7 @@ func seamPrice(t testing.TB, r *rig, n, warmup, iters int) (mono, seam time.Dura
 		seamStep()
 	}
 	seam = time.Since(start) / time.Duration(iters)
-	seamOut = bytesFloat(sink)
+	seamOut = drivertest.BytesFloat32(sink)
 	_, err = slots.Reset(graphs.Primary)
 	require.NoError(t, err)
 	return mono, seam, monoOut, seamOut

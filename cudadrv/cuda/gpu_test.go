@@ -2,13 +2,14 @@ package cuda_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,22 +130,6 @@ func (g *gpu) alloc(tb testing.TB, size uint64) cudadrv.DevicePtr {
 	p, err := g.b.MemAlloc(size)
 	require.NoError(tb, err)
 	return p
-}
-
-func f32Bytes(v []float32) []byte {
-	out := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(f))
-	}
-	return out
-}
-
-func bytesF32(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
 }
 
 // pattern returns n distinct-looking bytes, none of them zero.
@@ -309,7 +294,7 @@ func TestGPUKernelFromPTX(t *testing.T) {
 	}
 	d := g.alloc(t, 4*n)
 	defer func() { assert.NoError(t, b.MemFree(d)) }()
-	require.NoError(t, b.MemcpyHtoD(d, f32Bytes(in)))
+	require.NoError(t, b.MemcpyHtoD(d, drivertest.Float32Bytes(in)))
 
 	args := new(cudadrv.KernelArgs)
 	args.Ptr(d).U32(n)
@@ -318,7 +303,7 @@ func TestGPUKernelFromPTX(t *testing.T) {
 	require.NoError(t, b.StreamSynchronize(g.s))
 	back := make([]byte, 4*n)
 	require.NoError(t, b.MemcpyDtoH(back, d))
-	for i, v := range bytesF32(back) {
+	for i, v := range drivertest.BytesFloat32(back) {
 		require.Equal(t, in[i]+1, v, "element %d", i)
 	}
 }
@@ -338,7 +323,7 @@ func TestGPUGraphCaptureAndReplay(t *testing.T) {
 	}
 	d := g.alloc(t, 4*n)
 	defer func() { assert.NoError(t, b.MemFree(d)) }()
-	require.NoError(t, b.MemcpyHtoD(d, f32Bytes(in)))
+	require.NoError(t, b.MemcpyHtoD(d, drivertest.Float32Bytes(in)))
 	grid, block := cudadrv.Dim3{X: n / 128, Y: 1, Z: 1}, cudadrv.Dim3{X: 128, Y: 1, Z: 1}
 
 	capture := func(launches int, count uint32) cudadrv.RawGraph {
@@ -364,7 +349,7 @@ func TestGPUGraphCaptureAndReplay(t *testing.T) {
 		require.NoError(t, b.StreamSynchronize(g.s))
 		back := make([]byte, 4*n)
 		require.NoError(t, b.MemcpyDtoH(back, d))
-		return bytesF32(back)
+		return drivertest.BytesFloat32(back)
 	}
 
 	graph := capture(1, n)
@@ -448,16 +433,6 @@ func gemmRef(p *cudadrv.GemmParams, a, bm, c []float32) []float64 {
 	return out
 }
 
-func relErr(got []float32, want []float64) float64 {
-	var num, den float64
-	for i := range want {
-		d := float64(got[i]) - want[i]
-		num += d * d
-		den += want[i] * want[i]
-	}
-	return math.Sqrt(num / den)
-}
-
 func TestGPUSgemm(t *testing.T) {
 	g, done := newGPU(t)
 	defer done()
@@ -474,14 +449,14 @@ func TestGPUSgemm(t *testing.T) {
 	const M, N, K, batch = 96, 64, 80, 3
 	upload := func(t *testing.T, v []float32) cudadrv.DevicePtr {
 		d := g.alloc(t, uint64(4*len(v)))
-		require.NoError(t, b.MemcpyHtoD(d, f32Bytes(v)))
+		require.NoError(t, b.MemcpyHtoD(d, drivertest.Float32Bytes(v)))
 		return d
 	}
 	download := func(t *testing.T, d cudadrv.DevicePtr, n int) []float32 {
 		require.NoError(t, b.StreamSynchronize(g.s))
 		out := make([]byte, 4*n)
 		require.NoError(t, b.MemcpyDtoH(out, d))
-		return bytesF32(out)
+		return drivertest.BytesFloat32(out)
 	}
 
 	for _, tc := range []struct {
@@ -509,7 +484,7 @@ func TestGPUSgemm(t *testing.T) {
 				}
 			}()
 			require.NoError(t, b.Sgemm(h, p))
-			e := relErr(download(t, p.C, M*N), gemmRef(p, a, bm, c))
+			e := drivertest.RelErr(download(t, p.C, M*N), gemmRef(p, a, bm, c))
 			assert.Less(t, e, 1e-5)
 			t.Logf("relative error %.2g", e)
 		})
@@ -534,7 +509,7 @@ func TestGPUSgemm(t *testing.T) {
 		got := download(t, p.C, batch*M*N)
 		for i := range batch {
 			want := gemmRef(p, a[i*M*K:], bm[i*K*N:], c[i*M*N:])
-			e := relErr(got[i*M*N:(i+1)*M*N], want)
+			e := drivertest.RelErr(got[i*M*N:(i+1)*M*N], want)
 			assert.Less(t, e, 1e-5, "batch %d", i)
 		}
 	})
@@ -570,14 +545,14 @@ func TestGPUCompilePTX(t *testing.T) {
 	lcg(in, 9)
 	d := g.alloc(t, 4*n)
 	defer func() { assert.NoError(t, b.MemFree(d)) }()
-	require.NoError(t, b.MemcpyHtoD(d, f32Bytes(in)))
+	require.NoError(t, b.MemcpyHtoD(d, drivertest.Float32Bytes(in)))
 	args := new(cudadrv.KernelArgs)
 	args.Ptr(d).F32(2.5).I32(n)
 	require.NoError(t, b.LaunchKernel(f, cudadrv.Dim3{X: 3, Y: 1, Z: 1}, cudadrv.Dim3{X: 128, Y: 1, Z: 1}, 0, g.s, args))
 	require.NoError(t, b.StreamSynchronize(g.s))
 	back := make([]byte, 4*n)
 	require.NoError(t, b.MemcpyDtoH(back, d))
-	for i, v := range bytesF32(back) {
+	for i, v := range drivertest.BytesFloat32(back) {
 		require.Equal(t, in[i]*2.5, v, "element %d", i)
 	}
 
@@ -680,13 +655,13 @@ func TestGPULibrariesLoadFromTheToolkitDirectory(t *testing.T) {
 	// A 1×1×1 product: C = 2·3·A·B + 0·C.
 	d := g.alloc(t, 12)
 	defer func() { assert.NoError(t, b.MemFree(d)) }()
-	require.NoError(t, b.MemcpyHtoD(d, f32Bytes([]float32{2, 3, 99})))
+	require.NoError(t, b.MemcpyHtoD(d, drivertest.Float32Bytes([]float32{2, 3, 99})))
 	p := &cudadrv.GemmParams{M: 1, N: 1, K: 1, Alpha: 3, A: d, B: d + 4, C: d + 8, LDA: 1, LDB: 1, LDC: 1}
 	require.NoError(t, b.Sgemm(h, p))
 	require.NoError(t, b.StreamSynchronize(g.s))
 	out := make([]byte, 4)
 	require.NoError(t, b.MemcpyDtoH(out, d+8))
-	assert.Equal(t, float32(18), bytesF32(out)[0])
+	assert.Equal(t, float32(18), drivertest.BytesFloat32(out)[0])
 	require.NoError(t, b.BLASDestroy(h))
 
 	path, err = cuda.LoadNVRTC()
@@ -738,7 +713,7 @@ func TestGPUStreamsAndEvents(t *testing.T) {
 	defer func() { assert.NoError(t, b.MemFreeHost(pinned)) }()
 	require.NoError(t, b.MemcpyDtoHAsync(pinned, d, s2))
 	require.NoError(t, b.StreamSynchronize(s2))
-	for i, v := range bytesF32(pinned) {
+	for i, v := range drivertest.BytesFloat32(pinned) {
 		require.Equal(t, float32(11.5), v, "element %d", i)
 	}
 

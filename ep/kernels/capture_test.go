@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -70,7 +72,7 @@ func TestCapturedSequenceReplaysBitIdentical(t *testing.T) {
 	run()
 	eager := snapshot()
 	for i, b := range eager {
-		for j, v := range bytesF32(b) {
+		for j, v := range drivertest.BytesFloat32(b) {
 			require.False(t, math.IsNaN(float64(v)), "eager step %d (%s): element %d not written", i, steps[i].k.Name(), j)
 		}
 	}

@@ -133,7 +133,7 @@ func (f *fixture) upload(info kernels.TensorInfo, data []byte) kernels.Tensor {
 }
 
 func (f *fixture) uploadF32(shape []int64, data []float32) kernels.Tensor {
-	return f.upload(kernels.TensorInfo{DType: kernels.Float32, Shape: shape}, f32Bytes(data))
+	return f.upload(kernels.TensorInfo{DType: kernels.Float32, Shape: shape}, drivertest.Float32Bytes(data))
 }
 
 // poison fills t with 0xff bytes (a NaN in every float) on the stream, so that an element a
@@ -152,7 +152,9 @@ func (f *fixture) download(t kernels.Tensor) []byte {
 	return out
 }
 
-func (f *fixture) downloadF32(t kernels.Tensor) []float32 { return bytesF32(f.download(t)) }
+func (f *fixture) downloadF32(t kernels.Tensor) []float32 {
+	return drivertest.BytesFloat32(f.download(t))
+}
 
 // random returns n values uniform in ±[0.1, 2): random, and never zero.
 func (f *fixture) random(n int64) []float32 {
@@ -202,22 +204,6 @@ func (f *fixture) outputs(k kernels.Kernel) []kernels.Tensor {
 
 func f32Info(shape ...int64) kernels.TensorInfo {
 	return kernels.TensorInfo{DType: kernels.Float32, Shape: shape}
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func bytesF32(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }
 
 func i64Bytes(v []int64) []byte {

@@ -271,4 +271,3 @@ func TestEmbeddedPTXIsGeneratedFromEverySource(t *testing.T) {
 		assert.Equal(t, want, declared, "%s declares exactly the entry points the library resolves", file)
 	}
 }
-

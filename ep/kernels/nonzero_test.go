@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -44,7 +46,7 @@ func TestNonZeroKnownPattern(t *testing.T) {
 		7, 0, float32(math.Copysign(0, -1)), 0,
 		0, 0, float32(math.NaN()), 0.25,
 	}
-	_, nnz, idx := runNonZero(f, f32Info(3, 4), f32Bytes(x))
+	_, nnz, idx := runNonZero(f, f32Info(3, 4), drivertest.Float32Bytes(x))
 	assert.Equal(t, int64(5), nnz)
 	assert.Equal(t, []int64{
 		0, 0, 1, 2, 2, // rows
