@@ -74,7 +74,9 @@ func (d *demo) release() {
 
 func f32(shape ...int64) ep.TensorInfo { return ep.TensorInfo{DType: kernels.Float32, Shape: shape} }
 
-func at(b *ep.Buffer, shape ...int64) ep.Tensor { return ep.Tensor{TensorInfo: f32(shape...), Ptr: b.Ptr()} }
+func at(b *ep.Buffer, shape ...int64) ep.Tensor {
+	return ep.Tensor{TensorInfo: f32(shape...), Ptr: b.Ptr()}
+}
 
 func upload(p *ep.Provider, b *ep.Buffer, f []float32) error {
 	return p.CopyToDevice(b, 0, floatBytes(f))
