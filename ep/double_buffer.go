@@ -1,0 +1,103 @@
+package ep
+
+import (
+	"github.com/cudaep/cudaep/paging"
+)
+
+// The double buffer's own types are the paging package's; the aliases let a Go host drive
+// one through ep alone.
+type (
+	// Ticket is the claim on one prefetched layer of a DoubleBuffer.
+	Ticket = paging.Ticket
+	// SlotView is a waited-for layer's device bytes in a DoubleBuffer slot.
+	SlotView = paging.SlotView
+	// SlotState is where a DoubleBuffer slot is in its cycle.
+	SlotState = paging.SlotState
+	// TransferMode chooses how a DoubleBuffer moves bytes: paging.ModeZeroCopy (the default)
+	// or paging.ModeStaging.
+	TransferMode = paging.TransferMode
+	// DoubleBufferMetrics count what a DoubleBuffer did.
+	DoubleBufferMetrics = paging.Metrics
+)
+
+// DoubleBuffer is a two-slot prefill pipeline a host drives directly, ticket by ticket,
+// instead of through the provider's residency (PrefetchWeight/PageWeight): the same state
+// machine, on the provider's copy and compute streams, drawing pinned staging memory from the
+// provider's pool and reading the external-data files the provider opened. Each DoubleBuffer
+// has its own slots and never sees another pipeline's (or the residency's) bytes.
+//
+// The loop is: Prefetch(N+1) before consuming N; Wait(N) (enqueue-only: the compute stream
+// is fenced on N's copy); queue N's kernels on the slot view; Release(N). Cancel abandons a
+// layer without quarantining its slot. A ticket whose slot was reused since is refused with a
+// *paging.StaleGenerationError (errors.Is paging.ErrStaleGeneration), never served another
+// layer's bytes.
+//
+// A DoubleBuffer is safe for concurrent use. Close it before closing the provider.
+type DoubleBuffer struct {
+	p  *Provider
+	db *paging.DoubleBuffer
+}
+
+// NewDoubleBuffer builds a direct pipeline of two slots of slotBytes each, moving bytes with
+// mode (paging.ModeZeroCopy registers the files' extents and falls back to staging;
+// paging.ModeStaging always stages).
+//
+// # Errors
+//
+// The capacity gate runs first: slots too large for two staging buffers under the pool's
+// retention cap (option staging_pool_cap_bytes) are declined with a *paging.PoolCapacityError
+// (errors.Is paging.ErrDeclined) before anything is reserved. A zero slotBytes or an unknown
+// mode is an error; device exhaustion is the driver's CUDA_ERROR_OUT_OF_MEMORY.
+func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*DoubleBuffer, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	t, err := paging.NewCUDATransfer(paging.CUDATransferConfig{
+		Context: p.ctx, CopyStream: p.copy, ComputeStream: p.compute, Pool: p.weights.pool, Mode: mode,
+	})
+	if err != nil {
+		return nil, err
+	}
+	db, err := paging.NewDoubleBuffer(t, slotBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &DoubleBuffer{p: p, db: db}, nil
+}
+
+// Prefetch queues layer's image (w's regions, read from the provider's external-data files)
+// into a free slot on the copy stream and returns its ticket. It does not wait for the copy.
+// Errors are paging.DoubleBuffer.Prefetch's (ErrNoFreeSlot when both slots are taken, a
+// *paging.LayerSizeError for an image larger than Capacity, …).
+func (d *DoubleBuffer) Prefetch(layer LayerID, w *LazyWeight) (Ticket, error) {
+	return d.db.Prefetch(layer, w, d.p.weights.files)
+}
+
+// Wait fences the compute stream on the ticket's copy (the host does not block) and returns
+// the layer's device bytes, valid for work queued before Release or Cancel.
+func (d *DoubleBuffer) Wait(t Ticket) (SlotView, error) { return d.db.Wait(t) }
+
+// Release records the slot's release fence after the compute work queued so far and frees it
+// for a later layer. The ticket must have been waited for.
+func (d *DoubleBuffer) Release(t Ticket) error { return d.db.Release(t) }
+
+// Cancel abandons the ticket's layer (filling, ready or in use) and frees its slot without
+// quarantine.
+func (d *DoubleBuffer) Cancel(t Ticket) error { return d.db.Cancel(t) }
+
+// Capacity is the size of each slot in bytes: the largest layer the pipeline takes.
+func (d *DoubleBuffer) Capacity() uint64 { return d.db.Capacity() }
+
+// SlotState returns slot i's state (paging.SlotQuarantined for an index outside [0, 2)).
+func (d *DoubleBuffer) SlotState(i int) SlotState { return d.db.SlotState(i) }
+
+// Quarantined returns the number of quarantined slots.
+func (d *DoubleBuffer) Quarantined() int { return d.db.Quarantined() }
+
+// Metrics returns a snapshot of the pipeline's counters.
+func (d *DoubleBuffer) Metrics() DoubleBufferMetrics { return d.db.Metrics() }
+
+// Close drains the pipeline (layers still filling, ready or in use get their release fence),
+// waits for every outstanding copy and frees the slots. Outstanding tickets become invalid.
+// It is idempotent and returns the first call's result.
+func (d *DoubleBuffer) Close() error { return d.db.Close() }
