@@ -1,0 +1,540 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/paging"
+)
+
+// The paging rows drive package paging directly — a DoubleBuffer over a CUDATransfer, with a
+// StagingPool and a copy and a compute stream of their own — rather than ep's residency,
+// because the residency always takes the zero-copy path (falling back to staging only on a
+// registration error), and the rows compare both paths. The pipeline is the one ep's
+// residency builds; ep adds routing and bookkeeping around it, not device work.
+//
+// For each layer size, LAYERS layers of a real external-data file (written to -tmp, mapped
+// MAP_SHARED read-only) are paged, per arm, timed on the host from the first enqueue to both
+// streams drained:
+//
+//	raw  cuMemcpyHtoDAsync of one layer from one pinned buffer, back to back: the link's rate
+//	C    the compute proxy alone: a kernel spinning on %globaltimer for the raw copy time of a
+//	     layer, so copy and compute are balanced and overlap matters most
+//	X    the copy path alone: the pipelined loop with no compute
+//	S    serial one-slot: prefetch, wait, compute, release, and the host waits for the compute
+//	     before the next prefetch, so no copy overlaps compute
+//	P    pipelined two-slot: prefetch N+1 before consuming N
+//
+// and reported as P/max(C,X) (1.0 is perfect overlap), S/(C+X) (1.0 is no overhead) and the
+// link efficiency (bytes/X)/raw. On the simulated device, copies are modelled at
+// simCopyRate and the compute proxy sleeps.
+
+// simCopyRate is the simulated device's modelled link for the paging rows, bytes per second.
+const simCopyRate = 4e9
+
+// spinEntry is the compute proxy's entry point, in spinPTX and in the simulator.
+const spinEntry = "cudaep_bench_spin"
+
+// spinPTX is cudaep_bench_spin(u64 ns): one thread reads %globaltimer (nanoseconds) until ns
+// have passed since it started, so the kernel lasts ns whatever the clocks do.
+const spinPTX = `.version 7.8
+.target sm_75
+.address_size 64
+
+.visible .entry cudaep_bench_spin(
+	.param .u64 duration_ns
+)
+{
+	.reg .pred %done;
+	.reg .b64 %want, %t0, %now, %spent;
+
+	ld.param.u64 %want, [duration_ns];
+	mov.u64 %t0, %globaltimer;
+LOOP:
+	mov.u64 %now, %globaltimer;
+	sub.u64 %spent, %now, %t0;
+	setp.ge.u64 %done, %spent, %want;
+	@!%done bra LOOP;
+	ret;
+}
+`
+
+func init() {
+	// The simulator's body of the compute proxy: it occupies its stream's worker for the
+	// requested time.
+	sim.RegisterKernel(spinEntry, func(l *sim.Launch) error {
+		time.Sleep(time.Duration(l.U64Arg(0)))
+		return nil
+	})
+}
+
+// pagingMode is one transfer path of the paging rows.
+type pagingMode struct {
+	name string
+	mode paging.TransferMode
+}
+
+var pagingModes = []pagingMode{{"zero-copy", paging.ModeZeroCopy}, {"staging", paging.ModeStaging}}
+
+func pagingID(mode string, layerBytes uint64) string {
+	return "paging/" + mode + "/" + sizeLabel(layerBytes)
+}
+
+// pagingEnv is the paging rows' device: the provider's context on the GPU, or a simulated
+// device of its own whose copies are modelled at simCopyRate.
+type pagingEnv struct {
+	ctx           *cudadrv.Context
+	copy, compute *cudadrv.Stream
+	pool          *paging.StagingPool
+	spinModule    *cudadrv.Module
+	spin          *cudadrv.Function
+	spinArgs      *cudadrv.KernelArgs
+	simDevice     *sim.Device // non-nil when the env owns a simulated device
+}
+
+func (b *bench) openPagingEnv() (*pagingEnv, error) {
+	env := &pagingEnv{ctx: b.ctx, spinArgs: new(cudadrv.KernelArgs)}
+	if !b.onGPU {
+		env.simDevice = sim.New(sim.Options{CopyBandwidth: simCopyRate})
+		drv, err := cudadrv.NewDriver(env.simDevice)
+		if err != nil {
+			return nil, errors.Join(err, env.simDevice.Close())
+		}
+		dev, err := drv.Device(0)
+		if err != nil {
+			return nil, errors.Join(err, env.simDevice.Close())
+		}
+		if env.ctx, err = dev.RetainPrimaryContext(); err != nil {
+			return nil, errors.Join(err, env.simDevice.Close())
+		}
+	}
+	if err := env.ctx.Bind(); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	least, greatest, err := env.ctx.StreamPriorityRange()
+	if err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	// As ep's: copies on the lowest priority, compute on the highest.
+	if env.copy, err = env.ctx.NewStream(cudadrv.StreamNonBlocking, least); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	if env.compute, err = env.ctx.NewStream(cudadrv.StreamNonBlocking, greatest); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	if env.pool, err = paging.NewStagingPool(env.ctx, paging.DefaultRetentionCap); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	if env.spinModule, err = env.ctx.LoadModule([]byte(spinPTX)); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	if env.spin, err = env.spinModule.Function(spinEntry); err != nil {
+		return nil, errors.Join(err, env.close(b))
+	}
+	return env, nil
+}
+
+// close drains and releases the env, and binds the provider's context again.
+func (env *pagingEnv) close(b *bench) error {
+	var errs []error
+	for _, s := range []*cudadrv.Stream{env.copy, env.compute} {
+		if s != nil {
+			errs = append(errs, s.Synchronize())
+		}
+	}
+	if env.spinModule != nil {
+		errs = append(errs, env.spinModule.Unload())
+	}
+	if env.pool != nil {
+		errs = append(errs, env.pool.Close())
+	}
+	for _, s := range []*cudadrv.Stream{env.copy, env.compute} {
+		if s != nil {
+			errs = append(errs, s.Destroy())
+		}
+	}
+	if env.simDevice != nil {
+		if env.ctx != nil {
+			errs = append(errs, env.ctx.Release())
+		}
+		errs = append(errs, env.simDevice.Close())
+	}
+	errs = append(errs, b.ctx.Bind())
+	return errors.Join(errs...)
+}
+
+// drain waits for both streams.
+func (env *pagingEnv) drain() error {
+	return errors.Join(env.copy.Synchronize(), env.compute.Synchronize())
+}
+
+// compute queues the proxy for d on the compute stream.
+func (env *pagingEnv) computeFor(d time.Duration) error {
+	env.spinArgs.Reset()
+	env.spinArgs.U64(uint64(d))
+	one := cudadrv.Dim3{X: 1, Y: 1, Z: 1}
+	return env.compute.Launch(env.spin, one, one, 0, env.spinArgs)
+}
+
+// pagingRows measures every selected (path, size) pair.
+func (b *bench) pagingRows() ([]Row, error) {
+	env, err := b.openPagingEnv()
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	var errs []error
+	for _, size := range b.sz.pageBytes {
+		var modes []pagingMode
+		for _, m := range pagingModes {
+			if b.cfg.rows.MatchString(pagingID(m.name, size)) {
+				modes = append(modes, m)
+			}
+		}
+		if len(modes) == 0 {
+			continue
+		}
+		b.progressf("paging %s layers …", sizeLabel(size))
+		got, err := b.pagingSize(env, size, modes)
+		rows = append(rows, got...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s layers: %w", sizeLabel(size), err))
+		}
+	}
+	errs = append(errs, env.close(b))
+	return rows, errors.Join(errs...)
+}
+
+// pagingFile writes layers layers of layerBytes each (every layer a distinct non-zero byte
+// pattern), maps it, and returns the source, the weights and a cleanup that unmaps and
+// removes it.
+func (b *bench) pagingFile(layerBytes uint64, layers int) (*paging.MmapSource, []*paging.LazyWeight, func() error, error) {
+	f, err := os.CreateTemp(b.cfg.tmp, "cudaep-bench-weights-*.bin")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create the weight file (see -tmp): %w", err)
+	}
+	path := f.Name()
+	remove := func() error { return os.Remove(path) }
+	block := make([]byte, min(layerBytes, 1<<20))
+	var weights []*paging.LazyWeight
+	for l := range layers {
+		for i := range block {
+			block[i] = byte((i*7+l*29)%251) + 1
+		}
+		for off := uint64(0); off < layerBytes; off += uint64(len(block)) {
+			if _, err := f.Write(block[:min(uint64(len(block)), layerBytes-off)]); err != nil {
+				return nil, nil, nil, errors.Join(fmt.Errorf("write %s: %w", path, err), f.Close(), remove())
+			}
+		}
+		w, err := paging.NewLazyWeight(paging.WeightSpec{
+			Boundary: paging.BoundaryBlockQuantizedMoe, DType: paging.Uint8, Shape: []int64{int64(layerBytes)},
+			Regions: []paging.Region{{Mapping: 1, Offset: uint64(l) * layerBytes, Len: layerBytes}},
+		})
+		if err != nil {
+			return nil, nil, nil, errors.Join(err, f.Close(), remove())
+		}
+		weights = append(weights, w)
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, nil, errors.Join(err, remove())
+	}
+	src := paging.NewMmapSource()
+	if err := src.Open(1, path); err != nil {
+		return nil, nil, nil, errors.Join(err, remove())
+	}
+	return src, weights, func() error { return errors.Join(src.Close(), remove()) }, nil
+}
+
+// pagingSize measures one layer size: the raw link and the compute proxy once, then the three
+// arms of each transfer path.
+func (b *bench) pagingSize(env *pagingEnv, layerBytes uint64, modes []pagingMode) (rows []Row, err error) {
+	layers, runs := b.sz.pageLayers, b.sz.pageRuns
+	src, weights, cleanup, err := b.pagingFile(layerBytes, layers)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errJoin(err, cleanup()) }()
+
+	// once runs f from drained streams to drained streams and returns ms per layer; timed
+	// runs it once to warm up, then runs times.
+	once := func(f func() error) (float64, error) {
+		if err := env.drain(); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := f(); err != nil {
+			return 0, err
+		}
+		if err := env.drain(); err != nil {
+			return 0, err
+		}
+		return millis(time.Since(start)) / float64(layers), nil
+	}
+	timed := func(f func() error) ([]float64, error) {
+		var out []float64
+		for run := 0; run <= runs; run++ {
+			v, err := once(f)
+			if err != nil {
+				return nil, err
+			}
+			if run > 0 {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+
+	rawMs, err := b.rawPinnedCopy(env, layerBytes, layers, timed)
+	if err != nil {
+		return nil, fmt.Errorf("raw pinned H2D: %w", err)
+	}
+	rawSum, err := Summarize(rawMs)
+	if err != nil {
+		return nil, err
+	}
+	rawGBps := float64(layerBytes) / (rawSum.Median * 1e-3) / 1e9
+	proxy := time.Duration(rawSum.Median * float64(time.Millisecond))
+	cMs, err := timed(func() error {
+		for range layers {
+			if err := env.computeFor(proxy); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("compute proxy: %w", err)
+	}
+
+	for _, m := range modes {
+		row, err := b.pagingMode(env, m, layerBytes, src, weights, rawMs, cMs, proxy, once)
+		if err != nil {
+			return rows, fmt.Errorf("%s: %w", m.name, err)
+		}
+		row.Derived["raw_h2d_gbps"] = rawGBps
+		row.Goal = pagingGoal(&row, m, b.onGPU)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// rawPinnedCopy measures cuMemcpyHtoDAsync of layers layers from one pinned buffer into one
+// device buffer on the copy stream, in ms per layer.
+func (b *bench) rawPinnedCopy(env *pagingEnv, layerBytes uint64, layers int, timed func(func() error) ([]float64, error)) ([]float64, error) {
+	host, err := env.ctx.AllocHost(layerBytes)
+	if err != nil {
+		return nil, err
+	}
+	hb := host.Bytes()
+	for i := range hb {
+		hb[i] = byte(i%253) + 1
+	}
+	dev, err := env.ctx.Alloc(layerBytes)
+	if err != nil {
+		return nil, errors.Join(err, host.Free())
+	}
+	ms, err := timed(func() error {
+		for range layers {
+			if err := env.copy.CopyHtoDAsync(dev.Ptr(), hb); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ms, errors.Join(err, env.drain(), dev.Free(), host.Free())
+}
+
+// pagingMode measures X, S and P for one transfer path and checks the bytes of one paged layer.
+func (b *bench) pagingMode(env *pagingEnv, m pagingMode, layerBytes uint64, src *paging.MmapSource,
+	weights []*paging.LazyWeight, rawMs, cMs []float64, proxy time.Duration,
+	once func(func() error) (float64, error)) (row Row, err error) {
+	layers := len(weights)
+	tr, err := paging.NewCUDATransfer(paging.CUDATransferConfig{
+		Context: env.ctx, CopyStream: env.copy, ComputeStream: env.compute, Pool: env.pool, Mode: m.mode,
+	})
+	if err != nil {
+		return row, err
+	}
+	db, err := paging.NewDoubleBuffer(tr, layerBytes)
+	if err != nil {
+		return row, errors.Join(err, tr.Close())
+	}
+	defer func() { err = errJoin(err, db.Close()) }()
+
+	pipelined := func(withCompute bool) func() error {
+		return func() error {
+			next, err := db.Prefetch(0, weights[0], src)
+			if err != nil {
+				return err
+			}
+			for l := range layers {
+				cur := next
+				if l+1 < layers {
+					if next, err = db.Prefetch(paging.LayerID(l+1), weights[l+1], src); err != nil {
+						return err
+					}
+				}
+				if _, err := db.Wait(cur); err != nil {
+					return err
+				}
+				if withCompute {
+					if err := env.computeFor(proxy); err != nil {
+						return err
+					}
+				}
+				if err := db.Release(cur); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	serial := func() error {
+		for l := range layers {
+			tk, err := db.Prefetch(paging.LayerID(l), weights[l], src)
+			if err != nil {
+				return err
+			}
+			if _, err := db.Wait(tk); err != nil {
+				return err
+			}
+			if err := env.computeFor(proxy); err != nil {
+				return err
+			}
+			if err := db.Release(tk); err != nil {
+				return err
+			}
+			if err := env.compute.Synchronize(); err != nil { // no overlap: the next copy starts after
+				return err
+			}
+		}
+		return nil
+	}
+	// Each arm runs once to warm up; then the arms alternate run by run, so that drift
+	// favours none of them.
+	arms := []struct {
+		f   func() error
+		out *[]float64
+	}{{pipelined(false), nil}, {serial, nil}, {pipelined(true), nil}}
+	var xMs, sMs, pMs []float64
+	arms[0].out, arms[1].out, arms[2].out = &xMs, &sMs, &pMs
+	before := tr.Metrics()
+	for run := 0; run <= b.sz.pageRuns; run++ {
+		for _, a := range arms {
+			v, err := once(a.f)
+			if err != nil {
+				return row, err
+			}
+			if run > 0 {
+				*a.out = append(*a.out, v)
+			}
+		}
+	}
+	after := tr.Metrics()
+	if err := b.checkPaged(env, db, src, weights[layers-1], paging.LayerID(layers-1)); err != nil {
+		return row, err
+	}
+
+	row = Row{
+		ID: pagingID(m.name, layerBytes), Group: GroupPaging,
+		Title: fmt.Sprintf("paging %s, %d layers of %s", m.name, layers, sizeLabel(layerBytes)),
+		Ours:  measure("P", SourcePage, UnitMillis, pMs),
+		Baselines: []Measure{
+			measure("S", SourcePage, UnitMillis, sMs),
+			measure("C", SourcePage, UnitMillis, cMs),
+			measure("X", SourcePage, UnitMillis, xMs),
+			measure("raw pinned H2D", SourceGoRaw, UnitMillis, rawMs),
+		},
+	}
+	if !row.Ours.Measured() {
+		return row, fmt.Errorf("no P samples")
+	}
+	p, s, x, c := median(pMs), median(sMs), median(xMs), median(cMs)
+	raw := median(rawMs)
+	dm := db.Metrics()
+	moved := float64(layers * (b.sz.pageRuns + 1) * 3)
+	row.Derived = map[string]float64{
+		"layer_bytes":                float64(layerBytes),
+		"p_over_max_cx":              p / max(c, x),
+		"s_over_c_plus_x":            s / (c + x),
+		"link_efficiency":            raw / x, // (bytes/X) / (bytes/raw)
+		"x_gbps":                     float64(layerBytes) / (x * 1e-3) / 1e9,
+		"zero_copy_layers":           float64(dm.ZeroCopyLayers),
+		"staging_layers":             float64(dm.StagingLayers),
+		"fallback_layers":            float64(dm.FallbackLayers),
+		"registration_failures":      float64(after.RegistrationFailures - before.RegistrationFailures),
+		"host_copy_ms_per_layer":     millis(after.HostCopy-before.HostCopy) / moved,
+		"staging_wait_ms_per_layer":  millis(after.StagingWait-before.StagingWait) / moved,
+		"compute_proxy_ms_per_layer": millis(proxy),
+	}
+	if dm.FallbackLayers > 0 {
+		row.Notes = append(row.Notes, fmt.Sprintf("%d layers fell back from zero-copy to staging", dm.FallbackLayers))
+	}
+	return row, nil
+}
+
+// checkPaged pages one layer through db and compares its device bytes with the file's.
+func (b *bench) checkPaged(env *pagingEnv, db *paging.DoubleBuffer, src *paging.MmapSource, w *paging.LazyWeight, layer paging.LayerID) error {
+	tk, err := db.Prefetch(layer, w, src)
+	if err != nil {
+		return err
+	}
+	v, err := db.Wait(tk)
+	if err != nil {
+		return err
+	}
+	if err := env.drain(); err != nil {
+		return err
+	}
+	got := make([]byte, v.Len)
+	if err := env.ctx.CopyDtoH(got, v.Ptr); err != nil {
+		return err
+	}
+	want, err := w.AppendImage(nil, src)
+	if err != nil {
+		return err
+	}
+	if err := db.Release(tk); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("layer %d's device bytes differ from the file's", layer)
+	}
+	return nil
+}
+
+// pagingGoal is issue 8's goal for a paging row: P/max(C,X) ≤ 1.05 on both paths, and link
+// efficiency ≥ 0.95 on zero-copy.
+func pagingGoal(row *Row, m pagingMode, onGPU bool) *Goal {
+	d := row.Derived
+	g := &Goal{Text: "P/max(C,X) ≤ 1.05"}
+	if m.mode == paging.ModeZeroCopy {
+		g.Text += ", link eff ≥ 0.95"
+	}
+	if !onGPU {
+		g.Detail = "not evaluated: timings of the simulated device are not performance numbers"
+		return g
+	}
+	met := d["p_over_max_cx"] <= 1.05
+	g.Detail = fmt.Sprintf("P/max(C,X) = %.3f", d["p_over_max_cx"])
+	if m.mode == paging.ModeZeroCopy {
+		met = met && d["link_efficiency"] >= 0.95
+		g.Detail += fmt.Sprintf(", link efficiency = %.3f (X at %.1f GB/s, raw pinned %.1f GB/s)", d["link_efficiency"], d["x_gbps"], d["raw_h2d_gbps"])
+	}
+	g.Met = boolPtr(met)
+	return g
+}
+
+// median returns the median of a non-empty series (0 for an empty one).
+func median(v []float64) float64 {
+	s, err := Summarize(v)
+	if err != nil {
+		return 0
+	}
+	return s.Median
+}
