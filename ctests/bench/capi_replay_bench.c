@@ -1,0 +1,306 @@
+/*
+ * capi_replay_bench: cmd/cudaep-bench's rows "through the C ABI" — what a C inference server
+ * pays when it drives cudaep through include/cudaep.h and libcudaep.so, measured the same way
+ * as the raw C driver baselines of raw_step_bench.c on the same device work:
+ *
+ *   the decode step   N executions of one cudaep Add kernel (float32[1024] + float32[1024]),
+ *                     chained over three buffers: c = a + b, a = c + b, ... captured into the
+ *                     PRIMARY graph slot;
+ *
+ *   replay/N       CudaEpReplay + CudaEpForceSynchronize per step, N = 1, 4, 32 (the drain
+ *                  the ABI offers a host; CudaEpSynchronize is deferred by design)
+ *   enqueue_graph  host time of one CudaEpReplay of the 1-kernel step; CudaEpForceSynchronize
+ *                  every SYNC_EVERY calls with the clock stopped
+ *   eager_execute  host time of one CudaEpKernelExecute of Add over float32[4096], the same way
+ *   allocs/device  device allocations over the replay samples (CudaEpProviderGetStats): 0
+ *
+ * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
+ * Every call's status is checked; a failure prints the library's message and exits 1.
+ *
+ * Output: the line format cmd/cudaep-bench parses (see cmd/cudaep-bench/external.go).
+ *
+ * Build (scripts/bench-gpu.sh does this):
+ *   gcc -O2 -Wall -Wextra -Iinclude capi_replay_bench.c -Lbuild/bench -lcudaep \
+ *       -Wl,-rpath,'$ORIGIN' -o build/bench/capi_replay_bench
+ * Usage: capi_replay_bench quick|full [cuda|sim]   (sim runs it without a GPU, for testing)
+ */
+#include "cudaep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STEP_ELEMS 1024
+#define EAGER_ELEMS 4096
+#define MAX_REPS 64
+
+/* CHECK aborts the run with the library's message when a call fails. */
+#define CHECK(call)                                                                           \
+    do {                                                                                      \
+        CudaEpStatus *st_ = (call);                                                           \
+        if (st_ != NULL) {                                                                    \
+            fprintf(stderr, "capi_replay_bench: %s:%d: %s: %s: %s\n", __FILE__, __LINE__,    \
+                    #call, CudaEpGetErrorCodeName(CudaEpGetErrorCode(st_)),                   \
+                    CudaEpGetErrorMessage(st_));                                              \
+            CudaEpReleaseStatus(st_);                                                         \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+struct sizes {
+    int reps;
+    int step_iters[3];
+    int enqueue_calls, sync_every;
+};
+
+static const int step_kernels[3] = {1, 4, 32};
+static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100};
+static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50};
+
+/* rig is one provider with the step's buffers and kernels. */
+struct rig {
+    CudaEpProvider p;
+    CudaEpKernel add;                 /* Add float32[1024] + float32[1024] */
+    CudaEpKernel eager;               /* Add float32[4096] + float32[4096] */
+    CudaEpBuffer a, b, c, ea, eb, ec; /* step and eager buffers */
+    int64_t step_shape[1], eager_shape[1];
+    CudaEpTensor in[2][2], out[2][1]; /* the two links of the chain */
+    CudaEpTensor ein[2], eout[1];
+};
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static CudaEpTensor tensor(CudaEpBuffer buf, const int64_t *shape) {
+    CudaEpTensor t;
+    memset(&t, 0, sizeof t);
+    t.info.dtype = CUDAEP_DTYPE_FLOAT32;
+    t.info.rank = 1;
+    t.info.shape = shape;
+    t.info.strides = NULL;
+    t.memory = buf;
+    t.offset = 0;
+    return t;
+}
+
+static void fill_pattern(CudaEpBuffer buf, int n, float base) {
+    float *h = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        h[i] = base + (float)(i % 4096) * 0.5f + 1.0f;
+    }
+    CHECK(CudaEpCopyToDevice(buf, 0, h, sizeof(float) * (uint64_t)n));
+    free(h);
+}
+
+static CudaEpKernel add_kernel(CudaEpProvider p, const int64_t *shape) {
+    CudaEpTensorInfo info[2];
+    memset(info, 0, sizeof info);
+    for (int i = 0; i < 2; i++) {
+        info[i].dtype = CUDAEP_DTYPE_FLOAT32;
+        info[i].rank = 1;
+        info[i].shape = shape;
+    }
+    CudaEpKernel k;
+    CHECK(CudaEpGetKernel(p, "Add", 14, info, 2, NULL, 0, &k));
+    return k;
+}
+
+static void open_rig(struct rig *r, const char *backend) {
+    CudaEpOptions opts;
+    CHECK(CudaEpCreateOptions(&opts));
+    CHECK(CudaEpSetOption(opts, "backend", backend));
+    CHECK(CudaEpCreateProvider(opts, &r->p));
+    CHECK(CudaEpReleaseOptions(opts));
+    r->step_shape[0] = STEP_ELEMS;
+    r->eager_shape[0] = EAGER_ELEMS;
+    r->add = add_kernel(r->p, r->step_shape);
+    r->eager = add_kernel(r->p, r->eager_shape);
+    CudaEpBuffer *bufs[6] = {&r->a, &r->b, &r->c, &r->ea, &r->eb, &r->ec};
+    for (int i = 0; i < 6; i++) {
+        int n = i < 3 ? STEP_ELEMS : EAGER_ELEMS;
+        CHECK(CudaEpAllocBuffer(r->p, sizeof(float) * (uint64_t)n, 0, bufs[i]));
+        fill_pattern(*bufs[i], n, (float)i + 0.25f);
+    }
+    r->in[0][0] = tensor(r->a, r->step_shape);
+    r->in[0][1] = tensor(r->b, r->step_shape);
+    r->out[0][0] = tensor(r->c, r->step_shape);
+    r->in[1][0] = tensor(r->c, r->step_shape);
+    r->in[1][1] = tensor(r->b, r->step_shape);
+    r->out[1][0] = tensor(r->a, r->step_shape);
+    r->ein[0] = tensor(r->ea, r->eager_shape);
+    r->ein[1] = tensor(r->eb, r->eager_shape);
+    r->eout[0] = tensor(r->ec, r->eager_shape);
+}
+
+static void close_rig(struct rig *r) {
+    CHECK(CudaEpForceSynchronize(r->p));
+    CudaEpBuffer bufs[6] = {r->a, r->b, r->c, r->ea, r->eb, r->ec};
+    for (int i = 0; i < 6; i++) {
+        CHECK(CudaEpReleaseBuffer(bufs[i]));
+    }
+    CHECK(CudaEpReleaseKernel(r->add));
+    CHECK(CudaEpReleaseKernel(r->eager));
+    CHECK(CudaEpReleaseProvider(r->p));
+}
+
+/* capture records an n-kernel step into the PRIMARY slot. */
+static void capture(const struct rig *r, int n) {
+    CudaEpBuffer retain[3] = {r->a, r->b, r->c};
+    CHECK(CudaEpBeginCapture(r->p, CUDAEP_SLOT_PRIMARY, 0, &r->add, 1, retain, 3));
+    for (int k = 0; k < n; k++) {
+        CHECK(CudaEpKernelExecute(r->add, r->in[k % 2], 2, r->out[k % 2], 1));
+    }
+    CHECK(CudaEpEndCapture(r->p, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+static void reset(const struct rig *r) {
+    int32_t had = 0;
+    CHECK(CudaEpResetGraph(r->p, CUDAEP_SLOT_PRIMARY, 0, &had));
+}
+
+/* check_step replays the installed 4-kernel step once from known inputs and compares a with
+ * a + 4b computed on the host in float32, bit for bit. */
+static void check_step(const struct rig *r) {
+    float ha[STEP_ELEMS], hb[STEP_ELEMS], got[STEP_ELEMS];
+    fill_pattern(r->a, STEP_ELEMS, 0.25f);
+    fill_pattern(r->b, STEP_ELEMS, 1.25f);
+    CHECK(CudaEpCopyToHost(ha, r->a, 0, sizeof ha));
+    CHECK(CudaEpCopyToHost(hb, r->b, 0, sizeof hb));
+    CHECK(CudaEpReplay(r->p, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK(CudaEpCopyToHost(got, r->a, 0, sizeof got));
+    for (int i = 0; i < STEP_ELEMS; i++) {
+        float a = ha[i], c = 0;
+        for (int k = 0; k < 4; k++) {
+            if (k % 2 == 0) {
+                c = a + hb[i];
+            } else {
+                a = c + hb[i];
+            }
+        }
+        if (memcmp(&a, &got[i], sizeof a) != 0) {
+            fprintf(stderr, "capi_replay_bench: step result [%d] = %g, want %g\n", i, got[i], a);
+            exit(1);
+        }
+    }
+}
+
+static void print_series(const char *key, const char *unit, const double *v, int n) {
+    printf("sample %s %s", key, unit);
+    for (int i = 0; i < n; i++) {
+        printf(" %.4f", v[i]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+static double replay_sample(const struct rig *r, int iters) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        CHECK(CudaEpReplay(r->p, CUDAEP_SLOT_PRIMARY, 0));
+        CHECK(CudaEpForceSynchronize(r->p));
+    }
+    return (now_us() - t0) / iters;
+}
+
+static uint64_t device_allocs(const struct rig *r) {
+    CudaEpProviderStats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    CHECK(CudaEpProviderGetStats(r->p, &st));
+    return st.device_allocs;
+}
+
+static void bench_replay(const struct rig *r, const struct sizes *sz) {
+    double allocs[3];
+    for (int s = 0; s < 3; s++) {
+        int n = step_kernels[s];
+        capture(r, n);
+        if (n == 4) {
+            check_step(r);
+        }
+        double v[MAX_REPS];
+        replay_sample(r, sz->step_iters[s]); /* warm-up */
+        uint64_t before = device_allocs(r);
+        for (int rep = 0; rep < sz->reps; rep++) {
+            v[rep] = replay_sample(r, sz->step_iters[s]);
+        }
+        allocs[s] = (double)(device_allocs(r) - before);
+        char key[64];
+        snprintf(key, sizeof key, "replay/%d", n);
+        print_series(key, "us", v, sz->reps);
+        reset(r);
+    }
+    print_series("allocs_device", "count", allocs, 3);
+}
+
+/* enqueue_sample times sz->enqueue_calls enqueues (a replay, or an eager execute), draining
+ * every sz->sync_every calls with the clock stopped; it returns host microseconds per call. */
+static double enqueue_sample(const struct rig *r, const struct sizes *sz, int eager) {
+    double spent = 0;
+    for (int done = 0; done < sz->enqueue_calls;) {
+        int batch = sz->enqueue_calls - done < sz->sync_every ? sz->enqueue_calls - done : sz->sync_every;
+        double t0 = now_us();
+        for (int i = 0; i < batch; i++) {
+            if (eager) {
+                CHECK(CudaEpKernelExecute(r->eager, r->ein, 2, r->eout, 1));
+            } else {
+                CHECK(CudaEpReplay(r->p, CUDAEP_SLOT_PRIMARY, 0));
+            }
+        }
+        spent += now_us() - t0;
+        CHECK(CudaEpForceSynchronize(r->p));
+        done += batch;
+    }
+    return spent / sz->enqueue_calls;
+}
+
+static void bench_enqueue(const struct rig *r, const struct sizes *sz) {
+    capture(r, 1);
+    double graph[MAX_REPS], eager[MAX_REPS];
+    enqueue_sample(r, sz, 0);
+    enqueue_sample(r, sz, 1);
+    for (int rep = 0; rep < sz->reps; rep++) {
+        if (rep % 2 == 0) {
+            graph[rep] = enqueue_sample(r, sz, 0);
+            eager[rep] = enqueue_sample(r, sz, 1);
+        } else {
+            eager[rep] = enqueue_sample(r, sz, 1);
+            graph[rep] = enqueue_sample(r, sz, 0);
+        }
+    }
+    print_series("enqueue_graph", "us", graph, sz->reps);
+    print_series("eager_execute", "us", eager, sz->reps);
+    reset(r);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argc > 3 || (strcmp(argv[1], "quick") != 0 && strcmp(argv[1], "full") != 0)) {
+        fprintf(stderr, "usage: %s quick|full [cuda|sim]\n", argv[0]);
+        return 2;
+    }
+    const struct sizes *sz = strcmp(argv[1], "quick") == 0 ? &quick_sizes : &full_sizes;
+    const char *backend = argc == 3 ? argv[2] : "cuda";
+    uint32_t abi = 0;
+    const char *lib = NULL;
+    CHECK(CudaEpGetVersion(&abi, &lib));
+    printf("info abi_version %u\n", (unsigned)abi);
+    printf("info library_version %s\n", lib);
+    printf("info replay_label CudaEpReplay + CudaEpForceSynchronize (C, libcudaep.so)\n");
+
+    struct rig r;
+    open_rig(&r, backend);
+    bench_replay(&r, sz);
+    bench_enqueue(&r, sz);
+    close_rig(&r);
+    uint64_t live = 0;
+    CHECK(CudaEpGetLiveHandleCount(&live));
+    if (live != 0) {
+        fprintf(stderr, "capi_replay_bench: %llu handles still live at exit\n", (unsigned long long)live);
+        return 1;
+    }
+    return 0;
+}

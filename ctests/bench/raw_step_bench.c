@@ -1,0 +1,467 @@
+/*
+ * raw_step_bench: the raw C driver baselines of cmd/cudaep-bench's graph, enqueue and eager
+ * rows. It makes, directly through the CUDA driver API, the calls that cudaep makes through
+ * Go, on the same device work:
+ *
+ *   the decode step   N launches of cudaep_add_f32 (ep's own float32 Add, loaded from
+ *                     ep/kernels/ptx/elementwise.ptx) chained over three buffers of 1024
+ *                     floats: c = a + b, a = c + b, c = a + b, ... with 256-thread blocks,
+ *                     as ep's Add kernel launches it;
+ *   the stream        one non-blocking stream of the highest priority, like ep's compute
+ *                     stream, on device 0's primary context.
+ *
+ * Series (every sample is the mean per call or step over a batch; REPS samples after a
+ * warm-up; arms measured together alternate their order from one repeat to the next):
+ *
+ *   replay_stream/N  cuGraphLaunch + cuStreamSynchronize per step, N = 1, 4, 32
+ *   replay_ctx/N     cuGraphLaunch + cuCtxSynchronize per step
+ *   enqueue_graph    host time of one cuGraphLaunch of the 1-kernel step; the stream is
+ *                    synchronized every SYNC_EVERY launches with the clock stopped
+ *   eager_launch     host time of one cuLaunchKernel of cudaep_add_f32 over 4096 floats, the
+ *                    same way
+ *   capture/N        capture -> ready: begin capture, N launches, end capture, instantiate
+ *                    with node priority, upload (teardown untimed)
+ *   update/N         recapture of an installed step: begin capture, N launches, end capture,
+ *                    cuGraphExecUpdate of the installed executable, destroy the old graph,
+ *                    upload
+ *   seam_mono        launch of the 4-kernel step + a 4-byte D2H into pageable memory + sync
+ *   seam_segmented   launch of kernels 1-2, 4-byte D2H + sync (the host seam), launch of
+ *                    kernels 3-4, 4-byte D2H + sync
+ *   seam_price       seam_segmented - seam_mono, per repeat
+ *   seam_host        the host seam alone: 4-byte D2H + sync with nothing queued
+ *
+ * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
+ * Every driver call is checked; a failure prints the call and exits with status 1.
+ *
+ * Output: the line format cmd/cudaep-bench parses (see cmd/cudaep-bench/external.go):
+ *   info KEY VALUE...    and    sample KEY us V1 V2 ...
+ *
+ * Build (scripts/bench-gpu.sh does this on the GPU machine):
+ *   gcc -O2 -Wall -Wextra -I/usr/local/cuda/include raw_step_bench.c -lcuda -o raw_step_bench
+ * Usage: raw_step_bench PATH/TO/elementwise.ptx quick|full
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        CUresult r_ = (call);                                                            \
+        if (r_ != CUDA_SUCCESS) {                                                        \
+            const char *name_ = NULL;                                                    \
+            cuGetErrorName(r_, &name_);                                                  \
+            fprintf(stderr, "raw_step_bench: %s:%d: %s: %s (%d)\n", __FILE__, __LINE__, \
+                    #call, name_ ? name_ : "?", (int)r_);                                \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* CUDA 13 added cuCtxSynchronize_v2(ctx); should a header map the old name onto it, pass NULL
+ * (the current context) through the macro. */
+#if defined(cuCtxSynchronize)
+#define CTX_SYNC() cuCtxSynchronize(NULL)
+#else
+#define CTX_SYNC() cuCtxSynchronize()
+#endif
+
+#define STEP_ELEMS 1024
+#define EAGER_ELEMS 4096
+#define BLOCK 256
+#define MAX_REPS 64
+
+/* sizes are the batch and repeat counts of a run (quick: a smoke test). */
+struct sizes {
+    int reps;
+    int step_iters[3]; /* replay steps per sample for N = 1, 4, 32 */
+    int enqueue_calls, sync_every;
+    int capture_iters[3];
+    int seam_iters;
+};
+
+static const int step_kernels[3] = {1, 4, 32};
+
+static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100, {30, 30, 10}, 300};
+static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50, {4, 4, 2}, 20};
+
+struct rig {
+    CUdevice device;
+    CUcontext ctx;
+    CUstream stream;
+    CUmodule module;
+    CUfunction add;
+    CUdeviceptr a, b, c;    /* the step's buffers */
+    CUdeviceptr ea, eb, ec; /* the eager Add's buffers */
+};
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* read_file returns the contents of path, NUL-terminated (PTX is text). */
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    if (fseek(f, 0, SEEK_END) != 0) {
+        perror(path);
+        exit(1);
+    }
+    long n = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "raw_step_bench: cannot read %s\n", path);
+        exit(1);
+    }
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* launch_add queues out = x + y over n floats, as ep's Add does. */
+static void launch_add(const struct rig *r, CUdeviceptr out, CUdeviceptr x, CUdeviceptr y, unsigned long long n) {
+    void *params[4] = {&out, &x, &y, &n};
+    unsigned grid = (unsigned)((n + BLOCK - 1) / BLOCK);
+    CHECK(cuLaunchKernel(r->add, grid, 1, 1, BLOCK, 1, 1, 0, r->stream, params, NULL));
+}
+
+/* chain queues kernels links of the step, starting at link first. */
+static void chain(const struct rig *r, int first, int kernels) {
+    for (int k = first; k < first + kernels; k++) {
+        if (k % 2 == 0) {
+            launch_add(r, r->c, r->a, r->b, STEP_ELEMS);
+        } else {
+            launch_add(r, r->a, r->c, r->b, STEP_ELEMS);
+        }
+    }
+}
+
+/* capture records kernels links of the step into a graph. */
+static CUgraph capture(const struct rig *r, int first, int kernels) {
+    CUgraph g;
+    CHECK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    chain(r, first, kernels);
+    CHECK(cuStreamEndCapture(r->stream, &g));
+    return g;
+}
+
+/* ready instantiates g with node priority (as cudaep's graphs package does) and uploads it. */
+static CUgraphExec ready(const struct rig *r, CUgraph g) {
+    CUgraphExec e;
+    CHECK(cuGraphInstantiateWithFlags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY));
+    CHECK(cuGraphUpload(e, r->stream));
+    return e;
+}
+
+static void print_series(const char *key, const double *v, int n) {
+    printf("sample %s us", key);
+    for (int i = 0; i < n; i++) {
+        printf(" %.4f", v[i]);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* fill_pattern writes n distinct, non-zero, exactly representable floats from base to p. */
+static void fill_pattern(const struct rig *r, CUdeviceptr p, int n, float base) {
+    float *h = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        h[i] = base + (float)(i % 4096) * 0.5f + 1.0f;
+    }
+    CHECK(cuStreamSynchronize(r->stream));
+    CHECK(cuMemcpyHtoD(p, h, sizeof(float) * (size_t)n));
+    free(h);
+}
+
+/* check_step runs the 4-kernel step once from known inputs and compares a with a + 4b
+ * computed on the host in float32, bit for bit. */
+static void check_step(const struct rig *r, CUgraphExec four) {
+    float ha[STEP_ELEMS], hb[STEP_ELEMS], got[STEP_ELEMS];
+    fill_pattern(r, r->a, STEP_ELEMS, 0.25f);
+    fill_pattern(r, r->b, STEP_ELEMS, 1.25f);
+    CHECK(cuMemsetD8(r->c, 0xff, sizeof(float) * STEP_ELEMS));
+    CHECK(cuMemcpyDtoH(ha, r->a, sizeof ha));
+    CHECK(cuMemcpyDtoH(hb, r->b, sizeof hb));
+    CHECK(cuGraphLaunch(four, r->stream));
+    CHECK(cuStreamSynchronize(r->stream));
+    CHECK(cuMemcpyDtoH(got, r->a, sizeof got));
+    for (int i = 0; i < STEP_ELEMS; i++) {
+        float a = ha[i], c = 0;
+        for (int k = 0; k < 4; k++) {
+            if (k % 2 == 0) {
+                c = a + hb[i];
+            } else {
+                a = c + hb[i];
+            }
+        }
+        if (memcmp(&a, &got[i], sizeof a) != 0) {
+            fprintf(stderr, "raw_step_bench: step result [%d] = %g, want %g\n", i, got[i], a);
+            exit(1);
+        }
+    }
+}
+
+static double replay_sample(const struct rig *r, CUgraphExec e, int iters, int ctx_sync) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        CHECK(cuGraphLaunch(e, r->stream));
+        if (ctx_sync) {
+            CHECK(CTX_SYNC());
+        } else {
+            CHECK(cuStreamSynchronize(r->stream));
+        }
+    }
+    return (now_us() - t0) / iters;
+}
+
+static void bench_replay(const struct rig *r, const struct sizes *sz) {
+    for (int s = 0; s < 3; s++) {
+        int n = step_kernels[s], iters = sz->step_iters[s];
+        CUgraph g = capture(r, 0, n);
+        CUgraphExec e = ready(r, g);
+        double stream[MAX_REPS], ctx[MAX_REPS];
+        replay_sample(r, e, iters, 0); /* warm-up */
+        replay_sample(r, e, iters, 1);
+        for (int rep = 0; rep < sz->reps; rep++) {
+            if (rep % 2 == 0) {
+                stream[rep] = replay_sample(r, e, iters, 0);
+                ctx[rep] = replay_sample(r, e, iters, 1);
+            } else {
+                ctx[rep] = replay_sample(r, e, iters, 1);
+                stream[rep] = replay_sample(r, e, iters, 0);
+            }
+        }
+        char key[64];
+        snprintf(key, sizeof key, "replay_stream/%d", n);
+        print_series(key, stream, sz->reps);
+        snprintf(key, sizeof key, "replay_ctx/%d", n);
+        print_series(key, ctx, sz->reps);
+        CHECK(cuStreamSynchronize(r->stream));
+        CHECK(cuGraphExecDestroy(e));
+        CHECK(cuGraphDestroy(g));
+    }
+}
+
+/* enqueue_sample times calls enqueues of one operation, synchronizing every sync_every calls
+ * with the clock stopped, and returns the host microseconds per call. */
+static double enqueue_sample(const struct rig *r, const struct sizes *sz, CUgraphExec e) {
+    double spent = 0;
+    for (int done = 0; done < sz->enqueue_calls;) {
+        int batch = sz->enqueue_calls - done < sz->sync_every ? sz->enqueue_calls - done : sz->sync_every;
+        double t0 = now_us();
+        for (int i = 0; i < batch; i++) {
+            if (e) {
+                CHECK(cuGraphLaunch(e, r->stream));
+            } else {
+                launch_add(r, r->ec, r->ea, r->eb, EAGER_ELEMS);
+            }
+        }
+        spent += now_us() - t0;
+        CHECK(cuStreamSynchronize(r->stream));
+        done += batch;
+    }
+    return spent / sz->enqueue_calls;
+}
+
+static void bench_enqueue(const struct rig *r, const struct sizes *sz) {
+    CUgraph g = capture(r, 0, 1);
+    CUgraphExec e = ready(r, g);
+    double graph[MAX_REPS], eager[MAX_REPS];
+    enqueue_sample(r, sz, e);
+    enqueue_sample(r, sz, NULL);
+    for (int rep = 0; rep < sz->reps; rep++) {
+        if (rep % 2 == 0) {
+            graph[rep] = enqueue_sample(r, sz, e);
+            eager[rep] = enqueue_sample(r, sz, NULL);
+        } else {
+            eager[rep] = enqueue_sample(r, sz, NULL);
+            graph[rep] = enqueue_sample(r, sz, e);
+        }
+    }
+    print_series("enqueue_graph", graph, sz->reps);
+    print_series("eager_launch", eager, sz->reps);
+    CHECK(cuStreamSynchronize(r->stream));
+    CHECK(cuGraphExecDestroy(e));
+    CHECK(cuGraphDestroy(g));
+}
+
+/* capture_sample times iters capture -> ready of an n-kernel step. */
+static double capture_sample(const struct rig *r, int n, int iters) {
+    double spent = 0;
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_us();
+        CUgraph g = capture(r, 0, n);
+        CUgraphExec e = ready(r, g);
+        spent += now_us() - t0;
+        CHECK(cuStreamSynchronize(r->stream));
+        CHECK(cuGraphExecDestroy(e));
+        CHECK(cuGraphDestroy(g));
+    }
+    return spent / iters;
+}
+
+/* update_sample times iters recaptures of the installed n-kernel step *e, updated in place;
+ * *g is the graph the executable was last made from, destroyed and replaced each time. */
+static double update_sample(const struct rig *r, int n, int iters, CUgraphExec e, CUgraph *g) {
+    double spent = 0;
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_us();
+        CUgraph next = capture(r, 0, n);
+        CUgraphExecUpdateResultInfo info;
+        memset(&info, 0, sizeof info);
+        CHECK(cuGraphExecUpdate(e, next, &info));
+        if (info.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+            fprintf(stderr, "raw_step_bench: cuGraphExecUpdate refused an unchanged topology (%d)\n", (int)info.result);
+            exit(1);
+        }
+        CHECK(cuGraphDestroy(*g));
+        *g = next;
+        CHECK(cuGraphUpload(e, r->stream));
+        spent += now_us() - t0;
+    }
+    return spent / iters;
+}
+
+static void bench_capture(const struct rig *r, const struct sizes *sz) {
+    for (int s = 0; s < 3; s++) {
+        int n = step_kernels[s], iters = sz->capture_iters[s];
+        CUgraph g = capture(r, 0, n);
+        CUgraphExec e = ready(r, g);
+        double cap[MAX_REPS], upd[MAX_REPS];
+        capture_sample(r, n, iters);
+        update_sample(r, n, iters, e, &g);
+        for (int rep = 0; rep < sz->reps; rep++) {
+            if (rep % 2 == 0) {
+                cap[rep] = capture_sample(r, n, iters);
+                upd[rep] = update_sample(r, n, iters, e, &g);
+            } else {
+                upd[rep] = update_sample(r, n, iters, e, &g);
+                cap[rep] = capture_sample(r, n, iters);
+            }
+        }
+        char key[64];
+        snprintf(key, sizeof key, "capture/%d", n);
+        print_series(key, cap, sz->reps);
+        snprintf(key, sizeof key, "update/%d", n);
+        print_series(key, upd, sz->reps);
+        CHECK(cuStreamSynchronize(r->stream));
+        CHECK(cuGraphExecDestroy(e));
+        CHECK(cuGraphDestroy(g));
+    }
+}
+
+/* read4 is the host seam and the result read: a 4-byte D2H of a into pageable memory (as a
+ * Go host's CopyToHost into Go memory) and a stream synchronization. */
+static void read4(const struct rig *r, void *host) {
+    CHECK(cuMemcpyDtoHAsync(host, r->a, 4, r->stream));
+    CHECK(cuStreamSynchronize(r->stream));
+}
+
+static void bench_seam(const struct rig *r, const struct sizes *sz) {
+    CUgraph g4 = capture(r, 0, 4), g0 = capture(r, 0, 2), g1 = capture(r, 2, 2);
+    CUgraphExec e4 = ready(r, g4), e0 = ready(r, g0), e1 = ready(r, g1);
+    check_step(r, e4);
+    void *host = malloc(4);
+    double mono[MAX_REPS], seg[MAX_REPS], price[MAX_REPS], alone[MAX_REPS];
+    for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+        double m = 0, s = 0, h = 0;
+        for (int arm = 0; arm < 3; arm++) {
+            int which = (arm + (rep < 0 ? 0 : rep)) % 3;
+            double t0 = now_us();
+            for (int i = 0; i < sz->seam_iters; i++) {
+                switch (which) {
+                case 0:
+                    CHECK(cuGraphLaunch(e4, r->stream));
+                    read4(r, host);
+                    break;
+                case 1:
+                    CHECK(cuGraphLaunch(e0, r->stream));
+                    read4(r, host);
+                    CHECK(cuGraphLaunch(e1, r->stream));
+                    read4(r, host);
+                    break;
+                default:
+                    read4(r, host);
+                }
+            }
+            double per = (now_us() - t0) / sz->seam_iters;
+            if (which == 0) {
+                m = per;
+            } else if (which == 1) {
+                s = per;
+            } else {
+                h = per;
+            }
+        }
+        if (rep >= 0) {
+            mono[rep] = m;
+            seg[rep] = s;
+            price[rep] = s - m;
+            alone[rep] = h;
+        }
+    }
+    print_series("seam_mono", mono, sz->reps);
+    print_series("seam_segmented", seg, sz->reps);
+    print_series("seam_price", price, sz->reps);
+    print_series("seam_host", alone, sz->reps);
+    free(host);
+    CHECK(cuStreamSynchronize(r->stream));
+    CUgraphExec execs[3] = {e4, e0, e1};
+    CUgraph graphs[3] = {g4, g0, g1};
+    for (int i = 0; i < 3; i++) {
+        CHECK(cuGraphExecDestroy(execs[i]));
+        CHECK(cuGraphDestroy(graphs[i]));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || (strcmp(argv[2], "quick") != 0 && strcmp(argv[2], "full") != 0)) {
+        fprintf(stderr, "usage: %s PATH/TO/elementwise.ptx quick|full\n", argv[0]);
+        return 2;
+    }
+    const struct sizes *sz = strcmp(argv[2], "quick") == 0 ? &quick_sizes : &full_sizes;
+    struct rig r;
+    int least, greatest, driver;
+    char name[256];
+
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&r.device, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&r.ctx, r.device));
+    CHECK(cuCtxSetCurrent(r.ctx));
+    CHECK(cuDeviceGetName(name, sizeof name, r.device));
+    CHECK(cuDriverGetVersion(&driver));
+    printf("info device %s\n", name);
+    printf("info driver %d\n", driver);
+    CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
+    CHECK(cuStreamCreateWithPriority(&r.stream, CU_STREAM_NON_BLOCKING, greatest));
+    char *ptx = read_file(argv[1]);
+    CHECK(cuModuleLoadData(&r.module, ptx));
+    free(ptx);
+    CHECK(cuModuleGetFunction(&r.add, r.module, "cudaep_add_f32"));
+    CUdeviceptr *bufs[6] = {&r.a, &r.b, &r.c, &r.ea, &r.eb, &r.ec};
+    for (int i = 0; i < 6; i++) {
+        int n = i < 3 ? STEP_ELEMS : EAGER_ELEMS;
+        CHECK(cuMemAlloc(bufs[i], sizeof(float) * (size_t)n));
+        fill_pattern(&r, *bufs[i], n, (float)i + 0.25f);
+    }
+
+    bench_seam(&r, sz); /* checks the step's result first */
+    bench_replay(&r, sz);
+    bench_enqueue(&r, sz);
+    bench_capture(&r, sz);
+
+    CHECK(cuStreamSynchronize(r.stream));
+    for (int i = 0; i < 6; i++) {
+        CHECK(cuMemFree(*bufs[i]));
+    }
+    CHECK(cuModuleUnload(r.module));
+    CHECK(cuStreamDestroy(r.stream));
+    CHECK(cuDevicePrimaryCtxRelease(r.device));
+    return 0;
+}
