@@ -15,6 +15,17 @@
  */
 typedef const char cudaep_cchar;
 typedef const CudaEpStatus cudaep_cstatus;
+typedef const void cudaep_cvoid;
+typedef const char* const cudaep_cstring;
+typedef const CudaEpTensorInfo cudaep_ctensor_info;
+typedef const CudaEpTensor cudaep_ctensor;
+typedef const CudaEpAttribute cudaep_cattribute;
+typedef const CudaEpLaunchConfig cudaep_claunch_config;
+typedef const CudaEpKernelArg cudaep_ckernel_arg;
+typedef const CudaEpKernel cudaep_ckernel;
+typedef const CudaEpBuffer cudaep_cbuffer;
+typedef const CudaEpWeightSpec cudaep_cweight_spec;
+typedef const CudaEpRegion cudaep_cregion;
 
 /*
  * cudaep_status_new makes a status with code and a copy of the len bytes at msg (which need

@@ -38,7 +38,7 @@ CudaEpStatus* cudaep_status_new(CudaEpErrorCode code, const char* msg, size_t le
 /* The enum's underlying type may be signed or unsigned; a negative number cast to an
  * unsigned 64-bit value is huge, so one comparison covers both ends. */
 static int known_code(CudaEpErrorCode code) {
-    return (unsigned long long)code <= (unsigned long long)CUDAEP_WRONG_STATE;
+    return (unsigned long long)code <= (unsigned long long)CUDAEP_DECLINED;
 }
 
 CudaEpStatus* CudaEpCreateStatus(CudaEpErrorCode code, const char* message) {
@@ -87,6 +87,10 @@ const char* CudaEpGetErrorCodeName(CudaEpErrorCode code) {
         return "CUDAEP_UNSUPPORTED";
     case CUDAEP_WRONG_STATE:
         return "CUDAEP_WRONG_STATE";
+    case CUDAEP_STALE_GENERATION:
+        return "CUDAEP_STALE_GENERATION";
+    case CUDAEP_DECLINED:
+        return "CUDAEP_DECLINED";
     }
     return "CUDAEP_UNKNOWN_ERROR_CODE";
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,9 @@ import (
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
+	"github.com/cudaep/cudaep/ep/kernels"
+	"github.com/cudaep/cudaep/graphs"
+	"github.com/cudaep/cudaep/paging"
 )
 
 func TestCodeOfMapsEveryErrorFamily(t *testing.T) {
@@ -43,6 +47,34 @@ func TestCodeOfMapsEveryErrorFamily(t *testing.T) {
 		{"nvrtc", &cudadrv.CompileError{Program: "k.cu", Name: "NVRTC_ERROR_COMPILATION"}, codeCUDAError},
 		{"unsupported", fmt.Errorf("sim: nvrtc: %w", cudadrv.ErrUnsupported), codeUnsupported},
 		{"closed provider", fmt.Errorf("ep: %w", ep.ErrClosed), codeWrongState},
+		{"released buffer", fmt.Errorf("retain: %w", ep.ErrReleased), codeStaleHandle},
+		{"too many keyed slots", fmt.Errorf("x: %w", graphs.ErrTooManySlots), codeOutOfMemory},
+		{"stale ticket", &paging.StaleGenerationError{Layer: 1, Slot: 0, TicketGen: 1, CurrentGen: 2}, codeStaleGeneration},
+		{"pool capacity decline", &paging.PoolCapacityError{LayerBytes: 1 << 30, RetentionCap: 1 << 20}, codeDeclined},
+		{"residency decline", &paging.Decline{Reason: paging.DeclineOversize}, codeDeclined},
+		{"replay with nothing captured", fmt.Errorf("ep: %w", graphs.ErrNotInstalled), codeWrongState},
+		{"end without begin", fmt.Errorf("ep: %w", graphs.ErrNotCapturing), codeWrongState},
+		{"reset during capture", fmt.Errorf("ep: %w", graphs.ErrCaptureActive), codeWrongState},
+		{"end on the wrong thread", fmt.Errorf("ep: %w", graphs.ErrWrongThread), codeWrongState},
+		{"drain inside capture", fmt.Errorf("ep: %w", graphs.ErrDrainInCapture), codeWrongState},
+		{"invalidated capture wrapping the driver's error", fmt.Errorf("%w: %w", graphs.ErrCaptureInvalidated,
+			&cudadrv.Error{Op: "cuStreamEndCapture", Result: cudadrv.ErrorStreamCaptureInvalidated}), codeWrongState},
+		{"host copy during capture", fmt.Errorf("ep: %w", ep.ErrCaptureLive), codeWrongState},
+		{"audit rejection", fmt.Errorf("ep: %w", graphs.ErrRejected), codeUnsupported},
+		{"unsupported kernel", fmt.Errorf("ep: %w", kernels.ErrUnsupported), codeUnsupported},
+		{"tensor mismatch", fmt.Errorf("ep: %w", kernels.ErrTensorMismatch), codeInvalidArgument},
+		{"bad launch", fmt.Errorf("ep: %w", ep.ErrInvalidLaunch), codeInvalidArgument},
+		{"segment index", fmt.Errorf("ep: %w", graphs.ErrSegmentIndex), codeInvalidArgument},
+		{"bad weight", fmt.Errorf("ep: %w", paging.ErrInvalidWeight), codeInvalidArgument},
+		{"region past the file", &paging.RegionError{Reason: "past end of file"}, codeInvalidArgument},
+		{"layer too large", &paging.LayerSizeError{LayerBytes: 2, Capacity: 1}, codeInvalidArgument},
+		{"missing file", fmt.Errorf("open: %w", fs.ErrNotExist), codeNotFound},
+		{"both slots busy", fmt.Errorf("x: %w", paging.ErrNoFreeSlot), codeWrongState},
+		{"page not prefetched", fmt.Errorf("x: %w", paging.ErrNotPrefetched), codeWrongState},
+		{"slot state", &paging.SlotStateError{Op: "release"}, codeWrongState},
+		{"failed fill", &paging.FillError{Err: &cudadrv.Error{Op: "cuMemcpyHtoDAsync_v2", Result: cudadrv.ErrorLaunchFailed}}, codeCUDAError},
+		{"quarantined slot", fmt.Errorf("x: %w", paging.ErrQuarantined), codeWrongState},
+		{"unloaded module", fmt.Errorf("x: %w", cudadrv.ErrDestroyed), codeWrongState},
 		{"anything else", errors.New("surprise"), codeFail},
 	}
 	for _, tt := range tests {

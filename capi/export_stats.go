@@ -1,0 +1,62 @@
+package main
+
+/*
+#include "capi_internal.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// CudaEpProviderGetStats fills a CudaEpProviderStats (see cudaep.h).
+//
+//export CudaEpProviderGetStats
+func CudaEpProviderGetStats(provider C.CudaEpProvider, stats *C.CudaEpProviderStats) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	out := structOut{unsafe.Pointer(stats), "stats", C.sizeof_CudaEpProviderStats}
+	if err := out.check(); err != nil {
+		return statusOf(err)
+	}
+	var s ep.Stats
+	if err := withProvider(handles.Handle(provider), func(p *ep.Provider) error {
+		s = p.Stats()
+		return nil
+	}); err != nil {
+		return statusOf(err)
+	}
+	v := C.CudaEpProviderStats{
+		device_allocs: C.uint64_t(s.Allocs), device_frees: C.uint64_t(s.Frees),
+		device_live_bytes: C.uint64_t(s.LiveBytes),
+	}
+	out.write(unsafe.Pointer(&v), unsafe.Sizeof(v))
+	return nil
+}
+
+// CudaEpSynchronize is the deferred synchronization hook: it checks the handle only (see
+// cudaep.h).
+//
+//export CudaEpSynchronize
+func CudaEpSynchronize(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).Synchronize))
+}
+
+// CudaEpForceSynchronize drains the device (see cudaep.h).
+//
+//export CudaEpForceSynchronize
+func CudaEpForceSynchronize(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).ForceSynchronize))
+}
+
+// CudaEpDrainForUnmap drains the device before host memory is unmapped (see cudaep.h).
+//
+//export CudaEpDrainForUnmap
+func CudaEpDrainForUnmap(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).DrainForUnmap))
+}

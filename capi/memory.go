@@ -1,0 +1,172 @@
+package main
+
+/*
+#include "capi_internal.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math/bits"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/ep"
+	"github.com/cudaep/cudaep/ep/kernels"
+)
+
+// memoryHold is device memory a tensor or kernel argument names by handle: a buffer, a paged
+// weight or a waited-for ticket, leased for the duration of one call.
+type memoryHold struct {
+	p    *ep.Provider
+	ptr  cudadrv.DevicePtr
+	size uint64
+	buf  *ep.Buffer // set for a buffer, so user launches can check it is not released
+
+	buffer handles.Lease[*bufferObject]
+	paged  handles.Lease[*pagedWeightObject]
+	ticket handles.Lease[*ticketObject]
+}
+
+// acquireMemory leases the memory h names. what names the argument in messages.
+func acquireMemory(h uint64, what string) (*memoryHold, error) {
+	m := &memoryHold{}
+	hh := handles.Handle(h)
+	var err error
+	switch hh.Kind() {
+	case kindBuffer:
+		if m.buffer, err = bufferTable.Acquire(hh); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		b := m.buffer.Value()
+		m.p, m.ptr, m.size, m.buf = b.p, b.buf.Ptr(), b.buf.Size(), b.buf
+	case kindPagedWeight:
+		if m.paged, err = pagedWeightTable.Acquire(hh); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		w := m.paged.Value()
+		m.p, m.ptr, m.size = w.p, w.pw.Ptr(), w.pw.Len()
+	case kindTicket:
+		if m.ticket, err = ticketTable.Acquire(hh); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		t := m.ticket.Value()
+		t.mu.Lock()
+		view, ok := t.view, t.inView
+		t.mu.Unlock()
+		if !ok {
+			m.release()
+			return nil, fmt.Errorf("%w: %s: the ticket's layer is not waited for (or was released or cancelled): "+
+				"call CudaEpDoubleBufferWaitLayer first", errInvalidArgument, what)
+		}
+		m.p, m.ptr, m.size = t.dbo.p, view.Ptr, view.Len
+	default:
+		_, err := bufferTable.Get(hh) // the table's own message for zero, forged or wrong-type handles
+		return nil, fmt.Errorf("%s (memory must be a buffer, paged weight or ticket): %w", what, err)
+	}
+	return m, nil
+}
+
+// release gives back the lease. Releasing the last reference of an object its handle no
+// longer names finalizes it; that error has no call to report it to and is dropped, as the
+// object's handle release already returned.
+func (m *memoryHold) release() {
+	_ = m.buffer.Release()
+	_ = m.paged.Release()
+	_ = m.ticket.Release()
+}
+
+// at returns the device address off bytes in, after checking [off, off+n) lies inside.
+func (m *memoryHold) at(off, n uint64, what string) (cudadrv.DevicePtr, error) {
+	if err := checkRange(off, n, m.size, what+" memory"); err != nil {
+		return 0, err
+	}
+	return m.ptr + cudadrv.DevicePtr(off), nil
+}
+
+// decodeInfo reads a CudaEpTensorInfo. The shape aliases the caller's memory (valid for the
+// call only): kernels compare shapes and copy what they keep, never retaining it.
+func decodeInfo(ci *C.CudaEpTensorInfo, what string) (kernels.TensorInfo, error) {
+	rank := uint64(ci.rank)
+	if rank > maxRank {
+		return kernels.TensorInfo{}, argError("%s: rank %d: at most %d", what, rank, maxRank)
+	}
+	shape, err := cArray((*int64)(unsafe.Pointer(ci.shape)), rank, maxRank, what+" shape")
+	if err != nil {
+		return kernels.TensorInfo{}, err
+	}
+	elems := uint64(1)
+	for i, d := range shape {
+		if d < 0 {
+			return kernels.TensorInfo{}, argError("%s: dimension %d is %d", what, i, d)
+		}
+		hi, lo := bits.Mul64(elems, uint64(d))
+		if hi != 0 || lo > 1<<56 {
+			return kernels.TensorInfo{}, argError("%s: shape %v overflows", what, shape)
+		}
+		elems = lo
+	}
+	if ci.strides != nil {
+		strides := unsafe.Slice((*int64)(unsafe.Pointer(ci.strides)), int(rank))
+		want := int64(1)
+		for i := int(rank) - 1; i >= 0; i-- {
+			if shape[i] != 1 && strides[i] != want {
+				return kernels.TensorInfo{}, fmt.Errorf("%w: %s: strides %v are not the dense row-major strides of shape %v: "+
+					"kernels need dense tensors (copy the view into a dense buffer first)", kernels.ErrUnsupported, what, strides, shape)
+			}
+			want *= shape[i]
+		}
+	}
+	return kernels.TensorInfo{DType: kernels.DType(ci.dtype), Shape: shape}, nil
+}
+
+// tensorArgs decodes an array of CudaEpTensor into kernel tensors, leasing each tensor's
+// memory; release the holds after the call. Every tensor's memory must be of provider p.
+type tensorArgs struct {
+	holds []*memoryHold
+}
+
+func (a *tensorArgs) release() {
+	for _, h := range a.holds {
+		h.release()
+	}
+}
+
+func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, name string) ([]kernels.Tensor, error) {
+	cts, err := cArray(arr, uint64(n), maxArray, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]kernels.Tensor, len(cts))
+	for i := range cts {
+		what := fmt.Sprintf("%s[%d]", name, i)
+		t, err := a.tensor(p, &cts[i], what)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+func (a *tensorArgs) tensor(p *ep.Provider, ct *C.CudaEpTensor, what string) (kernels.Tensor, error) {
+	info, err := decodeInfo(&ct.info, what)
+	if err != nil {
+		return kernels.Tensor{}, err
+	}
+	m, err := acquireMemory(uint64(ct.memory), what)
+	if err != nil {
+		return kernels.Tensor{}, err
+	}
+	a.holds = append(a.holds, m)
+	if m.p != p {
+		return kernels.Tensor{}, argError("%s: its memory belongs to another provider", what)
+	}
+	n := uint64(max(info.Bytes(), 0))
+	ptr, err := m.at(uint64(ct.offset), n, what)
+	if err != nil {
+		return kernels.Tensor{}, err
+	}
+	return kernels.Tensor{TensorInfo: info, Ptr: ptr}, nil
+}
