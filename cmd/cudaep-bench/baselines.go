@@ -17,6 +17,8 @@ type extProgram struct {
 	// fatal says a failure is an error of the run (the C programs must work on a GPU); a
 	// failing PyTorch only leaves a note.
 	fatal bool
+	// simOK says the program also runs on the simulated device (argv then selects it).
+	simOK bool
 }
 
 // The external programs. Paths of compiled programs are under -bin; sources under ctests/bench.
@@ -31,9 +33,9 @@ var extPrograms = []extProgram{
 			return b.compiled("raw_sgemm_bench", strconv.FormatInt(m[0], 10), strconv.FormatInt(m[1], 10),
 				strconv.FormatInt(m[2], 10), strconv.Itoa(b.sz.mmPerSample), strconv.Itoa(b.sz.reps))
 		}},
-	{prefix: "a.", name: "C ABI client (ctests/bench/capi_replay_bench.c)", phases: []string{"before", "after"}, fatal: true,
+	{prefix: "a.", name: "C ABI client (ctests/bench/capi_replay_bench.c)", phases: []string{"before", "after"}, fatal: true, simOK: true,
 		argv: func(b *bench) ([]string, string) {
-			return b.compiled("capi_replay_bench", b.modeArg())
+			return b.compiled("capi_replay_bench", b.modeArg(), b.p.BackendName())
 		}},
 	{prefix: "t.", name: "PyTorch baseline (ctests/bench/torch_graph_replay.py)", phases: []string{"after"},
 		argv: func(b *bench) ([]string, string) {
@@ -71,8 +73,11 @@ func (b *bench) extNeeded(prefix string) bool {
 		if !b.cfg.rows.MatchString(id) {
 			continue
 		}
+		if prefix == "a." && strings.Contains(id, "-capi/") {
+			return true
+		}
 		for _, k := range extKeysFor(id) {
-			if strings.HasPrefix(k.key, prefix) || (prefix == "a." && strings.HasPrefix(id, "replay-capi/")) {
+			if strings.HasPrefix(k.key, prefix) {
 				return true
 			}
 		}
@@ -87,7 +92,7 @@ func (b *bench) runExternals(phase string) {
 		if !contains(prog.phases, phase) || !b.extNeeded(prog.prefix) {
 			continue
 		}
-		if !b.onGPU {
+		if !b.onGPU && !prog.simOK {
 			b.extAbsent[prog.prefix] = "needs a GPU (this run is on the simulated device)"
 			continue
 		}
@@ -124,8 +129,8 @@ type extKey struct {
 // extKeysFor returns the external series that belong to a row, in the order they print.
 func extKeysFor(id string) []extKey {
 	kind, arg, _ := strings.Cut(id, "/")
-	switch kind {
-	case "replay", "replay-capi":
+	switch strings.TrimSuffix(kind, "-capi") {
+	case "replay":
 		return []extKey{
 			{"c.replay_stream/" + arg, "raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros},
 			{"c.replay_ctx/" + arg, "raw C cuGraphLaunch + cuCtxSynchronize", SourceCRaw, UnitMicros},
@@ -177,34 +182,45 @@ func (b *bench) attachExternal() {
 		b.rep.External[k] = v
 	}
 	if !b.onGPU {
-		b.rep.Method = append(b.rep.Method, "the external baselines (raw C, C ABI, PyTorch) need a GPU: on the simulated device only the in-process baselines run")
-		for i := range b.rep.Rows {
-			b.setGoal(&b.rep.Rows[i])
-		}
-		return
+		b.rep.Method = append(b.rep.Method, "the raw C and PyTorch baselines need a GPU: on the simulated device they do not run (the C ABI client runs there with backend=sim when it is built)")
 	}
-	// Each C ABI row follows the Go row of the same step, or ends the list when that row
-	// was not selected.
+	// Each C ABI row follows the Go row it mirrors, or ends the list when that row was not
+	// selected.
+	specs := capiRowSpecs(b.sz)
 	var rows []Row
 	placed := map[string]bool{}
 	for _, row := range b.rep.Rows {
 		rows = append(rows, row)
-		if n, ok := strings.CutPrefix(row.ID, "replay/"); ok {
-			if id := "replay-capi/" + n; b.cfg.rows.MatchString(id) {
-				rows = append(rows, b.capiRow(id, n))
-				placed[id] = true
+		for _, c := range specs {
+			if c.after == row.ID && b.cfg.rows.MatchString(c.id) {
+				rows = append(rows, b.capiRow(c))
+				placed[c.id] = true
 			}
 		}
 	}
-	for _, n := range b.sz.steps {
-		if id := fmt.Sprintf("replay-capi/%d", n); b.cfg.rows.MatchString(id) && !placed[id] {
-			rows = append(rows, b.capiRow(id, strconv.Itoa(n)))
+	for _, c := range specs {
+		if b.cfg.rows.MatchString(c.id) && !placed[c.id] {
+			rows = append(rows, b.capiRow(c))
 		}
+	}
+	// On the simulated device, rows of a C ABI client that did not run are dropped, and the
+	// GPU-only baselines are left out rather than listed as missing on every row.
+	if !b.onGPU {
+		kept := rows[:0]
+		for _, row := range rows {
+			if row.Ours.Source != SourceCABI || row.Ours.Measured() {
+				kept = append(kept, row)
+			}
+		}
+		rows = kept
 	}
 	for i := range rows {
 		row := &rows[i]
 		var ext []Measure
 		for _, k := range extKeysFor(row.ID) {
+			if !b.onGPU {
+				continue
+			}
 			ext = append(ext, b.ext.Measure(k.key, k.label, k.source, k.unit, b.absentWhy(k.key)))
 		}
 		row.Baselines = append(ext, row.Baselines...)
@@ -213,23 +229,46 @@ func (b *bench) attachExternal() {
 	b.rep.Rows = rows
 }
 
-// capiRow is graph replay through the C ABI: ours is the C client's series.
-func (b *bench) capiRow(id, n string) Row {
-	key := "a.replay/" + n
-	label := "CudaEp graph replay + sync (C, libcudaep.so)"
-	if l, ok := b.ext.Info["a.replay_label"]; ok {
-		label = l
+// capiSpec is one row measured through the C ABI by ctests/bench/capi_replay_bench.
+type capiSpec struct {
+	id, after   string // the row, and the Go row it mirrors
+	key         string // its series
+	title, unit string
+	label       string
+}
+
+// capiRowSpecs lists the C ABI rows.
+func capiRowSpecs(sz sizes) []capiSpec {
+	var specs []capiSpec
+	for _, n := range sz.steps {
+		specs = append(specs, capiSpec{
+			id: fmt.Sprintf("replay-capi/%d", n), after: fmt.Sprintf("replay/%d", n), key: fmt.Sprintf("a.replay/%d", n),
+			title: fmt.Sprintf("replay+sync %d-kernel step (C ABI)", n), unit: UnitMicros,
+			label: "CudaEpReplay + CudaEpForceSynchronize",
+		})
 	}
+	return append(specs,
+		capiSpec{id: "enqueue-capi/graph-launch", after: "enqueue/graph-launch", key: "a.enqueue_graph",
+			title: "one graph-launch enqueue, host (C ABI)", unit: UnitMicros, label: "CudaEpReplay (1-kernel step)"},
+		capiSpec{id: "eager-capi/add", after: "eager/add", key: "a.eager_execute",
+			title: "eager Add float32[4096], host (C ABI)", unit: UnitMicros, label: "CudaEpKernelExecute"},
+		capiSpec{id: "allocs-capi/device", after: "allocs/device", key: "a.allocs_device",
+			title: "device allocations per replay run (C ABI)", unit: UnitCount, label: "CudaEpProviderGetStats delta over the replay samples"},
+	)
+}
+
+// capiRow is a row whose ours is the C ABI client's series.
+func (b *bench) capiRow(c capiSpec) Row {
 	return Row{
-		ID: id, Group: "graph replay",
-		Title: fmt.Sprintf("replay+sync %s-kernel step (C ABI)", n),
-		Ours:  b.ext.Measure(key, label, SourceCABI, UnitMicros, b.absentWhy(key)),
+		ID: c.id, Group: strings.TrimSuffix(strings.SplitN(c.id, "/", 2)[0], "-capi"), Title: c.title,
+		Ours: b.ext.Measure(c.key, c.label+" (C, libcudaep.so)", SourceCABI, c.unit, b.absentWhy(c.key)),
 	}
 }
 
 // setGoal sets the goal of a row whose goal needs external baselines.
 func (b *bench) setGoal(row *Row) {
 	kind, _, _ := strings.Cut(row.ID, "/")
+	kind = strings.TrimSuffix(kind, "-capi")
 	first := func() Measure {
 		if len(row.Baselines) > 0 {
 			return row.Baselines[0]
@@ -237,7 +276,7 @@ func (b *bench) setGoal(row *Row) {
 		return Measure{Label: "a baseline", Note: "none"}
 	}
 	switch kind {
-	case "replay", "replay-capi":
+	case "replay":
 		row.Goal = b.replayGoal(row)
 	case "enqueue":
 		row.Goal = goalMargin(row, first(), "≤ raw C + 0.15 µs", 0.15, b.onGPU)
@@ -245,6 +284,10 @@ func (b *bench) setGoal(row *Row) {
 		row.Goal = goalRatio(row, first(), "≤ 1.10× raw C", 1.10, b.onGPU)
 	case "matmul":
 		row.Goal = goalRatio(row, first(), "≥ 0.98× raw cuBLAS", 0.98, b.onGPU)
+	case "allocs":
+		if row.Goal == nil {
+			row.Goal = goalZero(row, b.onGPU)
+		}
 	}
 }
 

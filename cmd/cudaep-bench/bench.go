@@ -82,6 +82,8 @@ var cases = []benchCase{
 	{"seam price", constIDs("seam/monolithic", "seam/segmented", "seam/price"), (*bench).seamRows},
 	{"allocations per replay", constIDs("allocs/heap", "allocs/device"), (*bench).allocRows},
 	{"paging", pagingIDs, (*bench).pagingRows},
+	// The C ABI rows are measured by ctests/bench/capi_replay_bench (see baselines.go).
+	{"C ABI", capiIDs, nil},
 }
 
 func constIDs(ids ...string) func(sizes) []string {
@@ -98,9 +100,14 @@ func perStepIDs(prefix string) func(sizes) []string {
 	}
 }
 
-func replayIDs(sz sizes) []string {
-	ids := perStepIDs("replay")(sz)
-	return append(ids, perStepIDs("replay-capi")(sz)...)
+func replayIDs(sz sizes) []string { return perStepIDs("replay")(sz) }
+
+func capiIDs(sz sizes) []string {
+	var ids []string
+	for _, c := range capiRowSpecs(sz) {
+		ids = append(ids, c.id)
+	}
+	return ids
 }
 
 func pagingIDs(sz sizes) []string {
@@ -205,7 +212,7 @@ func runBench(cfg config) (*Report, error) {
 	b.runExternals("before")
 	for _, c := range cases {
 		ids := c.ids(sz)
-		if !anyMatch(cfg.rows, ids) {
+		if !anyMatch(cfg.rows, ids) || c.run == nil {
 			continue
 		}
 		b.progressf("%s …", c.name)

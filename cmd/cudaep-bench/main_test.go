@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -282,7 +283,8 @@ func TestRunOnSim(t *testing.T) {
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"-backend=sim", "-quick", "-repeats=2", "-repo=../..", "-tmp=" + dir, "-json=" + jsonPath}, &stdout, &stderr)
+	code := run([]string{"-backend=sim", "-quick", "-repeats=2", "-repo=../..", "-tmp=" + dir, "-json=" + jsonPath,
+		"-bin=" + filepath.Join(dir, "no-such-dir")}, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
 	text := stdout.String()
 	assert.True(t, strings.HasPrefix(strings.SplitN(text, "\n", 3)[1], "*** SIMULATED DEVICE: these timings measure a Go simulator"), text)
@@ -332,4 +334,91 @@ func TestRunOnSimSelectsRows(t *testing.T) {
 	assert.Contains(t, stdout.String(), "eager Add")
 	assert.NotContains(t, stdout.String(), "replay+sync")
 	assert.NotContains(t, stdout.String(), "paging:")
+}
+
+// TestAttachExternalOnGPU feeds the attach step the output of every external program, as a
+// GPU run would, and checks where each series lands, the C ABI rows' places and the goals.
+func TestAttachExternalOnGPU(t *testing.T) {
+	rows := regexpAll(t)
+	b := &bench{cfg: config{rows: rows}, sz: fullSizes(), onGPU: true, ext: newExternal(),
+		extAbsent: map[string]string{"t.": "failed: boom"}, rep: &Report{External: map[string]string{}}}
+	m := func(id, label string, unit string, v ...float64) Row {
+		return Row{ID: id, Ours: measure(label, SourceEP, unit, v)}
+	}
+	b.rep.Rows = []Row{
+		m("replay/4", "ep", UnitMicros, 5.0),
+		m("enqueue/graph-launch", "ep", UnitMicros, 2.6),
+		m("eager/add", "ep", UnitMicros, 3.0),
+		{ID: "matmul/sgemm", HigherIsBetter: true, Ours: measure("ep", SourceEP, UnitTFLOPS, []float64{50})},
+		m("update/4", "ep", UnitMicros, 30),
+		m("seam/price", "ep", UnitMicros, 9),
+		m("allocs/device", "ep", UnitCount, 0),
+	}
+	for prefix, out := range map[string]string{
+		"c.": `info device NVIDIA H200
+sample replay_stream/4 us 4.9
+sample replay_ctx/4 us 5.0
+sample enqueue_graph us 2.4
+sample eager_launch us 2.5
+sample capture/4 us 300
+sample update/4 us 20
+sample seam_price us 9.5
+sample seam_host us 9.4
+`,
+		"s.": "sample sgemm TFLOP/s 51\n",
+		"a.": "sample replay/4 us 5.2\nsample enqueue_graph us 2.7\nsample eager_execute us 3.1\nsample allocs_device count 0 0 0\n",
+	} {
+		require.NoError(t, b.ext.Parse(strings.NewReader(out), prefix))
+	}
+	b.attachExternal()
+	b.rep.finish()
+
+	byID := map[string]Row{}
+	var order []string
+	for _, r := range b.rep.Rows {
+		byID[r.ID] = r
+		order = append(order, r.ID)
+	}
+	assert.Equal(t, []string{"replay/4", "replay-capi/4", "enqueue/graph-launch", "enqueue-capi/graph-launch",
+		"eager/add", "eager-capi/add", "matmul/sgemm", "update/4", "seam/price", "allocs/device", "allocs-capi/device",
+		"replay-capi/1", "replay-capi/32"}, order,
+		"a C ABI row follows the Go row it mirrors; the others end the list")
+	assert.Equal(t, "NVIDIA H200", b.rep.External["c.device"])
+
+	replay := byID["replay/4"]
+	require.Len(t, replay.Baselines, 3)
+	assert.Equal(t, "raw C cuGraphLaunch + cuStreamSynchronize", replay.Baselines[0].Label)
+	assert.Equal(t, "raw C cuGraphLaunch + cuCtxSynchronize", replay.Baselines[1].Label)
+	assert.Equal(t, "failed: boom", replay.Baselines[2].Note, "PyTorch's failure is the note")
+	require.NotNil(t, replay.Goal.Met)
+	assert.True(t, *replay.Goal.Met, "5.0/4.9 = 1.020 is within 1.03×; PyTorch unmeasured, so only that half is judged")
+	assert.Contains(t, replay.Goal.Detail, "only the raw C half is judged")
+
+	capi := byID["replay-capi/4"]
+	assert.Equal(t, SourceCABI, capi.Ours.Source)
+	assert.InDelta(t, 5.2, capi.Ours.Summary.Median, 1e-12)
+	assert.InDelta(t, 5.2/4.9, *capi.Baselines[0].Ratio, 1e-12)
+	require.NotNil(t, capi.Goal.Met)
+	assert.False(t, *capi.Goal.Met, "5.2/4.9 = 1.061 is over 1.03×")
+	assert.Equal(t, "not reported by the program", byID["replay-capi/1"].Ours.Note)
+
+	assert.False(t, *byID["enqueue/graph-launch"].Goal.Met, "2.6 − 2.4 = 0.2 µs is over the 0.15 µs margin")
+	assert.False(t, *byID["enqueue-capi/graph-launch"].Goal.Met, "2.7 − 2.4 = 0.3 µs")
+	assert.False(t, *byID["eager/add"].Goal.Met, "3.0/2.5 = 1.2 is over 1.10×")
+	assert.True(t, *byID["matmul/sgemm"].Goal.Met, "50/51 = 0.980 is at least 0.98×")
+	assert.True(t, *byID["allocs-capi/device"].Goal.Met)
+
+	update := byID["update/4"]
+	require.Len(t, update.Baselines, 2)
+	assert.Equal(t, "raw C capture+cuGraphExecUpdate+upload", update.Baselines[0].Label)
+	assert.Equal(t, "raw C capture+instantiate+upload", update.Baselines[1].Label)
+	price := byID["seam/price"]
+	require.Len(t, price.Baselines, 2)
+	assert.InDelta(t, 9.0/9.5, *price.Baselines[0].Ratio, 1e-12)
+}
+
+// regexpAll is a -rows regexp that matches every row.
+func regexpAll(t *testing.T) *regexp.Regexp {
+	t.Helper()
+	return regexp.MustCompile("")
 }

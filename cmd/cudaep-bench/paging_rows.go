@@ -47,19 +47,19 @@ const spinPTX = `.version 7.8
 .address_size 64
 
 .visible .entry cudaep_bench_spin(
-	.param .u64 duration_ns
+	.param .u64 cudaep_bench_spin_ns
 )
 {
-	.reg .pred %done;
-	.reg .b64 %want, %t0, %now, %spent;
+	.reg .pred %p<2>;
+	.reg .b64 %rd<5>;
 
-	ld.param.u64 %want, [duration_ns];
-	mov.u64 %t0, %globaltimer;
-LOOP:
-	mov.u64 %now, %globaltimer;
-	sub.u64 %spent, %now, %t0;
-	setp.ge.u64 %done, %spent, %want;
-	@!%done bra LOOP;
+	ld.param.u64 %rd1, [cudaep_bench_spin_ns];
+	mov.u64 %rd2, %globaltimer;
+AGAIN:
+	mov.u64 %rd3, %globaltimer;
+	sub.u64 %rd4, %rd3, %rd2;
+	setp.ge.u64 %p1, %rd4, %rd1;
+	@!%p1 bra AGAIN;
 	ret;
 }
 `
