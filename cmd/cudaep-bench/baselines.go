@@ -149,6 +149,15 @@ func extKeysFor(id string) []extKey {
 			{"c.update/" + arg, "raw C capture+cuGraphExecUpdate+upload", SourceCRaw, UnitMicros},
 			{"c.capture/" + arg, "raw C capture+instantiate+upload", SourceCRaw, UnitMicros},
 		}
+	case "diag":
+		switch arg {
+		case "ctx-bind":
+			return []extKey{{"c.diag_ctx_set", "raw C cuCtxSetCurrent", SourceCRaw, UnitMicros}}
+		case "stream-sync-idle":
+			return []extKey{{"c.diag_stream_sync_idle", "raw C cuStreamSynchronize", SourceCRaw, UnitMicros}}
+		case "ctx-sync-idle", "force-sync-idle":
+			return []extKey{{"c.diag_ctx_sync_idle", "raw C cuCtxSynchronize", SourceCRaw, UnitMicros}}
+		}
 	case "seam":
 		switch arg {
 		case "monolithic":

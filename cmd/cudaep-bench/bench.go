@@ -82,6 +82,7 @@ var cases = []benchCase{
 	{"seam price", constIDs("seam/monolithic", "seam/segmented", "seam/price"), (*bench).seamRows},
 	{"allocations per replay", constIDs("allocs/heap", "allocs/device"), (*bench).allocRows},
 	{"paging", pagingIDs, (*bench).pagingRows},
+	{"diagnostics", constIDs("diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle"), (*bench).diagRows},
 	// The C ABI rows are measured by ctests/bench/capi_replay_bench (see baselines.go).
 	{"C ABI", capiIDs, nil},
 }

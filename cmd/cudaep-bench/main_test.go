@@ -308,7 +308,8 @@ func TestRunOnSim(t *testing.T) {
 	}
 	want := []string{"replay/1", "replay/4", "replay/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
 		"capture/1", "capture/4", "capture/32", "update/1", "update/4", "update/32",
-		"seam/monolithic", "seam/segmented", "seam/price", "allocs/heap", "allocs/device"}
+		"seam/monolithic", "seam/segmented", "seam/price", "allocs/heap", "allocs/device",
+		"diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle"}
 	for _, mode := range []string{"zero-copy", "staging"} {
 		for _, size := range []string{"256KiB", "1MiB", "4MiB"} {
 			want = append(want, "paging/"+mode+"/"+size)

@@ -29,6 +29,9 @@
  *                    kernels 3-4, 4-byte D2H + sync
  *   seam_price       seam_segmented - seam_mono, per repeat
  *   seam_host        the host seam alone: 4-byte D2H + sync with nothing queued
+ *   diag_ctx_set, diag_stream_sync_idle, diag_ctx_sync_idle
+ *                    cuCtxSetCurrent, and cuStreamSynchronize / cuCtxSynchronize with nothing
+ *                    queued: the pieces a miss of the Go rows is explained with
  *
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every driver call is checked; a failure prints the call and exits with status 1.
@@ -420,6 +423,42 @@ static void bench_seam(const struct rig *r, const struct sizes *sz) {
     }
 }
 
+/* diag_sample times iters calls of one cheap driver call with nothing queued. */
+static double diag_sample(const struct rig *r, int which, int iters) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        switch (which) {
+        case 0:
+            CHECK(cuCtxSetCurrent(r->ctx));
+            break;
+        case 1:
+            CHECK(cuStreamSynchronize(r->stream));
+            break;
+        default:
+            CHECK(CTX_SYNC());
+        }
+    }
+    return (now_us() - t0) / iters;
+}
+
+static void bench_diag(const struct rig *r, const struct sizes *sz) {
+    static const char *keys[3] = {"diag_ctx_set", "diag_stream_sync_idle", "diag_ctx_sync_idle"};
+    double v[3][MAX_REPS];
+    CHECK(cuStreamSynchronize(r->stream));
+    for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+        for (int arm = 0; arm < 3; arm++) {
+            int which = (arm + (rep < 0 ? 0 : rep)) % 3;
+            double per = diag_sample(r, which, sz->enqueue_calls);
+            if (rep >= 0) {
+                v[which][rep] = per;
+            }
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        print_series(keys[i], v[i], sz->reps);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[2], "quick") != 0 && strcmp(argv[2], "full") != 0)) {
         fprintf(stderr, "usage: %s PATH/TO/elementwise.ptx quick|full\n", argv[0]);
@@ -455,6 +494,7 @@ int main(int argc, char **argv) {
     bench_replay(&r, sz);
     bench_enqueue(&r, sz);
     bench_capture(&r, sz);
+    bench_diag(&r, sz);
 
     CHECK(cuStreamSynchronize(r.stream));
     for (int i = 0; i < 6; i++) {
