@@ -90,13 +90,24 @@ type kernelObject struct {
 func (k *kernelObject) finalize() error { return k.parent.Release() }
 
 // moduleObject is user device code; it is unloaded when its handle and every function taken
-// from it are released.
+// from it are released (or, if a graph recorded one of its launches, at provider teardown).
 type moduleObject struct {
 	child
 	m *ep.UserModule
 }
 
-func (m *moduleObject) finalize() error { return errors.Join(m.m.Unload(), m.parent.Release()) }
+// finalize unloads the module, unless a graph recorded a launch of it (or one is being
+// recorded now): then the unload waits for the provider's teardown, after its graphs.
+func (m *moduleObject) finalize() error {
+	var err error
+	if m.m.Recorded() {
+		stateOf(m.p).deferUnload(m.m)
+	} else if err = m.m.Unload(); errors.Is(err, ep.ErrCaptureLive) {
+		stateOf(m.p).deferUnload(m.m)
+		err = nil
+	}
+	return errors.Join(err, m.parent.Release())
+}
 
 // functionObject is one entry point; it holds its module for its life.
 type functionObject struct {
@@ -164,7 +175,7 @@ var (
 	// cannot close a provider under a call; children lease their parent for life. The
 	// provider is closed when its last reference goes.
 	providerTable = handles.NewTable(handles.Config[*ep.Provider]{
-		Kind: kindProvider, Name: "provider", Finalize: (*ep.Provider).Close,
+		Kind: kindProvider, Name: "provider", Finalize: finalizeProvider,
 	})
 
 	bufferTable = handles.NewTable(handles.Config[*bufferObject]{

@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cudaep.h"
@@ -98,7 +99,29 @@ static inline int check_result(const char* test) {
     return 0;
 }
 
-/* new_sim_options: an options object with backend=sim (every test runs without a GPU). */
+/*
+ * test_backend: the backend the ABI 2 tests run on, from CUDAEP_TEST_BACKEND (default "sim"),
+ * so the same binaries run on a GPU machine with CUDAEP_TEST_BACKEND=cuda.
+ */
+static inline const char* test_backend(void) {
+    const char* b = getenv("CUDAEP_TEST_BACKEND");
+    return (b != NULL && *b != '\0') ? b : "sim";
+}
+
+/* test_on_sim: whether the tests run on the simulated device. */
+static inline int test_on_sim(void) { return strcmp(test_backend(), "sim") == 0; }
+
+/* new_test_options: an options object with the test backend. */
+static inline CudaEpOptions new_test_options(void) {
+    CudaEpOptions o = CUDAEP_NULL_HANDLE;
+    if (CHECK_OK(CudaEpCreateOptions(&o))) {
+        CHECK_OK(CudaEpSetOption(o, "backend", test_backend()));
+    }
+    return o;
+}
+
+/* new_sim_options: an options object with backend=sim (the ABI 1 tests check the simulated
+ * device's own properties, so they always run on it). */
 static inline CudaEpOptions new_sim_options(void) {
     CudaEpOptions o = CUDAEP_NULL_HANDLE;
     if (CHECK_OK(CudaEpCreateOptions(&o))) {

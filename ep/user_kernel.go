@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -162,6 +163,7 @@ type UserModule struct {
 	// is never unloaded under a launch that is being queued.
 	mu       sync.RWMutex
 	unloaded bool
+	recorded atomic.Bool // a launch was recorded into a graph
 }
 
 // CompileUserModule compiles CUDA C source with NVRTC (the program is named name in
@@ -338,23 +340,40 @@ func (m *UserModule) Function(name string) (*UserFunction, error) {
 	return &UserFunction{m: m, f: f, params: params, args: new(cudadrv.KernelArgs)}, nil
 }
 
-// Unload unloads the module; its functions fail afterwards. Work already queued must have
-// completed (a launch reads the code while it runs). A second Unload returns
-// cudadrv.ErrDestroyed.
+// Unload waits for the work queued on the provider's compute stream (a queued launch reads the
+// module's code while it runs), then unloads the module; its functions fail afterwards. A
+// graph that recorded a launch of the module's functions (see Recorded) must be destroyed
+// (reset) first: its replays would run unloaded code.
+//
+// # Errors
+//
+// While the compute stream is capturing: an error wrapping ErrCaptureLive, nothing done (the
+// wait would invalidate the capture). A second Unload: cudadrv.ErrDestroyed. The driver's
+// error from the unload.
 func (m *UserModule) Unload() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unloaded {
 		return cudadrv.ErrDestroyed
 	}
-	m.unloaded = true
 	leave, err := m.p.enter()
 	if err != nil {
 		return err
 	}
 	defer leave()
-	return m.mod.Unload()
+	if st, err := m.p.compute.CaptureStatus(); err == nil && st != cudadrv.CaptureStatusNone {
+		return fmt.Errorf("%w: a user module cannot be unloaded while the compute stream is capturing", ErrCaptureLive)
+	}
+	m.unloaded = true
+	// A failed wait (a device fault) must not keep the module loaded forever: unload anyway and
+	// report the fault.
+	return errors.Join(m.p.compute.Synchronize(), m.mod.Unload())
 }
+
+// Recorded reports whether a launch of one of the module's functions was recorded into a
+// graph (launched while the compute stream was capturing). Such a module must outlive the
+// graphs that recorded it.
+func (m *UserModule) Recorded() bool { return m.recorded.Load() }
 
 // UserFunction is one entry point of a UserModule, with its declared parameter types. Its
 // methods are safe for concurrent use (launches serialize on the function).
@@ -419,5 +438,11 @@ func (f *UserFunction) Launch(grid, block Dim3, sharedMem uint32, args ...Kernel
 		return err
 	}
 	defer leave()
-	return f.m.p.compute.Launch(f.f, grid, block, sharedMem, f.args)
+	if err := f.m.p.compute.Launch(f.f, grid, block, sharedMem, f.args); err != nil {
+		return err
+	}
+	if capturing, err := f.m.p.compute.IsCapturing(); err != nil || capturing {
+		f.m.recorded.Store(true) // when in doubt, keep the module for the graphs
+	}
+	return nil
 }

@@ -212,7 +212,7 @@ func TestLoadUserModuleRefusesWhatItCannotCheck(t *testing.T) {
 // replays it: the replay reads the input buffer as it is at replay time.
 func TestUserKernelIsCapturedAndReplaysOnLiveBuffers(t *testing.T) {
 	p := newProvider(t)
-	_, f := loadAxpb(t, p)
+	m, f := loadAxpb(t, p)
 	const n = 64
 	x := drivertest.RandomFloat32(n)
 	xb := upload(t, p, x)
@@ -223,6 +223,7 @@ func TestUserKernelIsCapturedAndReplaysOnLiveBuffers(t *testing.T) {
 	require.NoError(t, p.BeginCapture(graphs.Primary, nil, []*ep.Buffer{xb, out}))
 	require.NoError(t, f.Launch(one, block, 0, ep.ArgBuffer(out, 0), ep.ArgBuffer(xb, 0), ep.ArgF32(2), ep.ArgF32(1), ep.ArgU64(n)))
 	require.NoError(t, p.EndCapture(graphs.Primary))
+	assert.True(t, m.Recorded(), "a captured launch marks its module")
 
 	for step := 0; step < 3; step++ {
 		x = drivertest.RandomFloat32(n)
@@ -233,6 +234,29 @@ func TestUserKernelIsCapturedAndReplaysOnLiveBuffers(t *testing.T) {
 	}
 	_, err := p.ResetGraph(graphs.Primary)
 	require.NoError(t, err)
+
+	// A module cannot be unloaded under a live capture (the wait would break it).
+	require.NoError(t, p.BeginCapture(graphs.Verify, nil, nil))
+	require.ErrorIs(t, m.Unload(), ep.ErrCaptureLive)
+	require.NoError(t, p.AbortCapture(graphs.Verify))
+}
+
+// TestUnloadWaitsForQueuedLaunches unloads a module right after queueing launches of it: the
+// launches complete, and the stream carries no fault.
+func TestUnloadWaitsForQueuedLaunches(t *testing.T) {
+	p := newProvider(t)
+	m, f := loadAxpb(t, p)
+	assert.False(t, m.Recorded())
+	const n = 4096
+	x := drivertest.RandomFloat32(n)
+	xb := upload(t, p, x)
+	out := alloc(t, p, 4*n)
+	for i := 0; i < 8; i++ {
+		require.NoError(t, f.Launch(ep.Dim3{X: n / 256, Y: 1, Z: 1}, ep.Dim3{X: 256, Y: 1, Z: 1}, 0,
+			ep.ArgBuffer(out, 0), ep.ArgBuffer(xb, 0), ep.ArgF32(float32(i)), ep.ArgF32(1), ep.ArgU64(n)))
+	}
+	require.NoError(t, m.Unload())
+	assert.Equal(t, axpbRef(x, 7, 1), download(t, p, out))
 }
 
 const axpbSource = `

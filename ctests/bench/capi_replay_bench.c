@@ -13,6 +13,9 @@
  *                  every SYNC_EVERY calls with the clock stopped
  *   eager_execute  host time of one CudaEpKernelExecute of Add over float32[4096], the same way
  *   allocs/device  device allocations over the replay samples (CudaEpProviderGetStats): 0
+ *   diag_export_version, diag_export_sync
+ *                  CudaEpGetVersion and CudaEpSynchronize (deferred: no device work), the cost
+ *                  of one call into the library
  *
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every call's status is checked; a failure prints the library's message and exits 1.
@@ -277,6 +280,33 @@ static void bench_enqueue(const struct rig *r, const struct sizes *sz) {
     reset(r);
 }
 
+/* bench_exports times C ABI calls that do no device work: CudaEpGetVersion (no handle) and
+ * CudaEpSynchronize (a handle lookup; deferred, so it returns at once), the price of crossing
+ * into the library that every call pays. */
+static void bench_exports(const struct rig *r, const struct sizes *sz) {
+    double v[2][MAX_REPS];
+    int calls = sz->enqueue_calls;
+    for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+        for (int arm = 0; arm < 2; arm++) {
+            int which = (arm + (rep < 0 ? 0 : rep)) % 2;
+            double t0 = now_us();
+            for (int i = 0; i < calls; i++) {
+                if (which == 0) {
+                    uint32_t abi;
+                    CHECK(CudaEpGetVersion(&abi, NULL));
+                } else {
+                    CHECK(CudaEpSynchronize(r->p));
+                }
+            }
+            if (rep >= 0) {
+                v[which][rep] = (now_us() - t0) / calls;
+            }
+        }
+    }
+    print_series("diag_export_version", "us", v[0], sz->reps);
+    print_series("diag_export_sync", "us", v[1], sz->reps);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3 || (strcmp(argv[1], "quick") != 0 && strcmp(argv[1], "full") != 0)) {
         fprintf(stderr, "usage: %s quick|full [cuda|sim]\n", argv[0]);
@@ -295,6 +325,7 @@ int main(int argc, char **argv) {
     open_rig(&r, backend);
     bench_replay(&r, sz);
     bench_enqueue(&r, sz);
+    bench_exports(&r, sz);
     close_rig(&r);
     uint64_t live = 0;
     CHECK(CudaEpGetLiveHandleCount(&live));

@@ -32,6 +32,9 @@
  *   diag_ctx_set, diag_stream_sync_idle, diag_ctx_sync_idle
  *                    cuCtxSetCurrent, and cuStreamSynchronize / cuCtxSynchronize with nothing
  *                    queued: the pieces a miss of the Go rows is explained with
+ *   diag_replay_add_plain, diag_replay_empty_plain
+ *                    replay_stream/1 in plainer set-ups: a default-priority stream and no
+ *                    node-priority flag, with the Add and with an empty kernel
  *
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every driver call is checked; a failure prints the call and exits with status 1.
@@ -459,6 +462,74 @@ static void bench_diag(const struct rig *r, const struct sizes *sz) {
     }
 }
 
+/* The empty kernel of the plain set-up: what a minimal replay loop launches. */
+static const char empty_ptx[] =
+    ".version 7.8\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry cudaep_bench_empty()\n"
+    "{\n"
+    "\tret;\n"
+    "}\n";
+
+/* plain_sample times iters launch + stream synchronize steps of e on stream s. */
+static double plain_sample(CUstream s, CUgraphExec e, int iters) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        CHECK(cuGraphLaunch(e, s));
+        CHECK(cuStreamSynchronize(s));
+    }
+    return (now_us() - t0) / iters;
+}
+
+/* bench_plain replays a 1-kernel graph in plainer set-ups than the suite's, to place its
+ * figures next to minimal loops: the same Add on a default-priority stream instantiated
+ * without node priority, and an empty kernel the same way. */
+static void bench_plain(const struct rig *r, const struct sizes *sz) {
+    CUstream s;
+    CUmodule m;
+    CUfunction empty;
+    CUgraph g[2];
+    CUgraphExec e[2];
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuModuleLoadData(&m, empty_ptx));
+    CHECK(cuModuleGetFunction(&empty, m, "cudaep_bench_empty"));
+    for (int k = 0; k < 2; k++) {
+        CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        if (k == 0) {
+            CUdeviceptr out = r->c, x = r->a, y = r->b;
+            unsigned long long n = STEP_ELEMS;
+            void *params[4] = {&out, &x, &y, &n};
+            CHECK(cuLaunchKernel(r->add, STEP_ELEMS / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, params, NULL));
+        } else {
+            CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        }
+        CHECK(cuStreamEndCapture(s, &g[k]));
+        CHECK(cuGraphInstantiateWithFlags(&e[k], g[k], 0));
+        CHECK(cuGraphUpload(e[k], s));
+    }
+    double v[2][MAX_REPS];
+    int iters = sz->step_iters[0];
+    for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+        for (int arm = 0; arm < 2; arm++) {
+            int k = (arm + (rep < 0 ? 0 : rep)) % 2;
+            double per = plain_sample(s, e[k], iters);
+            if (rep >= 0) {
+                v[k][rep] = per;
+            }
+        }
+    }
+    print_series("diag_replay_add_plain", v[0], sz->reps);
+    print_series("diag_replay_empty_plain", v[1], sz->reps);
+    CHECK(cuStreamSynchronize(s));
+    for (int k = 0; k < 2; k++) {
+        CHECK(cuGraphExecDestroy(e[k]));
+        CHECK(cuGraphDestroy(g[k]));
+    }
+    CHECK(cuModuleUnload(m));
+    CHECK(cuStreamDestroy(s));
+}
+
 int main(int argc, char **argv) {
     if (argc != 3 || (strcmp(argv[2], "quick") != 0 && strcmp(argv[2], "full") != 0)) {
         fprintf(stderr, "usage: %s PATH/TO/elementwise.ptx quick|full\n", argv[0]);
@@ -495,6 +566,7 @@ int main(int argc, char **argv) {
     bench_enqueue(&r, sz);
     bench_capture(&r, sz);
     bench_diag(&r, sz);
+    bench_plain(&r, sz);
 
     CHECK(cuStreamSynchronize(r.stream));
     for (int i = 0; i < 6; i++) {

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/cudaep/cudaep/ep"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+// providerState is what the C layer remembers about a provider beyond ep.Provider: the keyed
+// graph slots hosts captured into, and user modules that must stay loaded until the provider's
+// graphs are destroyed because a graph recorded a launch of theirs. It lives from the
+// provider's creation until its finalizer.
+type providerState struct {
+	mu       sync.Mutex
+	keys     map[int64]struct{}
+	deferred []*ep.UserModule
+}
+
+// states maps each live provider to its state.
+var states sync.Map // *ep.Provider → *providerState
+
+// stateOf returns p's state, making it on first use.
+func stateOf(p *ep.Provider) *providerState {
+	if s, ok := states.Load(p); ok {
+		return s.(*providerState)
+	}
+	s, _ := states.LoadOrStore(p, &providerState{keys: map[int64]struct{}{}})
+	return s.(*providerState)
+}
+
+// noteSlot records a keyed slot a host captured into, so teardown can reset it.
+func (s *providerState) noteSlot(slot ep.Slot) {
+	if key, ok := slot.Key(); ok {
+		s.mu.Lock()
+		s.keys[key] = struct{}{}
+		s.mu.Unlock()
+	}
+}
+
+// deferUnload keeps m loaded until the provider's teardown.
+func (s *providerState) deferUnload(m *ep.UserModule) {
+	s.mu.Lock()
+	s.deferred = append(s.deferred, m)
+	s.mu.Unlock()
+}
+
+// finalizeProvider is the provider table's finalizer, run when the provider's handle, its calls
+// and its children are all gone. Modules whose launches graphs recorded are unloaded only after
+// every graph slot the C layer used is reset (a graph must never outlive code it launches);
+// then the provider is closed.
+func finalizeProvider(p *ep.Provider) error {
+	s := stateOf(p)
+	states.Delete(p)
+	var errs []error
+	if len(s.deferred) > 0 {
+		slots := []ep.Slot{graphs.Primary, graphs.Verify}
+		for key := range s.keys {
+			slots = append(slots, graphs.Keyed(key))
+		}
+		reset := true
+		for _, slot := range slots {
+			if _, err := p.ResetGraph(slot); err != nil {
+				errs = append(errs, err)
+				reset = false
+			}
+		}
+		// A slot that could not be reset (a capture left live) may still hold a graph that
+		// launches these modules: leave them to the context's destruction rather than unload
+		// code a graph embeds.
+		if reset {
+			for _, m := range s.deferred {
+				errs = append(errs, m.Unload())
+			}
+		}
+	}
+	errs = append(errs, p.Close())
+	return errors.Join(errs...)
+}
