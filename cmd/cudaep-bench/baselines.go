@@ -157,6 +157,15 @@ func extKeysFor(id string) []extKey {
 			return []extKey{{"c.diag_stream_sync_idle", "raw C cuStreamSynchronize", SourceCRaw, UnitMicros}}
 		case "ctx-sync-idle", "force-sync-idle":
 			return []extKey{{"c.diag_ctx_sync_idle", "raw C cuCtxSynchronize", SourceCRaw, UnitMicros}}
+		case "replay32-poll":
+			return []extKey{{"c.replay_stream/32", "raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros}}
+		case "export-noop":
+			return []extKey{{"a.diag_export_version", "CudaEpGetVersion (no handle)", SourceCABI, UnitMicros}}
+		case "replay-plain":
+			return []extKey{
+				{"c.diag_replay_add_plain", "raw C, default-priority stream, no node priority", SourceCRaw, UnitMicros},
+				{"c.diag_replay_empty_plain", "raw C, an empty kernel instead, default stream, no node priority", SourceCRaw, UnitMicros},
+			}
 		}
 	case "seam":
 		switch arg {
@@ -217,7 +226,7 @@ func (b *bench) attachExternal() {
 	if !b.onGPU {
 		kept := rows[:0]
 		for _, row := range rows {
-			if row.Ours.Source != SourceCABI || row.Ours.Measured() {
+			if (row.Ours.Source != SourceCABI && row.Ours.Source != SourceCRaw) || row.Ours.Measured() {
 				kept = append(kept, row)
 			}
 		}
@@ -227,7 +236,7 @@ func (b *bench) attachExternal() {
 		row := &rows[i]
 		var ext []Measure
 		for _, k := range extKeysFor(row.ID) {
-			if !b.onGPU {
+			if !b.onGPU && !strings.HasPrefix(k.key, "a.") { // only the C ABI client runs on sim
 				continue
 			}
 			ext = append(ext, b.ext.Measure(k.key, k.label, k.source, k.unit, b.absentWhy(k.key)))
@@ -238,12 +247,14 @@ func (b *bench) attachExternal() {
 	b.rep.Rows = rows
 }
 
-// capiSpec is one row measured through the C ABI by ctests/bench/capi_replay_bench.
+// capiSpec is a row whose ours is an external program's series: the rows measured through
+// the C ABI by ctests/bench/capi_replay_bench, and two C-only diagnostics.
 type capiSpec struct {
-	id, after   string // the row, and the Go row it mirrors
+	id, after   string // the row, and the Go row it follows
 	key         string // its series
 	title, unit string
 	label       string
+	source      string // SourceCABI unless set
 }
 
 // capiRowSpecs lists the C ABI rows.
@@ -263,15 +274,24 @@ func capiRowSpecs(sz sizes) []capiSpec {
 			title: "eager Add float32[4096], host (C ABI)", unit: UnitMicros, label: "CudaEpKernelExecute"},
 		capiSpec{id: "allocs-capi/device", after: "allocs/device", key: "a.allocs_device",
 			title: "device allocations per replay run (C ABI)", unit: UnitCount, label: "CudaEpProviderGetStats delta over the replay samples"},
+		capiSpec{id: "diag/export-noop", after: "diag/replay32-poll", key: "a.diag_export_sync",
+			title: "one C ABI call, no device work", unit: UnitMicros, label: "CudaEpSynchronize (handle lookup, returns)"},
+		capiSpec{id: "diag/replay-plain", after: "diag/export-noop", key: "c.replay_stream/1", source: SourceCRaw,
+			title: "raw C 1-kernel replay+sync, set-ups", unit: UnitMicros, label: "raw C, this suite's set-up (high-priority stream, node priority)"},
 	)
 }
 
 // capiRow is a row whose ours is the C ABI client's series.
 func (b *bench) capiRow(c capiSpec) Row {
-	return Row{
-		ID: c.id, Group: strings.TrimSuffix(strings.SplitN(c.id, "/", 2)[0], "-capi"), Title: c.title,
-		Ours: b.ext.Measure(c.key, c.label+" (C, libcudaep.so)", SourceCABI, c.unit, b.absentWhy(c.key)),
+	label, source := c.label, c.source
+	if source == "" {
+		label, source = label+" (C, libcudaep.so)", SourceCABI
 	}
+	group := strings.TrimSuffix(strings.SplitN(c.id, "/", 2)[0], "-capi")
+	if group == "diag" {
+		group = "diagnostics"
+	}
+	return Row{ID: c.id, Group: group, Title: c.title, Ours: b.ext.Measure(c.key, label, source, c.unit, b.absentWhy(c.key))}
 }
 
 // setGoal sets the goal of a row whose goal needs external baselines.

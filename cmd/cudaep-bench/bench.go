@@ -45,7 +45,7 @@ func fullSizes() sizes {
 		seamIters:    300, allocSteps: 2000,
 		mm: [3]int64{2048, 4096, 4096}, mmPerSample: 10,
 		pageBytes:  []uint64{4 << 20, 64 << 20, 256 << 20},
-		pageLayers: 8, pageRuns: 5,
+		pageLayers: 16, pageRuns: 5,
 		eagerElems: 4096, stepElems: 1024,
 	}
 }
@@ -82,7 +82,7 @@ var cases = []benchCase{
 	{"seam price", constIDs("seam/monolithic", "seam/segmented", "seam/price"), (*bench).seamRows},
 	{"allocations per replay", constIDs("allocs/heap", "allocs/device"), (*bench).allocRows},
 	{"paging", pagingIDs, (*bench).pagingRows},
-	{"diagnostics", constIDs("diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle"), (*bench).diagRows},
+	{"diagnostics", constIDs("diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"), (*bench).diagRows},
 	// The C ABI rows are measured by ctests/bench/capi_replay_bench (see baselines.go).
 	{"C ABI", capiIDs, nil},
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cudaep/cudaep/graphs"
@@ -461,6 +462,34 @@ func (b *bench) allocRows() ([]Row, error) {
 		rows[0].Notes = append(rows[0].Notes, fmt.Sprintf(
 			"with ep.ForceSynchronize as the per-step drain instead of Context().Synchronize: %d allocations over %d steps (%.0f with Context().Synchronize), %.2f more per step — ep.ForceSynchronize itself allocates",
 			fh, b.sz.allocSteps, maxHeap, (float64(fh)-maxHeap)/float64(b.sz.allocSteps)))
+		sites, err := allocSites(func() error {
+			for range b.sz.allocSteps {
+				if err := p.ForceSynchronize(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, 2)
+		if err != nil {
+			return nil, err
+		}
+		rows[0].Notes = append(rows[0].Notes, fmt.Sprintf("ep.ForceSynchronize's allocations over %d calls, by site: %s",
+			b.sz.allocSteps, strings.Join(sites, "; ")))
+	}
+	if slices.Max(heap) > 0 {
+		sites, err := allocSites(func() error {
+			for range b.sz.allocSteps {
+				if err := replayCtx(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, 4)
+		if err != nil {
+			return nil, err
+		}
+		rows[0].Notes = append(rows[0].Notes, fmt.Sprintf("where the heap allocations of %d more steps came from (every allocation profiled): %s",
+			b.sz.allocSteps, strings.Join(sites, "; ")))
 	}
 	for i := range rows {
 		rows[i].Goal = goalZero(&rows[i], b.onGPU)

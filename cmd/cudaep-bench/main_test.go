@@ -309,7 +309,7 @@ func TestRunOnSim(t *testing.T) {
 	want := []string{"replay/1", "replay/4", "replay/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
 		"capture/1", "capture/4", "capture/32", "update/1", "update/4", "update/32",
 		"seam/monolithic", "seam/segmented", "seam/price", "allocs/heap", "allocs/device",
-		"diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle"}
+		"diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"}
 	for _, mode := range []string{"zero-copy", "staging"} {
 		for _, size := range []string{"256KiB", "1MiB", "4MiB"} {
 			want = append(want, "paging/"+mode+"/"+size)
@@ -382,7 +382,7 @@ sample seam_host us 9.4
 	}
 	assert.Equal(t, []string{"replay/4", "replay-capi/4", "enqueue/graph-launch", "enqueue-capi/graph-launch",
 		"eager/add", "eager-capi/add", "matmul/sgemm", "update/4", "seam/price", "allocs/device", "allocs-capi/device",
-		"replay-capi/1", "replay-capi/32"}, order,
+		"replay-capi/1", "replay-capi/32", "diag/export-noop", "diag/replay-plain"}, order,
 		"a C ABI row follows the Go row it mirrors; the others end the list")
 	assert.Equal(t, "NVIDIA H200", b.rep.External["c.device"])
 

@@ -163,9 +163,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 // writePagingTable prints the paging rows: per layer size and transfer path, the four arms in
 // ms per layer and the derived ratios.
 func writePagingTable(b *strings.Builder, rows []Row) {
-	b.WriteString("\npaging: ms per layer (medians), P pipelined two-slot, S serial one-slot, C compute proxy alone, X copy path alone\n")
+	b.WriteString("\npaging: ms per layer (medians), P pipelined two-slot, S serial one-slot, C compute proxy alone, X copy path alone;\n")
+	b.WriteString("ideal = the least P/max(C,X) of a perfect L-layer pipeline, 1 + min(C,X)/(L·max(C,X)) (the first copy and the last compute cannot overlap)\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "layer\tpath\traw H2D GB/s\tC ms\tX ms\tS ms\tP ms\tP/max(C,X)\tS/(C+X)\tlink eff\tgoals\t")
+	fmt.Fprintln(tw, "layer\tpath\traw H2D GB/s\tC ms\tX ms\tS ms\tP ms\tP/max(C,X)\tideal\tS/(C+X)\tlink eff\tgoals\t")
 	arm := func(row Row, label string) string {
 		if label == "P" {
 			return fmtBare(row.Ours.Summary.Median, UnitMillis)
@@ -178,13 +179,13 @@ func writePagingTable(b *strings.Builder, rows []Row) {
 	for _, row := range rows {
 		d := row.Derived
 		if !row.Ours.Measured() {
-			fmt.Fprintf(tw, "%s\t%s\t—\t—\t—\t—\t—\t—\t—\t—\t%s\t\n", sizeLabel(uint64(d["layer_bytes"])), pagingPathOf(row), strings.Join(row.Notes, "; "))
+			fmt.Fprintf(tw, "%s\t%s\t—\t—\t—\t—\t—\t—\t—\t—\t—\t%s\t\n", sizeLabel(uint64(d["layer_bytes"])), pagingPathOf(row), strings.Join(row.Notes, "; "))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n",
 			sizeLabel(uint64(d["layer_bytes"])), pagingPathOf(row), d["raw_h2d_gbps"],
 			arm(row, "C"), arm(row, "X"), arm(row, "S"), arm(row, "P"),
-			d["p_over_max_cx"], d["s_over_c_plus_x"], d["link_efficiency"], pagingGoals(row))
+			d["p_over_max_cx"], d["p_ideal_over_max_cx"], d["s_over_c_plus_x"], d["link_efficiency"], pagingGoals(row))
 	}
 	tw.Flush()
 }
