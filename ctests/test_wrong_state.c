@@ -1,0 +1,558 @@
+/*
+ * test_wrong_state.c — calls made in a state that forbids them return their documented status
+ * and leave the library usable: replay with nothing captured, end without begin, reset during
+ * capture, capture calls from another thread, host reads inside a capture, paging calls out of
+ * order, stale tickets, double releases.
+ *
+ * Each case is a function state_NAME; ctests/misuse/gen_misuse.py checks that every function
+ * the header declares is mapped to the cases (or the reason it has none) that exercise it, so a
+ * new function cannot be added without considering its states.
+ */
+#include <pthread.h>
+
+#include "support.h"
+
+static CudaEpProvider prov;
+static CudaEpKernel relu;
+static CudaEpBuffer buf;
+static const int64_t s4[1] = {4};
+
+static void begin(int32_t kind) {
+    CHECK_OK(CudaEpBeginCapture(prov, kind, 0, &relu, 1, &buf, 1));
+    CHECK(exec1(relu, f32_tensor(buf, 1, s4), f32_tensor(buf, 1, s4)));
+}
+
+static void capture_primary(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+/* usable: the provider still works after the case. */
+static void usable(void) {
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status == CUDAEP_CAPTURE_NONE);
+    float x[4] = {-1.0f, 2.0f, -3.0f, 4.0f}, y[4];
+    CHECK_OK(CudaEpCopyToDevice(buf, 0, x, sizeof x));
+    CHECK(exec1(relu, f32_tensor(buf, 1, s4), f32_tensor(buf, 1, s4)));
+    CHECK(download(buf, y, sizeof y) && y[0] == 0.0f && y[1] == 2.0f && y[2] == 0.0f && y[3] == 4.0f);
+}
+
+static void state_replay_nothing_captured(void) {
+    CHECK_ERR(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "no executable is installed");
+    CHECK_ERR(CudaEpReplay(prov, CUDAEP_SLOT_KEYED, 12345), CUDAEP_WRONG_STATE, "");
+}
+
+static void state_replay_segment_nothing_captured(void) {
+    CHECK_ERR(CudaEpReplaySegment(prov, CUDAEP_SLOT_VERIFY, 0, 0), CUDAEP_WRONG_STATE, "no executable is installed");
+}
+
+static void state_replay_segment_past_segments(void) {
+    capture_primary();
+    CHECK_ERR(CudaEpReplaySegment(prov, CUDAEP_SLOT_PRIMARY, 0, 1), CUDAEP_INVALID_ARGUMENT, "segment index");
+    CHECK_OK(CudaEpReplaySegment(prov, CUDAEP_SLOT_PRIMARY, 0, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+static void state_replay_during_capture(void) {
+    capture_primary();
+    begin(CUDAEP_SLOT_VERIFY);
+    CHECK_ERR(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "capturing");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_VERIFY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+static void state_replay_after_reset(void) {
+    capture_primary();
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    int32_t had = -1;
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, &had));
+    CHECK(had == 1);
+    CHECK_ERR(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "");
+}
+
+static void state_end_without_begin(void) {
+    CHECK_ERR(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "capture is not active");
+    CHECK_ERR(CudaEpEndCapture(prov, CUDAEP_SLOT_KEYED, 3), CUDAEP_WRONG_STATE, "");
+}
+
+static void state_abort_without_begin(void) {
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0)); /* documented: nothing to do */
+}
+
+static void* end_from_thread(void* arg) {
+    CudaEpStatus** out = arg;
+    out[0] = CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0);
+    out[1] = CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0);
+    return NULL;
+}
+
+static void state_end_on_another_thread(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CudaEpStatus* got[2] = {NULL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, end_from_thread, got) == 0);
+    pthread_join(t, NULL);
+    CHECK_ERR(got[0], CUDAEP_WRONG_STATE, "OS thread");
+    CHECK_ERR(got[1], CUDAEP_WRONG_STATE, "OS thread");
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status == CUDAEP_CAPTURE_ACTIVE); /* the capture stayed live... */
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0)); /* ...for its own thread to end */
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+static void state_abort_on_another_thread(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CudaEpStatus* got[2] = {NULL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, end_from_thread, got) == 0);
+    pthread_join(t, NULL);
+    CHECK_ERR(got[0], CUDAEP_WRONG_STATE, "");
+    CHECK_ERR(got[1], CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+static void state_end_after_invalidation(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_ERR(CudaEpForceSynchronize(prov), CUDAEP_WRONG_STATE, "drain inside a live capture");
+    CHECK_ERR(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "invalidated");
+    int32_t has = -1;
+    CHECK_OK(CudaEpHasExecutable(prov, CUDAEP_SLOT_PRIMARY, 0, &has));
+    CHECK(has == 0);
+}
+
+static void state_reset_during_capture(void) {
+    capture_primary();
+    begin(CUDAEP_SLOT_VERIFY);
+    int32_t had = 77;
+    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_VERIFY, 0, &had), CUDAEP_WRONG_STATE, "capture is active");
+    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, &had), CUDAEP_WRONG_STATE, "");
+    CHECK(had == 77);
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_VERIFY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, &had));
+    CHECK(had == 1);
+}
+
+static void state_reset_nothing_captured(void) {
+    int32_t had = 77;
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_KEYED, -9, &had));
+    CHECK(had == 0);
+}
+
+static void state_begin_during_capture(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_VERIFY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "capture is active");
+    CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_PRIMARY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+static void state_recapture_during_capture(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_ERR(CudaEpRecapture(prov, CUDAEP_SLOT_PRIMARY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+static void state_begin_rejected_by_audit(void) {
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel nz = get_kernel(prov, "NonZero", 13, 1, &in);
+    CudaEpKernel seq[2] = {relu, nz};
+    CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_PRIMARY, 0, seq, 2, NULL, 0), CUDAEP_UNSUPPORTED,
+              "rejected before begin_capture");
+    CHECK_ERR(CudaEpRecapture(prov, CUDAEP_SLOT_PRIMARY, 0, seq, 2, NULL, 0), CUDAEP_UNSUPPORTED, "rejected");
+    RELEASE(CudaEpReleaseKernel, nz);
+}
+
+static void state_host_copy_during_capture(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    float x[4] = {1, 2, 3, 4}, y[4] = {9, 9, 9, 9};
+    CHECK_ERR(CudaEpCopyToDevice(buf, 0, x, sizeof x), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_ERR(CudaEpCopyToHost(y, buf, 0, sizeof y), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK(y[0] == 9);
+    /* Device-side copies and memsets are recorded, not refused. */
+    CHECK_OK(CudaEpMemset(buf, 0, 16, 0));
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+}
+
+static void state_drain_during_capture(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_OK(CudaEpSynchronize(prov)); /* deferred: harmless inside a capture */
+    CHECK_ERR(CudaEpDrainForUnmap(prov), CUDAEP_WRONG_STATE, "drain inside a live capture");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpDrainForUnmap(prov));
+}
+
+static void state_nonzero_count_during_capture(void) {
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel nz = get_kernel(prov, "NonZero", 13, 1, &in);
+    CudaEpBuffer idx = new_buffer(prov, 32), cnt = new_buffer(prov, 8);
+    const int64_t is[2] = {1, 4}, cs[1] = {1};
+    CudaEpTensor outs[2] = {tensor_at(idx, 0, CUDAEP_DTYPE_INT64, 2, is), tensor_at(cnt, 0, CUDAEP_DTYPE_INT64, 1, cs)};
+    CudaEpTensor x = f32_tensor(buf, 1, s4);
+    CHECK_OK(CudaEpKernelExecute(nz, &x, 1, outs, 2));
+    begin(CUDAEP_SLOT_PRIMARY);
+    int64_t n = -5;
+    CHECK_ERR(CudaEpKernelNonZeroCount(nz, &outs[1], &n), CUDAEP_WRONG_STATE, "end or abort the capture");
+    CHECK(n == -5);
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpKernelNonZeroCount(nz, &outs[1], &n));
+    CHECK(n >= 0 && n <= 4);
+    RELEASE(CudaEpReleaseKernel, nz);
+    RELEASE(CudaEpReleaseBuffer, idx);
+    RELEASE(CudaEpReleaseBuffer, cnt);
+}
+
+static void state_nonzero_count_on_other_kernel(void) {
+    CudaEpBuffer cnt = new_buffer(prov, 8);
+    const int64_t cs[1] = {1};
+    CudaEpTensor c = tensor_at(cnt, 0, CUDAEP_DTYPE_INT64, 1, cs);
+    int64_t n = -5;
+    CHECK_ERR(CudaEpKernelNonZeroCount(relu, &c, &n), CUDAEP_INVALID_ARGUMENT, "not a NonZero kernel");
+    CHECK(n == -5);
+    RELEASE(CudaEpReleaseBuffer, cnt);
+}
+
+/* --- paging ---------------------------------------------------------------------------- */
+
+static char data_path[512];
+
+static CudaEpLazyWeight weight_of(CudaEpProvider p, uint64_t offset) {
+    uint64_t mapping = 0;
+    CHECK_OK(CudaEpOpenExternalData(p, data_path, &mapping));
+    CudaEpRegion r = {mapping, offset, 1024};
+    const int64_t shape[1] = {1024};
+    CudaEpWeightSpec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.boundary = CUDAEP_BOUNDARY_MATMUL, spec.dtype = CUDAEP_DTYPE_UINT8, spec.rank = 1;
+    spec.shape = shape, spec.regions = &r, spec.num_regions = 1;
+    CudaEpLazyWeight w = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateLazyWeight(p, &spec, &w));
+    return w;
+}
+
+static CudaEpDecline decline(void) {
+    CudaEpDecline d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    return d;
+}
+
+static void state_page_not_prefetched(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpPagedWeight pw = 0x99;
+    CHECK_ERR(CudaEpPageWeight(p, 3, &pw), CUDAEP_WRONG_STATE, "not prefetched");
+    CHECK(pw == 0x99);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+static void state_page_twice(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpLazyWeight w = weight_of(p, 0);
+    CudaEpDecline d = decline();
+    CHECK_OK(CudaEpPrefetchWeight(p, 1, w, &d));
+    CHECK(d.reason == CUDAEP_DECLINE_NONE);
+    CudaEpPagedWeight pw = 0, again = 0x99;
+    CHECK_OK(CudaEpPageWeight(p, 1, &pw));
+    CHECK_ERR(CudaEpPageWeight(p, 1, &again), CUDAEP_WRONG_STATE, "not prefetched");
+    CHECK_ERR(CudaEpCancelWeight(p, 1), CUDAEP_WRONG_STATE, "");
+    RELEASE(CudaEpReleasePagedWeight, pw);
+    RELEASE(CudaEpReleaseLazyWeight, w);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+static void state_cancel_not_pending(void) {
+    CHECK_ERR(CudaEpCancelWeight(prov, 42), CUDAEP_WRONG_STATE, "not prefetched");
+}
+
+static void state_prefetch_disabled_declines(void) {
+    CudaEpLazyWeight w = weight_of(prov, 0); /* prov has prefill_double_buffer off */
+    CudaEpDecline d = decline();
+    CHECK_OK(CudaEpPrefetchWeight(prov, 0, w, &d));
+    CHECK(d.reason == CUDAEP_DECLINE_DISABLED);
+    RELEASE(CudaEpReleaseLazyWeight, w);
+}
+
+static void state_prefetch_busy_declines(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpLazyWeight w = weight_of(p, 0);
+    for (uint64_t layer = 0; layer < 3; layer++) {
+        CudaEpDecline d = decline();
+        CHECK_OK(CudaEpPrefetchWeight(p, layer, w, &d));
+        CHECK(d.reason == (layer < 2 ? CUDAEP_DECLINE_NONE : CUDAEP_DECLINE_BUSY));
+    }
+    RELEASE(CudaEpReleaseLazyWeight, w);
+    RELEASE(CudaEpReleaseProvider, p); /* teardown drains the two unconsumed layers */
+}
+
+static void state_release_paged_twice(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpLazyWeight w = weight_of(p, 1024);
+    CudaEpDecline d = decline();
+    CHECK_OK(CudaEpPrefetchWeight(p, 0, w, &d));
+    CudaEpPagedWeight pw = 0;
+    CHECK_OK(CudaEpPageWeight(p, 0, &pw));
+    CHECK_OK(CudaEpReleasePagedWeight(pw));
+    CHECK_ERR(CudaEpReleasePagedWeight(pw), CUDAEP_STALE_HANDLE, "released");
+    uint64_t ptr = 7;
+    CHECK_ERR(CudaEpPagedWeightGetPointer(pw, &ptr), CUDAEP_STALE_HANDLE, "released");
+    CHECK(ptr == 7);
+    RELEASE(CudaEpReleaseLazyWeight, w);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+static void state_db_create_declined(void) {
+    CudaEpProvider p = new_provider("staging_pool_cap_bytes", "64KiB", NULL);
+    CudaEpDoubleBuffer db = 0x55;
+    CHECK_ERR(CudaEpCreateDoubleBuffer(p, 64 << 10, CUDAEP_TRANSFER_ZERO_COPY, &db), CUDAEP_DECLINED, "");
+    CHECK(db == 0x55);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+/* db_setup: a direct double buffer on prov with three one-KiB layers of the file. */
+static CudaEpDoubleBuffer db_setup(CudaEpLazyWeight* w) {
+    for (int i = 0; i < 3; i++) w[i] = weight_of(prov, 1024 * (uint64_t)i);
+    CudaEpDoubleBuffer db = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateDoubleBuffer(prov, 1024, CUDAEP_TRANSFER_STAGING, &db));
+    return db;
+}
+
+static void db_teardown(CudaEpDoubleBuffer db, CudaEpLazyWeight* w) {
+    RELEASE(CudaEpReleaseDoubleBuffer, db);
+    for (int i = 0; i < 3; i++) RELEASE(CudaEpReleaseLazyWeight, w[i]);
+}
+
+static void state_db_prefetch_both_busy(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket a = 0, b = 0, c = 0x66;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &a));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 1, w[1], &b));
+    CHECK_ERR(CudaEpDoubleBufferPrefetch(db, 2, w[2], &c), CUDAEP_WRONG_STATE, "no free slot");
+    CHECK(c == 0x66);
+    RELEASE(CudaEpReleaseTicket, a);
+    RELEASE(CudaEpReleaseTicket, b);
+    db_teardown(db, w);
+}
+
+static void state_db_wait_after_release(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket t = 0;
+    uint64_t ptr = 0, len = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &t));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(t, &ptr, &len));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(t, &ptr, &len)); /* waiting again is fine */
+    CHECK_OK(CudaEpDoubleBufferReleaseLayer(t));
+    CHECK_ERR(CudaEpDoubleBufferWaitLayer(t, &ptr, &len), CUDAEP_WRONG_STATE, "");
+    RELEASE(CudaEpReleaseTicket, t);
+    db_teardown(db, w);
+}
+
+static void state_db_wait_stale(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket a = 0, b = 0, c = 0;
+    uint64_t ptr = 0, len = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &a));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 1, w[1], &b));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(b, &ptr, &len));
+    CHECK_OK(CudaEpDoubleBufferReleaseLayer(b));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 2, w[2], &c)); /* reuses b's slot */
+    CHECK_ERR(CudaEpDoubleBufferWaitLayer(b, &ptr, &len), CUDAEP_STALE_GENERATION, "stale");
+    CudaEpTicketInfo ib, ic;
+    memset(&ib, 0, sizeof ib);
+    ib.struct_size = sizeof ib;
+    ic = ib;
+    CHECK_OK(CudaEpTicketGetInfo(b, &ib));
+    CHECK_OK(CudaEpTicketGetInfo(c, &ic));
+    CHECK(ib.slot == ic.slot && ic.generation > ib.generation && ib.layer == 1 && ic.layer == 2);
+    RELEASE(CudaEpReleaseTicket, a);
+    RELEASE(CudaEpReleaseTicket, b);
+    RELEASE(CudaEpReleaseTicket, c);
+    db_teardown(db, w);
+}
+
+static void state_db_release_not_waited(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket t = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &t));
+    CHECK_ERR(CudaEpDoubleBufferReleaseLayer(t), CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpDoubleBufferCancelLayer(t)); /* a cancel needs no wait */
+    RELEASE(CudaEpReleaseTicket, t);
+    db_teardown(db, w);
+}
+
+static void state_db_release_twice(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket t = 0;
+    uint64_t ptr = 0, len = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &t));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(t, &ptr, &len));
+    CHECK_OK(CudaEpDoubleBufferReleaseLayer(t));
+    CHECK_ERR(CudaEpDoubleBufferReleaseLayer(t), CUDAEP_WRONG_STATE, "");
+    RELEASE(CudaEpReleaseTicket, t);
+    db_teardown(db, w);
+}
+
+static void state_db_cancel_after_release(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket t = 0;
+    uint64_t ptr = 0, len = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &t));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(t, &ptr, &len));
+    CHECK_OK(CudaEpDoubleBufferReleaseLayer(t));
+    CHECK_ERR(CudaEpDoubleBufferCancelLayer(t), CUDAEP_WRONG_STATE, "");
+    RELEASE(CudaEpReleaseTicket, t);
+    db_teardown(db, w);
+}
+
+static void state_execute_ticket_not_waited(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket t = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &t));
+    CudaEpTensor in = tensor_at(t, 0, CUDAEP_DTYPE_FLOAT32, 1, s4), out = f32_tensor(buf, 1, s4);
+    CHECK_ERR(CudaEpKernelExecute(relu, &in, 1, &out, 1), CUDAEP_INVALID_ARGUMENT, "not waited for");
+    RELEASE(CudaEpReleaseTicket, t);
+    db_teardown(db, w);
+}
+
+/* --- lifetimes ------------------------------------------------------------------------- */
+
+static void state_execute_with_provider_handle_released(void) {
+    CudaEpProvider p = new_provider(NULL);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(p, "Relu", 14, 1, &in);
+    CudaEpBuffer b = new_buffer(p, 16);
+    CHECK_OK(CudaEpReleaseProvider(p)); /* the children keep the provider alive */
+    CHECK(exec1(k, f32_tensor(b, 1, s4), f32_tensor(b, 1, s4)));
+    CudaEpBuffer more = 0x44;
+    CHECK_ERR(CudaEpAllocBuffer(p, 16, 0, &more), CUDAEP_STALE_HANDLE, "released");
+    RELEASE(CudaEpReleaseKernel, k);
+    RELEASE(CudaEpReleaseBuffer, b);
+}
+
+static const char noop_ptx[] =
+    ".version 7.5\n.target sm_75\n.address_size 64\n"
+    ".visible .entry cudaep_relu_f32(.param .u64 out, .param .u64 x, .param .u64 n) { ret; }\n";
+
+static void state_module_released_before_function(void) {
+    CudaEpModule m = 0;
+    CudaEpFunction f = 0, g = 0x12;
+    CHECK_OK(CudaEpLoadModule(prov, noop_ptx, sizeof noop_ptx, &m));
+    CHECK_OK(CudaEpModuleGetFunction(m, "cudaep_relu_f32", &f));
+    CHECK_OK(CudaEpReleaseModule(m));
+    CHECK_ERR(CudaEpModuleGetFunction(m, "cudaep_relu_f32", &g), CUDAEP_STALE_HANDLE, "released");
+    CHECK(g == 0x12);
+    size_t needed = 0;
+    CHECK_ERR(CudaEpModuleGetPTX(m, NULL, 0, &needed), CUDAEP_STALE_HANDLE, "released");
+    CudaEpLaunchConfig cfg = {1, 1, 1, 4, 1, 1, 0, 0};
+    CudaEpKernelArg args[3];
+    memset(args, 0, sizeof args);
+    args[0].type = CUDAEP_ARG_MEMORY, args[0].memory = buf;
+    args[1].type = CUDAEP_ARG_MEMORY, args[1].memory = buf;
+    args[2].type = CUDAEP_ARG_U64, args[2].value.u64 = 4;
+    CHECK_OK(CudaEpLaunchFunction(f, &cfg, args, 3)); /* the function keeps its module loaded */
+    RELEASE(CudaEpReleaseFunction, f);
+}
+
+static void state_compile_module(void) {
+    CudaEpModule m = 0x13;
+    if (test_on_sim()) {
+        CHECK_ERR(CudaEpCompileModule(prov, "extern \"C\" __global__ void k() {}", "k.cu", NULL, 0, &m),
+                  CUDAEP_UNSUPPORTED, "NVRTC");
+    } else {
+        CHECK_ERR(CudaEpCompileModule(prov, "this is not CUDA", "bad.cu", NULL, 0, &m), CUDAEP_CUDA_ERROR, "bad.cu");
+    }
+    CHECK(m == 0x13);
+}
+
+/* Every release function refuses a second release of the same handle. */
+static void state_release_twice(void) {
+    CudaEpOptions o = new_test_options();
+    CHECK_OK(CudaEpReleaseOptions(o));
+    CHECK_ERR(CudaEpReleaseOptions(o), CUDAEP_STALE_HANDLE, "released");
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpBuffer b = new_buffer(p, 8);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(p, "Relu", 14, 1, &in);
+    CudaEpModule m = 0;
+    CudaEpFunction f = 0;
+    CHECK_OK(CudaEpLoadModule(p, noop_ptx, sizeof noop_ptx, &m));
+    CHECK_OK(CudaEpModuleGetFunction(m, "cudaep_relu_f32", &f));
+    CudaEpLazyWeight w = weight_of(p, 0);
+    CudaEpDecline d = decline();
+    CHECK_OK(CudaEpPrefetchWeight(p, 0, w, &d));
+    CudaEpPagedWeight pw = 0;
+    CHECK_OK(CudaEpPageWeight(p, 0, &pw));
+    CudaEpDoubleBuffer db = 0;
+    CHECK_OK(CudaEpCreateDoubleBuffer(p, 1024, CUDAEP_TRANSFER_STAGING, &db));
+    CudaEpTicket t = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 5, w, &t));
+
+    CHECK_OK(CudaEpReleaseTicket(t));
+    CHECK_ERR(CudaEpReleaseTicket(t), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseDoubleBuffer(db));
+    CHECK_ERR(CudaEpReleaseDoubleBuffer(db), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleasePagedWeight(pw));
+    CHECK_ERR(CudaEpReleasePagedWeight(pw), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseLazyWeight(w));
+    CHECK_ERR(CudaEpReleaseLazyWeight(w), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseFunction(f));
+    CHECK_ERR(CudaEpReleaseFunction(f), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseModule(m));
+    CHECK_ERR(CudaEpReleaseModule(m), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseKernel(k));
+    CHECK_ERR(CudaEpReleaseKernel(k), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseBuffer(b));
+    CHECK_ERR(CudaEpReleaseBuffer(b), CUDAEP_STALE_HANDLE, "released");
+    CHECK_OK(CudaEpReleaseProvider(p));
+    CHECK_ERR(CudaEpReleaseProvider(p), CUDAEP_STALE_HANDLE, "released");
+}
+
+int main(void) {
+    unsetenv("CUDAEP_PREFILL_DOUBLE_BUFFER");
+    static unsigned char file[4096];
+    pattern_bytes(file, sizeof file, 77);
+    temp_path(data_path, sizeof data_path, "wrong-state.onnx.data");
+    write_file(data_path, file, sizeof file);
+
+    prov = new_provider(NULL);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    relu = get_kernel(prov, "Relu", 14, 1, &in);
+    buf = new_buffer(prov, 16);
+    CHECK_OK(CudaEpMemset(buf, 0, 16, 0x3F));
+
+    void (*cases[])(void) = {
+        state_replay_nothing_captured, state_replay_segment_nothing_captured,
+        state_replay_segment_past_segments, state_replay_during_capture, state_replay_after_reset,
+        state_end_without_begin, state_abort_without_begin, state_end_on_another_thread,
+        state_abort_on_another_thread, state_end_after_invalidation, state_reset_during_capture,
+        state_reset_nothing_captured, state_begin_during_capture, state_recapture_during_capture,
+        state_begin_rejected_by_audit, state_host_copy_during_capture, state_drain_during_capture,
+        state_nonzero_count_during_capture, state_nonzero_count_on_other_kernel,
+        state_page_not_prefetched, state_page_twice, state_cancel_not_pending,
+        state_prefetch_disabled_declines, state_prefetch_busy_declines, state_release_paged_twice,
+        state_db_create_declined, state_db_prefetch_both_busy, state_db_wait_after_release,
+        state_db_wait_stale, state_db_release_not_waited, state_db_release_twice,
+        state_db_cancel_after_release, state_execute_ticket_not_waited,
+        state_execute_with_provider_handle_released, state_module_released_before_function,
+        state_compile_module, state_release_twice,
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cases[i]();
+        usable();
+    }
+
+    RELEASE(CudaEpReleaseKernel, relu);
+    RELEASE(CudaEpReleaseBuffer, buf);
+    CHECK_OK(CudaEpReleaseProvider(prov));
+    unlink(data_path);
+    check_no_live_handles();
+    printf("wrong state: %zu cases\n", sizeof cases / sizeof cases[0]);
+    return check_result("test_wrong_state");
+}
