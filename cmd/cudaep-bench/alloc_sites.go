@@ -12,7 +12,10 @@ import (
 // "count× function (file:line) ← caller", at most limit of them. It is how a non-zero
 // allocation count is explained rather than guessed: the profile names the allocating code.
 //
-// The profile is process-wide, so allocations of other goroutines during f are included (and
+// The profile is published only by a collection, so the window opens right after some: a
+// collection empties every sync.Pool, and refilling them in f (a few allocations named
+// sync.(*Pool).pinSlow and the pools' New functions) is counted and named too. The
+// profile is process-wide, so allocations of other goroutines during f are included (and
 // named). MemProfileRate is restored afterwards.
 func allocSites(f func() error, limit int) ([]string, error) {
 	old := runtime.MemProfileRate

@@ -420,9 +420,17 @@ func (b *bench) allocRows() ([]Row, error) {
 		}
 		return p.ForceSynchronize()
 	}
+	// A collection empties every sync.Pool (purego's and cudadrv/cuda's argument pools among
+	// them), and the first calls after it refill them: a few steps run between the collection
+	// and the first reading so that the count is the steady state's, not the refill's.
 	count := func(step func() error) (heap, dev uint64, err error) {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
+		for range 16 {
+			if err := step(); err != nil {
+				return 0, 0, err
+			}
+		}
 		runtime.ReadMemStats(&m0)
 		d0 := p.Stats().Allocs
 		for range b.sz.allocSteps {
@@ -488,7 +496,7 @@ func (b *bench) allocRows() ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows[0].Notes = append(rows[0].Notes, fmt.Sprintf("where the heap allocations of %d more steps came from (every allocation profiled): %s",
+		rows[0].Notes = append(rows[0].Notes, fmt.Sprintf("where the heap allocations of %d more steps right after a collection came from (every allocation profiled; refilling the sync.Pools the collection emptied is included): %s",
 			b.sz.allocSteps, strings.Join(sites, "; ")))
 	}
 	for i := range rows {
