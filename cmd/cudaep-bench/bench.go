@@ -263,7 +263,7 @@ func (b *bench) newReport(start time.Time) *Report {
 		Tool: "cudaep-bench", EPVersion: ep.Version, Date: start.Format(time.RFC3339),
 		Backend: b.p.BackendName(), AutoReason: b.p.AutoReason(), Device: dev,
 		GoVersion: runtime.Version(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUs: runtime.NumCPU(),
-		Quick: b.cfg.quick || !b.onGPU, Repeats: b.sz.reps, Args: b.cfg.args,
+		Quick: b.cfg.quick || !b.onGPU, Repeats: b.sz.reps, Args: publicArgs(b.cfg.args),
 		Method: []string{
 			"every series: a warm-up, then Repeats samples; each sample is the mean per call, step or layer over a batch; the table prints the median and [min–max]",
 			"paired in-process arms alternate which runs first in each repeat, so drift favours neither",
@@ -295,4 +295,18 @@ func errJoin(err error, cleanup error) error {
 func fileExists(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// publicArgs returns the command line with the directories of absolute path flags dropped, so
+// that a committed report names no machine's folders.
+func publicArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if ok && filepath.IsAbs(value) && (name == "json" || name == "tmp" || name == "bin" || name == "repo") {
+			out[i] = "-" + name + "=…/" + filepath.Base(value)
+		}
+	}
+	return out
 }

@@ -423,3 +423,8 @@ func regexpAll(t *testing.T) *regexp.Regexp {
 	t.Helper()
 	return regexp.MustCompile("")
 }
+
+func TestPublicArgsDropAbsoluteDirectories(t *testing.T) {
+	assert.Equal(t, []string{"-backend=cuda", "-json=…/bench.json", "-tmp=…/x", "-bin=build/bench", "-rows=/abs"},
+		publicArgs([]string{"-backend=cuda", "-json=/root/out/bench.json", "--tmp=/var/tmp/x", "-bin=build/bench", "-rows=/abs"}))
+}
