@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/drivertest"
 	"github.com/cudaep/cudaep/ep"
 	"github.com/cudaep/cudaep/ep/kernels"
@@ -161,6 +162,30 @@ func TestSynchronizeIsDeferredAndForceSynchronizeDrains(t *testing.T) {
 	require.NoError(t, p.ForceSynchronize())
 	require.NoError(t, p.DrainForUnmap())
 	assert.Equal(t, x, download(t, p, c))
+}
+
+// TestSynchronizeComputeWaitsForTheComputeStream: a replay's output is complete once
+// SynchronizeCompute returns, and the call is refused inside a capture.
+func TestSynchronizeComputeWaitsForTheComputeStream(t *testing.T) {
+	p := newProvider(t)
+	xs := drivertest.RandomFloat32(1 << 16)
+	x := upload(t, p, xs)
+	y := alloc(t, p, x.Size())
+	relu := getKernel(t, p, "Relu", 14, f32(1<<16))
+	require.NoError(t, relu.Execute([]ep.Tensor{tensor(x, 1<<16)}, []ep.Tensor{tensor(y, 1<<16)}))
+	require.NoError(t, p.SynchronizeCompute())
+	st, err := p.CaptureStatus()
+	require.NoError(t, err)
+	assert.Equal(t, cudadrv.CaptureStatusNone, st)
+	got := download(t, p, y)
+	for i, v := range xs {
+		require.Equal(t, max(v, 0), got[i], "element %d", i)
+	}
+
+	require.NoError(t, p.BeginCapture(graphs.Primary, []*ep.Kernel{relu}, []*ep.Buffer{x, y}))
+	assert.ErrorIs(t, p.SynchronizeCompute(), ep.ErrCaptureLive)
+	require.NoError(t, p.AbortCapture(graphs.Primary))
+	require.NoError(t, p.SynchronizeCompute())
 }
 
 // TestDrainInsideCaptureFails is the negative half of the seed's host-excursion test: the

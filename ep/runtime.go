@@ -41,6 +41,38 @@ func (p *Provider) ForceSynchronize() error {
 	return nil
 }
 
+// SynchronizeCompute waits for the work queued on the provider's compute stream (kernels,
+// replays, copies) — not for the whole device, and without the capture gate, so it costs one
+// stream synchronization. It is how a host waits for a replayed step.
+//
+// # Errors
+//
+// While the compute stream is capturing it is refused with ErrCaptureLive (synchronizing a
+// capturing stream would invalidate the capture).
+func (p *Provider) SynchronizeCompute() error {
+	leave, err := p.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if err := p.refuseDuringCapture("synchronize the compute stream"); err != nil {
+		return err
+	}
+	return p.compute.Synchronize()
+}
+
+// refuseDuringCapture returns ErrCaptureLive, naming what, while the compute stream captures.
+func (p *Provider) refuseDuringCapture(what string) error {
+	st, err := p.compute.CaptureStatus()
+	if err != nil {
+		return err
+	}
+	if st != cudadrv.CaptureStatusNone {
+		return fmt.Errorf("%w: cannot %s inside a capture (%v); end or abort the capture first", ErrCaptureLive, what, st)
+	}
+	return nil
+}
+
 // DrainForUnmap is ForceSynchronize under the name a host uses before unmapping host memory
 // that queued device work may still read (a weight file's mapping, a registered buffer).
 func (p *Provider) DrainForUnmap() error { return p.ForceSynchronize() }
@@ -111,10 +143,8 @@ func (p *Provider) hostCopy(b *Buffer, off, n uint64, enqueue func(cudadrv.Devic
 		return err
 	}
 	defer leave()
-	if st, err := p.compute.CaptureStatus(); err != nil {
+	if err := p.refuseDuringCapture("copy between host and device"); err != nil {
 		return err
-	} else if st != cudadrv.CaptureStatusNone {
-		return fmt.Errorf("%w: a host copy cannot run inside a capture (%v); end or abort the capture first", ErrCaptureLive, st)
 	}
 	if err := enqueue(b.ptr + cudadrv.DevicePtr(off)); err != nil {
 		return err
