@@ -290,6 +290,12 @@ func (s *Slots) CaptureStatus() (cudadrv.CaptureStatus, error) {
 	return s.stream.CaptureStatus()
 }
 
+// Capturing reports whether any slot of s is capturing on the shared stream (from the
+// moment its capture lease takes effect until end-capture returned). It is one atomic load,
+// no driver call: callers use it to refuse stream work that a capture would record or that
+// would invalidate the capture.
+func (s *Slots) Capturing() bool { return s.guard.capturing.Load() }
+
 // Close closes every lifecycle (Primary, Verify, then the keyed ones in key order),
 // destroying what each holds, and forgets the keyed slots.
 //
