@@ -61,14 +61,12 @@ func (p *Provider) SynchronizeCompute() error {
 	return p.compute.Synchronize()
 }
 
-// refuseDuringCapture returns ErrCaptureLive, naming what, while the compute stream captures.
+// refuseDuringCapture returns ErrCaptureLive, naming what, while a graph slot captures on the
+// compute stream (the only way the provider's private compute stream enters capture). It is
+// an atomic load, not a driver query: it sits on the path of every host copy and wait.
 func (p *Provider) refuseDuringCapture(what string) error {
-	st, err := p.compute.CaptureStatus()
-	if err != nil {
-		return err
-	}
-	if st != cudadrv.CaptureStatusNone {
-		return fmt.Errorf("%w: cannot %s inside a capture (%v); end or abort the capture first", ErrCaptureLive, what, st)
+	if p.slots.Capturing() {
+		return fmt.Errorf("%w: cannot %s inside a capture; end or abort the capture first", ErrCaptureLive, what)
 	}
 	return nil
 }
