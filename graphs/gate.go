@@ -27,7 +27,8 @@ type Gate struct {
 	holders  map[int]*gateHolder // by OS thread id
 	draining bool                // a drain's function is running
 	waiting  int                 // drains waiting for captures to end
-	changed  chan struct{}       // closed and replaced whenever the gate loosens
+	changed  chan struct{}       // closed and replaced when the gate loosens with sleepers
+	sleepers int                 // goroutines blocked (or about to block) on changed
 
 	onDrainWait func() // test hook: a drain is about to wait behind live captures
 }
@@ -127,6 +128,7 @@ func (g *Gate) DrainContext(ctx context.Context, fn func() error) error {
 	g.waiting++
 	for g.captures > 0 || g.draining {
 		ch, hook := g.changed, g.onDrainWait
+		g.sleepers++
 		g.mu.Unlock()
 		if hook != nil {
 			hook()
@@ -134,8 +136,10 @@ func (g *Gate) DrainContext(ctx context.Context, fn func() error) error {
 		select {
 		case <-ch:
 			g.mu.Lock()
+			g.sleepers--
 		case <-ctx.Done():
 			g.mu.Lock()
+			g.sleepers--
 			g.waiting--
 			g.loosenLocked() // captures held back by this drain may go
 			g.mu.Unlock()
@@ -171,9 +175,11 @@ func (g *Gate) acquire(tid int) {
 			return
 		}
 		ch := g.changed
+		g.sleepers++
 		g.mu.Unlock()
 		<-ch
 		g.mu.Lock()
+		g.sleepers--
 	}
 }
 
@@ -204,8 +210,13 @@ func (g *Gate) poisoned(tid int) bool {
 	return h != nil && h.poisoned
 }
 
-// loosenLocked wakes every waiter to recheck the gate. g.mu is held.
+// loosenLocked wakes every waiter to recheck the gate. g.mu is held. Every waiter counted
+// itself in sleepers under g.mu before it let go of the lock, so with none there is nobody to
+// wake and the channel is kept: an uncontended drain allocates nothing.
 func (g *Gate) loosenLocked() {
+	if g.sleepers == 0 {
+		return
+	}
 	close(g.changed)
 	g.changed = make(chan struct{})
 }

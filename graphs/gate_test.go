@@ -122,3 +122,19 @@ func TestGateForSharesOneGatePerDevice(t *testing.T) {
 		assert.NotSame(t, graphs.GateFor(r.ctx), graphs.GateFor(octx))
 	}
 }
+
+// TestUncontendedDrainAllocatesNothing: with no capture live, a drain neither waits nor
+// allocates (a provider drains on every forced synchronization).
+func TestUncontendedDrainAllocatesNothing(t *testing.T) {
+	g := graphs.NewGate()
+	ran := 0
+	fn := func() error { ran++; return nil }
+	require.NoError(t, g.Drain(fn))
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := g.Drain(fn); err != nil {
+			t.Error(err)
+		}
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, 102, ran)
+}
