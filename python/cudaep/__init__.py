@@ -13,8 +13,13 @@ per status code — carrying ``code`` and ``message``.
 import ctypes
 
 from . import _native
+from .buffer import Buffer
+from .dlpack import live_exports as dlpack_live_exports
+from .dtypes import DType
 from .errors import (
     CudaError,
+    Declined,
+    DLPackUnsupported,
     Error,
     ErrorCode,
     Fail,
@@ -22,22 +27,44 @@ from .errors import (
     InvalidHandle,
     NotFound,
     OutOfMemory,
+    StaleGeneration,
     StaleHandle,
     Unsupported,
     WrongState,
 )
+from .graphs import CaptureStatus, GraphStats, Slot
+from .kernel import Kernel
 from .options import Options
-from .provider import DeviceInfo, Provider
+from .paging import (
+    Boundary,
+    Decline,
+    DeclineReason,
+    DoubleBuffer,
+    DoubleBufferMetrics,
+    LazyWeight,
+    PagedWeight,
+    ResidencyStats,
+    SlotState,
+    Ticket,
+    TicketInfo,
+    TransferMode,
+)
+from .provider import DeviceInfo, Provider, ProviderStats
+from .tensor import Tensor, TensorInfo
+from .user_kernels import Arg, Function, Module
 
 __all__ = [
-    "CudaError", "DeviceInfo", "Error", "ErrorCode", "Fail", "InvalidArgument", "InvalidHandle",
-    "NotFound", "Options", "OutOfMemory", "Provider", "StaleHandle", "Unsupported", "WrongState",
-    "live_handle_count", "version",
+    "Arg", "Boundary", "Buffer", "CaptureStatus", "CudaError", "DLPackUnsupported", "DType", "Decline",
+    "DeclineReason", "Declined", "DeviceInfo", "DoubleBuffer", "DoubleBufferMetrics", "Error", "ErrorCode",
+    "Fail", "Function", "GraphStats", "InvalidArgument", "InvalidHandle", "Kernel", "LazyWeight", "Module",
+    "NotFound", "Options", "OutOfMemory", "PagedWeight", "Provider", "ProviderStats", "ResidencyStats",
+    "Slot", "SlotState", "StaleGeneration", "StaleHandle", "Tensor", "TensorInfo", "Ticket", "TicketInfo",
+    "TransferMode", "Unsupported", "WrongState", "dlpack_live_exports", "live_handle_count", "version",
 ]
 
 
 def version():
-    """``(abi_version, library_version)``, e.g. ``(1, "0.1.0")``."""
+    """``(abi_version, library_version)``, e.g. ``(2, "0.1.0")``."""
     abi = ctypes.c_uint32(0)
     lib_version = ctypes.c_char_p()
     _native.CudaEpGetVersion(ctypes.byref(abi), ctypes.byref(lib_version))

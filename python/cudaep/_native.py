@@ -16,10 +16,16 @@ from pathlib import Path
 from . import errors
 
 #: The ABI version these declarations describe (CUDAEP_ABI_VERSION of the header).
-ABI_VERSION = 1
+ABI_VERSION = 2
+
+#: Bounds on array counts (CUDAEP_MAX_RANK, CUDAEP_MAX_ARRAY, CUDAEP_MAX_KERNEL_ARGS).
+MAX_RANK, MAX_ARRAY, MAX_KERNEL_ARGS = 32, 65536, 24
 
 # Handles are uint64_t in the header: never let ctypes narrow them to a C int.
 Handle = ctypes.c_uint64
+
+_u32, _i32, _u64, _i64 = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_int64
+_i64_p = ctypes.POINTER(ctypes.c_int64)
 
 
 class DeviceInfoStruct(ctypes.Structure):
@@ -37,7 +43,125 @@ class DeviceInfoStruct(ctypes.Structure):
     ]
 
 
+class ProviderStatsStruct(ctypes.Structure):
+    """CudaEpProviderStats."""
+
+    _fields_ = [("struct_size", _u32), ("reserved", _u32), ("device_allocs", _u64),
+                ("device_frees", _u64), ("device_live_bytes", _u64)]
+
+
+class TensorInfoStruct(ctypes.Structure):
+    """CudaEpTensorInfo."""
+
+    _fields_ = [("dtype", _i32), ("rank", _u32), ("shape", _i64_p), ("strides", _i64_p)]
+
+
+class TensorStruct(ctypes.Structure):
+    """CudaEpTensor."""
+
+    _fields_ = [("info", TensorInfoStruct), ("memory", _u64), ("offset", _u64)]
+
+
+class AttributeStruct(ctypes.Structure):
+    """CudaEpAttribute."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("type", _i32), ("f", ctypes.c_float), ("i", _i64),
+                ("ints", _i64_p), ("num_ints", _u64), ("s", ctypes.c_char_p)]
+
+
+class ArgValue(ctypes.Union):
+    """The value union of CudaEpKernelArg."""
+
+    _fields_ = [("i32", _i32), ("u32", _u32), ("i64", _i64), ("u64", _u64), ("f32", ctypes.c_float),
+                ("f64", ctypes.c_double), ("device_ptr", _u64), ("offset", _u64)]
+
+
+class KernelArgStruct(ctypes.Structure):
+    """CudaEpKernelArg."""
+
+    _fields_ = [("type", _i32), ("reserved", _u32), ("value", ArgValue), ("memory", _u64)]
+
+
+class LaunchConfigStruct(ctypes.Structure):
+    """CudaEpLaunchConfig."""
+
+    _fields_ = [("grid_x", _u32), ("grid_y", _u32), ("grid_z", _u32), ("block_x", _u32),
+                ("block_y", _u32), ("block_z", _u32), ("shared_mem_bytes", _u32), ("reserved", _u32)]
+
+
+class GraphStatsStruct(ctypes.Structure):
+    """CudaEpGraphStats."""
+
+    _fields_ = [("struct_size", _u32), ("reserved", _u32), ("lock_acquisitions", _u64),
+                ("captures", _u64), ("replay_launches", _u64), ("instantiations", _u64),
+                ("updates", _u64), ("update_refusals", _u64)]
+
+
+class RegionStruct(ctypes.Structure):
+    """CudaEpRegion."""
+
+    _fields_ = [("mapping", _u64), ("offset", _u64), ("length", _u64)]
+
+
+class WeightSpecStruct(ctypes.Structure):
+    """CudaEpWeightSpec."""
+
+    _fields_ = [("boundary", _i32), ("dtype", _i32), ("rank", _u32), ("reserved", _u32),
+                ("shape", _i64_p), ("byte_count", _u64), ("regions", ctypes.POINTER(RegionStruct)),
+                ("num_regions", _u64)]
+
+
+class DeclineStruct(ctypes.Structure):
+    """CudaEpDecline."""
+
+    _fields_ = [("struct_size", _u32), ("reason", _i32), ("layer", _u64), ("boundary", _i32),
+                ("reserved", _u32), ("layer_bytes", _u64), ("capacity", _u64)]
+
+
+class ResidencyStatsStruct(ctypes.Structure):
+    """CudaEpResidencyStats."""
+
+    _fields_ = [("struct_size", _u32), ("active", _u32), ("routed", _u64), ("consumed", _u64),
+                ("released", _u64), ("cancelled", _u64), ("declined_oversize", _u64),
+                ("declined_busy", _u64), ("fill_errors", _u64), ("quarantined", _u64),
+                ("zero_copy_layers", _u64), ("staging_layers", _u64), ("fallback_layers", _u64)]
+
+
+class DoubleBufferMetricsStruct(ctypes.Structure):
+    """CudaEpDoubleBufferMetrics."""
+
+    _fields_ = [("struct_size", _u32), ("reserved", _u32), ("layers_prefetched", _u64),
+                ("layers_consumed", _u64), ("layers_released", _u64), ("cancelled", _u64),
+                ("stale_rejected", _u64), ("poisoned", _u64), ("slot_reuses", _u64),
+                ("drained_at_close", _u64), ("bytes_prefetched", _u64), ("zero_copy_layers", _u64),
+                ("staging_layers", _u64), ("fallback_layers", _u64)]
+
+
+class TicketInfoStruct(ctypes.Structure):
+    """CudaEpTicketInfo."""
+
+    _fields_ = [("struct_size", _u32), ("slot", _u32), ("layer", _u64), ("generation", _u64)]
+
+
+#: Every struct of the header, by its C name, for the layout test.
+STRUCTS = {
+    "CudaEpDeviceInfo": DeviceInfoStruct, "CudaEpProviderStats": ProviderStatsStruct,
+    "CudaEpTensorInfo": TensorInfoStruct, "CudaEpTensor": TensorStruct,
+    "CudaEpAttribute": AttributeStruct, "CudaEpKernelArg": KernelArgStruct,
+    "CudaEpLaunchConfig": LaunchConfigStruct, "CudaEpGraphStats": GraphStatsStruct,
+    "CudaEpRegion": RegionStruct, "CudaEpWeightSpec": WeightSpecStruct,
+    "CudaEpDecline": DeclineStruct, "CudaEpResidencyStats": ResidencyStatsStruct,
+    "CudaEpDoubleBufferMetrics": DoubleBufferMetricsStruct, "CudaEpTicketInfo": TicketInfoStruct,
+}
+
 assert ctypes.sizeof(DeviceInfoStruct) == 40, "CudaEpDeviceInfo ABI 1 layout"
+
+
+def new_out_struct(cls):
+    """An instance of a struct the library fills, with struct_size set."""
+    s = cls()
+    s.struct_size = ctypes.sizeof(cls)
+    return s
 
 
 def _candidates():
@@ -94,34 +218,110 @@ CudaEpGetErrorMessage = _declare("CudaEpGetErrorMessage", _char_p, _status_p)
 CudaEpReleaseStatus = _declare("CudaEpReleaseStatus", None, _status_p)
 CudaEpGetErrorCodeName = _declare("CudaEpGetErrorCodeName", _char_p, ctypes.c_int)
 
+_P = ctypes.POINTER
+_size_p = _P(_size_t)
+_string_query = (_status_p, Handle, ctypes.c_char_p, _size_t, _size_p)
+
+
+def _status_fn(name, *argtypes):
+    return _declare(name, _status_p, *argtypes, status=True)
+
+
 # Version and handles.
-CudaEpGetVersion = _declare(
-    "CudaEpGetVersion", _status_p, ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(_char_p),
-    status=True)
-CudaEpGetLiveHandleCount = _declare(
-    "CudaEpGetLiveHandleCount", _status_p, ctypes.POINTER(ctypes.c_uint64), status=True)
+CudaEpGetVersion = _status_fn("CudaEpGetVersion", _P(_u32), _P(_char_p))
+CudaEpGetLiveHandleCount = _status_fn("CudaEpGetLiveHandleCount", _P(_u64))
 
 # Options.
-CudaEpCreateOptions = _declare(
-    "CudaEpCreateOptions", _status_p, ctypes.POINTER(Handle), status=True)
-CudaEpSetOption = _declare("CudaEpSetOption", _status_p, Handle, _char_p, _char_p, status=True)
-CudaEpGetOption = _declare(
-    "CudaEpGetOption", _status_p, Handle, _char_p, ctypes.c_char_p, _size_t,
-    ctypes.POINTER(_size_t), status=True)
-CudaEpReleaseOptions = _declare("CudaEpReleaseOptions", _status_p, Handle, status=True)
+CudaEpCreateOptions = _status_fn("CudaEpCreateOptions", _P(Handle))
+CudaEpSetOption = _status_fn("CudaEpSetOption", Handle, _char_p, _char_p)
+CudaEpGetOption = _status_fn("CudaEpGetOption", Handle, _char_p, ctypes.c_char_p, _size_t, _size_p)
+CudaEpReleaseOptions = _status_fn("CudaEpReleaseOptions", Handle)
 
 # Provider.
-CudaEpCreateProvider = _declare(
-    "CudaEpCreateProvider", _status_p, Handle, ctypes.POINTER(Handle), status=True)
-CudaEpReleaseProvider = _declare("CudaEpReleaseProvider", _status_p, Handle, status=True)
-_string_query = (_status_p, Handle, ctypes.c_char_p, _size_t, ctypes.POINTER(_size_t))
-CudaEpProviderGetBackendName = _declare(
-    "CudaEpProviderGetBackendName", *_string_query, status=True)
+CudaEpCreateProvider = _status_fn("CudaEpCreateProvider", Handle, _P(Handle))
+CudaEpReleaseProvider = _status_fn("CudaEpReleaseProvider", Handle)
+CudaEpProviderGetBackendName = _declare("CudaEpProviderGetBackendName", *_string_query, status=True)
 CudaEpProviderGetAutoReason = _declare("CudaEpProviderGetAutoReason", *_string_query, status=True)
 CudaEpProviderGetDeviceName = _declare("CudaEpProviderGetDeviceName", *_string_query, status=True)
-CudaEpProviderGetDeviceInfo = _declare(
-    "CudaEpProviderGetDeviceInfo", _status_p, Handle, ctypes.POINTER(DeviceInfoStruct),
-    status=True)
+CudaEpProviderGetDeviceInfo = _status_fn("CudaEpProviderGetDeviceInfo", Handle, _P(DeviceInfoStruct))
+CudaEpProviderGetStats = _status_fn("CudaEpProviderGetStats", Handle, _P(ProviderStatsStruct))
+CudaEpSynchronize = _status_fn("CudaEpSynchronize", Handle)
+CudaEpForceSynchronize = _status_fn("CudaEpForceSynchronize", Handle)
+CudaEpDrainForUnmap = _status_fn("CudaEpDrainForUnmap", Handle)
+
+# Buffers.
+CudaEpAllocBuffer = _status_fn("CudaEpAllocBuffer", Handle, _u64, _u64, _P(Handle))
+CudaEpReleaseBuffer = _status_fn("CudaEpReleaseBuffer", Handle)
+CudaEpBufferGetSize = _status_fn("CudaEpBufferGetSize", Handle, _P(_u64))
+CudaEpBufferGetDevicePointer = _status_fn("CudaEpBufferGetDevicePointer", Handle, _P(_u64))
+CudaEpCopyToDevice = _status_fn("CudaEpCopyToDevice", Handle, _u64, ctypes.c_void_p, _u64)
+CudaEpCopyToHost = _status_fn("CudaEpCopyToHost", ctypes.c_void_p, Handle, _u64, _u64)
+CudaEpCopyBuffer = _status_fn("CudaEpCopyBuffer", Handle, _u64, Handle, _u64, _u64)
+CudaEpMemset = _status_fn("CudaEpMemset", Handle, _u64, _u64, ctypes.c_uint8)
+
+# Kernels.
+CudaEpGetKernel = _status_fn("CudaEpGetKernel", Handle, _char_p, _i32, _P(TensorInfoStruct), _size_t,
+                             _P(AttributeStruct), _size_t, _P(Handle))
+CudaEpReleaseKernel = _status_fn("CudaEpReleaseKernel", Handle)
+CudaEpKernelGetName = _declare("CudaEpKernelGetName", *_string_query, status=True)
+CudaEpKernelGetCaptureSupport = _status_fn("CudaEpKernelGetCaptureSupport", Handle, _P(_i32))
+CudaEpKernelGetCaptureReason = _declare("CudaEpKernelGetCaptureReason", *_string_query, status=True)
+CudaEpKernelGetOutputCount = _status_fn("CudaEpKernelGetOutputCount", Handle, _size_p)
+CudaEpKernelGetOutputInfo = _status_fn("CudaEpKernelGetOutputInfo", Handle, _size_t, _P(_i32), _i64_p, _size_t,
+                                       _size_p)
+CudaEpKernelExecute = _status_fn("CudaEpKernelExecute", Handle, _P(TensorStruct), _size_t, _P(TensorStruct),
+                                 _size_t)
+CudaEpKernelNonZeroCount = _status_fn("CudaEpKernelNonZeroCount", Handle, _P(TensorStruct), _i64_p)
+
+# User kernels.
+CudaEpCompileModule = _status_fn("CudaEpCompileModule", Handle, _char_p, _char_p, _P(_char_p), _size_t, _P(Handle))
+CudaEpLoadModule = _status_fn("CudaEpLoadModule", Handle, ctypes.c_void_p, _size_t, _P(Handle))
+CudaEpReleaseModule = _status_fn("CudaEpReleaseModule", Handle)
+CudaEpModuleGetPTX = _declare("CudaEpModuleGetPTX", *_string_query, status=True)
+CudaEpModuleGetFunction = _status_fn("CudaEpModuleGetFunction", Handle, _char_p, _P(Handle))
+CudaEpReleaseFunction = _status_fn("CudaEpReleaseFunction", Handle)
+CudaEpLaunchFunction = _status_fn("CudaEpLaunchFunction", Handle, _P(LaunchConfigStruct), _P(KernelArgStruct),
+                                  _size_t)
+
+# Graphs.
+_slot = (Handle, _i32, _i64)
+CudaEpBeginCapture = _status_fn("CudaEpBeginCapture", *_slot, _P(Handle), _size_t, _P(Handle), _size_t)
+CudaEpRecapture = _status_fn("CudaEpRecapture", *_slot, _P(Handle), _size_t, _P(Handle), _size_t)
+CudaEpEndCapture = _status_fn("CudaEpEndCapture", *_slot)
+CudaEpAbortCapture = _status_fn("CudaEpAbortCapture", *_slot)
+CudaEpReplay = _status_fn("CudaEpReplay", *_slot)
+CudaEpReplaySegment = _status_fn("CudaEpReplaySegment", *_slot, _size_t)
+CudaEpResetGraph = _status_fn("CudaEpResetGraph", *_slot, _P(_i32))
+CudaEpHasExecutable = _status_fn("CudaEpHasExecutable", *_slot, _P(_i32))
+CudaEpGetSegmentCount = _status_fn("CudaEpGetSegmentCount", *_slot, _size_p)
+CudaEpGetCaptureStatus = _status_fn("CudaEpGetCaptureStatus", Handle, _P(_i32))
+CudaEpGetGraphStats = _status_fn("CudaEpGetGraphStats", *_slot, _P(GraphStatsStruct))
+
+# Weight paging.
+CudaEpOpenExternalData = _status_fn("CudaEpOpenExternalData", Handle, _char_p, _P(_u64))
+CudaEpCreateLazyWeight = _status_fn("CudaEpCreateLazyWeight", Handle, _P(WeightSpecStruct), _P(Handle))
+CudaEpReleaseLazyWeight = _status_fn("CudaEpReleaseLazyWeight", Handle)
+CudaEpLazyWeightGetSize = _status_fn("CudaEpLazyWeightGetSize", Handle, _P(_u64))
+CudaEpPrefetchWeight = _status_fn("CudaEpPrefetchWeight", Handle, _u64, Handle, _P(DeclineStruct))
+CudaEpPageWeight = _status_fn("CudaEpPageWeight", Handle, _u64, _P(Handle))
+CudaEpPagedWeightGetPointer = _status_fn("CudaEpPagedWeightGetPointer", Handle, _P(_u64))
+CudaEpPagedWeightGetSize = _status_fn("CudaEpPagedWeightGetSize", Handle, _P(_u64))
+CudaEpReleasePagedWeight = _status_fn("CudaEpReleasePagedWeight", Handle)
+CudaEpCancelWeight = _status_fn("CudaEpCancelWeight", Handle, _u64)
+CudaEpGetResidencyStats = _status_fn("CudaEpGetResidencyStats", Handle, _P(ResidencyStatsStruct))
+
+# The double buffer.
+CudaEpCreateDoubleBuffer = _status_fn("CudaEpCreateDoubleBuffer", Handle, _u64, _i32, _P(Handle))
+CudaEpReleaseDoubleBuffer = _status_fn("CudaEpReleaseDoubleBuffer", Handle)
+CudaEpDoubleBufferGetCapacity = _status_fn("CudaEpDoubleBufferGetCapacity", Handle, _P(_u64))
+CudaEpDoubleBufferGetSlotState = _status_fn("CudaEpDoubleBufferGetSlotState", Handle, _u32, _P(_i32))
+CudaEpDoubleBufferGetMetrics = _status_fn("CudaEpDoubleBufferGetMetrics", Handle, _P(DoubleBufferMetricsStruct))
+CudaEpDoubleBufferPrefetch = _status_fn("CudaEpDoubleBufferPrefetch", Handle, _u64, Handle, _P(Handle))
+CudaEpDoubleBufferWaitLayer = _status_fn("CudaEpDoubleBufferWaitLayer", Handle, _P(_u64), _P(_u64))
+CudaEpDoubleBufferReleaseLayer = _status_fn("CudaEpDoubleBufferReleaseLayer", Handle)
+CudaEpDoubleBufferCancelLayer = _status_fn("CudaEpDoubleBufferCancelLayer", Handle)
+CudaEpTicketGetInfo = _status_fn("CudaEpTicketGetInfo", Handle, _P(TicketInfoStruct))
+CudaEpReleaseTicket = _status_fn("CudaEpReleaseTicket", Handle)
 
 errors.bind(CudaEpGetErrorCode, CudaEpGetErrorMessage, CudaEpReleaseStatus)
 

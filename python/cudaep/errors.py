@@ -16,6 +16,8 @@ class ErrorCode(enum.IntEnum):
     CUDA_ERROR = 7
     UNSUPPORTED = 8
     WRONG_STATE = 9
+    STALE_GENERATION = 10
+    DECLINED = 11
 
 
 class Error(Exception):
@@ -91,10 +93,28 @@ class WrongState(Error):
     code = ErrorCode.WRONG_STATE
 
 
+class StaleGeneration(Error):
+    """CUDAEP_STALE_GENERATION: a double-buffer ticket whose slot was reused for another layer."""
+
+    code = ErrorCode.STALE_GENERATION
+
+
+class Declined(Error):
+    """CUDAEP_DECLINED: weight paging declined the request; load the weight the ordinary way."""
+
+    code = ErrorCode.DECLINED
+
+
+class DLPackUnsupported(Unsupported, BufferError):
+    """A buffer that cannot be exported through DLPack (its memory is not addressable by other
+    libraries, as on the simulated device). It is also a BufferError, which DLPack consumers
+    expect from a producer that cannot export."""
+
+
 #: The exception class for each code.
 BY_CODE = {cls.code: cls for cls in (
     Fail, InvalidArgument, InvalidHandle, StaleHandle, NotFound, OutOfMemory, CudaError,
-    Unsupported, WrongState)}
+    Unsupported, WrongState, StaleGeneration, Declined)}
 
 _get_code = _get_message = _release = None
 

@@ -15,7 +15,7 @@ class StatusTest(TestCase):
             [(c.name, int(c)) for c in cudaep.ErrorCode],
             [("OK", 0), ("FAIL", 1), ("INVALID_ARGUMENT", 2), ("INVALID_HANDLE", 3),
              ("STALE_HANDLE", 4), ("NOT_FOUND", 5), ("OUT_OF_MEMORY", 6), ("CUDA_ERROR", 7),
-             ("UNSUPPORTED", 8), ("WRONG_STATE", 9)])
+             ("UNSUPPORTED", 8), ("WRONG_STATE", 9), ("STALE_GENERATION", 10), ("DECLINED", 11)])
         for code in cudaep.ErrorCode:
             self.assertEqual(_native.CudaEpGetErrorCodeName(code).decode(), "CUDAEP_" + code.name)
 
@@ -30,6 +30,8 @@ class StatusTest(TestCase):
             cudaep.ErrorCode.CUDA_ERROR: cudaep.CudaError,
             cudaep.ErrorCode.UNSUPPORTED: cudaep.Unsupported,
             cudaep.ErrorCode.WRONG_STATE: cudaep.WrongState,
+            cudaep.ErrorCode.STALE_GENERATION: cudaep.StaleGeneration,
+            cudaep.ErrorCode.DECLINED: cudaep.Declined,
         }
         for code, cls in classes.items():
             message = f"message for {code.name} ✓"
