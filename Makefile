@@ -4,6 +4,7 @@
 #   make test            every test layer in order, stopping at the first that fails
 #   make demo            build and run cmd/cudaep-demo with -backend=auto
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
+#   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
 #   make help            this list, and the single layers (make test-c, …)
 
 SHELL := /bin/bash
@@ -27,7 +28,11 @@ export CUDAEP_LIBRARY := $(abspath $(LIB))
 
 LAYERS := gofmt vet go abi nocgo c python
 
-.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) demo install clean help
+# The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a
+# CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
+CARRY := $(BUILD)/ctests
+
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) ctest-build demo install clean help
 
 all: lib
 
@@ -88,6 +93,21 @@ test-c: lib
 
 test-python: lib
 	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh
+
+# --- carrying the C tests to a GPU machine ----------------------------------------------------
+
+# ctest-build builds the C tests and the example into $(CARRY) with CMake (CUDAEP_CARRY=ON):
+# executables that find the copied libcudaep.so beside themselves, plus the folder's own
+# CTestTestfile.cmake and run-tests.sh. Carry the folder (and python/ for the Python tests) and
+# run `ctest --test-dir build/ctests` or `build/ctests/run-tests.sh` with
+# CUDAEP_TEST_BACKEND=cuda; no source tree or Go toolchain is needed there.
+ctest-build: lib
+	scripts/require-tools.sh cmake:cmake c++:g++
+	rm -rf $(CARRY)
+	cmake -S . -B $(BUILD)/ctests-tree -DCUDAEP_CARRY=ON -DCUDAEP_CARRY_DIR=$(abspath $(CARRY)) \
+	  -DCUDAEP_LIBRARY=$(CUDAEP_LIBRARY) -DCUDAEP_VERSION=$(VERSION) >/dev/null
+	env -u MAKEFLAGS -u MAKELEVEL cmake --build $(BUILD)/ctests-tree -j 2
+	@echo "ctest-build: $(CARRY) holds $$(ls $(CARRY) | wc -l) files; run it with CUDAEP_TEST_BACKEND=cuda $(CARRY)/run-tests.sh"
 
 # --- demo, install ----------------------------------------------------------------------------
 
