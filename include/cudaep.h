@@ -756,9 +756,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpLoadModule(CudaEpProvider provide
                                                           size_t ptx_size, CUDAEP_OUT CudaEpModule* out_module);
 
 /*
- * CudaEpReleaseModule releases module. It is unloaded once its functions are released too;
- * work already queued must have completed by then (unloading does not wait). Errors: a bad
- * module handle. Thread-safe.
+ * CudaEpReleaseModule releases module. It is unloaded once its functions are released too: the
+ * unload first waits for the work queued on the provider's compute stream (a queued launch
+ * reads the module's code). A module one of whose launches was recorded into a graph stays
+ * loaded until the provider is destroyed, after its graphs, so a graph never outlives the code
+ * it launches. Errors: a bad module handle (including a second release); CUDAEP_CUDA_ERROR from
+ * the wait or the unload (the handle is released all the same). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseModule(CudaEpModule module);
 
@@ -834,10 +837,10 @@ typedef struct CudaEpLaunchConfig {
  *   config  the launch shape.
  *   args    num_args arguments (at most CUDAEP_MAX_KERNEL_ARGS); NULL only when num_args is 0.
  * Errors: a bad function handle or memory handle; CUDAEP_INVALID_ARGUMENT for a NULL config, a
- * zero extent, a nonzero reserved field, an argument count or type that does not fit the
- * declaration, a memory offset past its end or memory of another provider (nothing is
- * queued); CUDAEP_CUDA_ERROR for a launch the driver refuses (limits) or a device fault.
- * Thread-safe.
+ * zero extent, a nonzero reserved field, an unknown argument type, an argument count or type
+ * that does not fit the declaration, a memory offset past its end, a ticket not waited for or
+ * memory of another provider (nothing is queued); CUDAEP_CUDA_ERROR for a launch the driver
+ * refuses (limits) or a device fault. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpLaunchFunction(CudaEpFunction function,
                                                               CUDAEP_IN const CudaEpLaunchConfig* config,
@@ -1354,8 +1357,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferPrefetch(CudaEpDouble
  * ticket may be used as tensor or kernel-argument memory. Waiting again returns the same view.
  * Errors: a bad ticket handle; CUDAEP_INVALID_ARGUMENT for NULL pointers;
  * CUDAEP_STALE_GENERATION when the slot was reused for another layer; CUDAEP_WRONG_STATE for a
- * released or cancelled layer, a quarantined slot or a released double buffer handle's closed
- * pipeline; CUDAEP_CUDA_ERROR when its upload failed. Thread-safe.
+ * released or cancelled layer or a quarantined slot; CUDAEP_CUDA_ERROR when its upload failed.
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferWaitLayer(CudaEpTicket ticket,
                                                                      CUDAEP_OUT uint64_t* out_device_ptr,
