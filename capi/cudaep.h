@@ -884,6 +884,9 @@ typedef enum CudaEpCaptureStatus {
  *   retain   num_retain buffers the recorded work touches (NULL only when num_retain is 0).
  *            Their memory is kept until the graph is destroyed, so releasing a buffer while a
  *            graph embeds its address is safe. Pass every buffer the step reads or writes.
+ *            Paged weights and double-buffer slots cannot be retained: their slots take other
+ *            layers, so a graph must not read them (capture decode steps over resident
+ *            buffers).
  * THE CAPTURE THREAD RULE applies: call Begin, the recorded calls and End/Abort on one OS
  * thread.
  * Errors: bad handles; CUDAEP_INVALID_ARGUMENT for NULL arrays, counts past CUDAEP_MAX_ARRAY,
