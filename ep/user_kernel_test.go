@@ -24,7 +24,7 @@ const axpbPTX = `
 // user_axpb_f32(float* out, const float* x, float a, float b, unsigned long long n)
 .visible .entry user_axpb_f32(
 	.param .u64 p_out,
-	.param .u64 .ptr .global .align 4 p_x,
+	.param .u64 p_x,
 	.param .f32 p_a,
 	.param .f32 p_b,
 	.param .u64 p_n
@@ -192,6 +192,30 @@ func replaceArg(args []ep.KernelArg, i int, a ep.KernelArg) []ep.KernelArg {
 	out := append([]ep.KernelArg(nil), args...)
 	out[i] = a
 	return out
+}
+
+// TestParseEntriesReadsParameterTypes reads the parameter declarations NVRTC and hand-written
+// PTX use, including pointer attributes, and marks entries typed arguments cannot serve.
+func TestParseEntriesReadsParameterTypes(t *testing.T) {
+	entries, bad, err := ep.ParseEntries(`
+.version 7.5
+.target sm_75
+// .entry commented_out(.param .u32 x)
+.visible .entry k(
+	.param .u64 .ptr.global.align 16 p,
+	.param .f32 a, .param .s32 b, .param .b64 c, .param .u8 d
+)
+{ ret; }
+.entry by_value(.param .align 8 .b8 s[16]) { ret; }
+.entry none() { ret; }
+`)
+	require.NoError(t, err)
+	names := func(ps []ep.ParamType) []string { return paramNames(ps) }
+	assert.Equal(t, []string{".u64", ".f32", ".s32", ".b64", ".u8"}, names(entries["k"]))
+	assert.Empty(t, entries["none"])
+	assert.Contains(t, bad["by_value"], "by-value aggregate")
+	assert.NotContains(t, entries, "commented_out")
+	assert.Len(t, entries, 3)
 }
 
 func TestLoadUserModuleRefusesWhatItCannotCheck(t *testing.T) {
