@@ -127,6 +127,7 @@ extern "C" {
 #define CUDAEP_MAX_RANK 32           /* dimensions of a tensor or weight shape */
 #define CUDAEP_MAX_ARRAY 65536       /* elements of any other array argument */
 #define CUDAEP_MAX_KERNEL_ARGS 24    /* arguments of one user kernel launch */
+#define CUDAEP_MAX_KERNEL_TENSORS 8  /* inputs, and outputs, of one CudaEpKernelExecute */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status                                                                                     */
@@ -683,7 +684,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpKernelGetOutputInfo(CudaEpKernel 
  * shapes the kernel was made for (CudaEpKernelGetOutputInfo for the outputs), dense strides,
  * and memory of the kernel's provider; elementwise ops, Softmax and Identity may run in
  * place, other outputs must not overlap inputs. Calls on one kernel are serialized.
- *   inputs, outputs  arrays of num_inputs / num_outputs tensors; NULL only with a count of 0.
+ *   inputs, outputs  arrays of num_inputs / num_outputs tensors (each count at most
+ *                    CUDAEP_MAX_KERNEL_TENSORS); NULL only with a count of 0.
  * Errors: a bad kernel handle or memory handle in a tensor; CUDAEP_INVALID_ARGUMENT for NULL
  * arrays, wrong counts, types or shapes, a tensor outside its memory, a ticket not waited for,
  * or memory of another provider; CUDAEP_UNSUPPORTED for non-dense strides; CUDAEP_CUDA_ERROR

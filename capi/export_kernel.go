@@ -220,18 +220,18 @@ func CudaEpKernelGetOutputInfo(kernel C.CudaEpKernel, index C.size_t, outDtype *
 func CudaEpKernelExecute(kernel C.CudaEpKernel, inputs *C.cudaep_ctensor, numInputs C.size_t, outputs *C.cudaep_ctensor, numOutputs C.size_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
 	return statusOf(with(kernelTable, handles.Handle(kernel), func(k *kernelObject) error {
-		var args tensorArgs
-		defer args.release()
-		ins, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(inputs)), numInputs, "inputs")
-		if err != nil {
-			return err
-		}
-		outs, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(outputs)), numOutputs, "outputs")
-		if err != nil {
-			return err
-		}
 		k.mu.Lock()
 		defer k.mu.Unlock()
+		args := &k.args
+		defer args.release()
+		ins, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(inputs)), numInputs, 0, "inputs")
+		if err != nil {
+			return err
+		}
+		outs, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(outputs)), numOutputs, 1, "outputs")
+		if err != nil {
+			return err
+		}
 		return k.k.Execute(ins, outs)
 	}))
 }
@@ -252,12 +252,6 @@ func CudaEpKernelNonZeroCount(kernel C.CudaEpKernel, count *C.cudaep_ctensor, ou
 		if !k.k.IsNonZero() {
 			return argError("%s is not a NonZero kernel", k.k.Name())
 		}
-		var args tensorArgs
-		defer args.release()
-		t, err := args.tensor(k.p, (*C.CudaEpTensor)(unsafe.Pointer(count)), "count")
-		if err != nil {
-			return err
-		}
 		if status, err := k.p.CaptureStatus(); err != nil {
 			return err
 		} else if status != cudadrv.CaptureStatusNone {
@@ -265,6 +259,12 @@ func CudaEpKernelNonZeroCount(kernel C.CudaEpKernel, count *C.cudaep_ctensor, ou
 		}
 		k.mu.Lock()
 		defer k.mu.Unlock()
+		args := &k.args
+		defer args.release()
+		t, err := args.tensor(k.p, (*C.CudaEpTensor)(unsafe.Pointer(count)), "count")
+		if err != nil {
+			return err
+		}
 		n, err = k.k.NonZeroCount(t)
 		return err
 	}); err != nil {

@@ -32,24 +32,33 @@ type memoryHold struct {
 // acquireMemory leases the memory h names. what names the argument in messages.
 func acquireMemory(h uint64, what string) (*memoryHold, error) {
 	m := &memoryHold{}
+	if err := m.acquire(h, what); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// acquire leases the memory h names into m, which must be empty. On error m holds nothing.
+// It allocates nothing on success, so a kernel execution through the ABI stays cheap.
+func (m *memoryHold) acquire(h uint64, what string) error {
 	hh := handles.Handle(h)
 	var err error
 	switch hh.Kind() {
 	case kindBuffer:
 		if m.buffer, err = bufferTable.Acquire(hh); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		b := m.buffer.Value()
 		m.p, m.ptr, m.size, m.buf = b.p, b.buf.Ptr(), b.buf.Size(), b.buf
 	case kindPagedWeight:
 		if m.paged, err = pagedWeightTable.Acquire(hh); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		w := m.paged.Value()
 		m.p, m.ptr, m.size = w.p, w.pw.Ptr(), w.pw.Len()
 	case kindTicket:
 		if m.ticket, err = ticketTable.Acquire(hh); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		t := m.ticket.Value()
 		t.mu.Lock()
@@ -57,15 +66,15 @@ func acquireMemory(h uint64, what string) (*memoryHold, error) {
 		t.mu.Unlock()
 		if !ok {
 			m.release()
-			return nil, fmt.Errorf("%w: %s: the ticket's layer is not waited for (or was released or cancelled): "+
+			return fmt.Errorf("%w: %s: the ticket's layer is not waited for (or was released or cancelled): "+
 				"call CudaEpDoubleBufferWaitLayer first", errInvalidArgument, what)
 		}
 		m.p, m.ptr, m.size = t.dbo.p, view.Ptr, view.Len
 	default:
 		_, err := bufferTable.Get(hh) // the table's own message for zero, forged or wrong-type handles
-		return nil, fmt.Errorf("%s (memory must be a buffer, paged weight or ticket): %w", what, err)
+		return fmt.Errorf("%s (memory must be a buffer, paged weight or ticket): %w", what, err)
 	}
-	return m, nil
+	return nil
 }
 
 // release gives back the lease. Releasing the last reference of an object its handle no
@@ -75,6 +84,7 @@ func (m *memoryHold) release() {
 	_ = m.buffer.Release()
 	_ = m.paged.Release()
 	_ = m.ticket.Release()
+	*m = memoryHold{}
 }
 
 // at returns the device address off bytes in, after checking [off, off+n) lies inside.
@@ -121,29 +131,39 @@ func decodeInfo(ci *C.CudaEpTensorInfo, what string) (kernels.TensorInfo, error)
 	return kernels.TensorInfo{DType: kernels.DType(ci.dtype), Shape: shape}, nil
 }
 
-// tensorArgs decodes an array of CudaEpTensor into kernel tensors, leasing each tensor's
-// memory; release the holds after the call. Every tensor's memory must be of provider p.
+// tensorArgs decodes arrays of CudaEpTensor into kernel tensors, leasing each tensor's memory
+// until release. It keeps what it decodes in arrays of its own, so a kernelObject reuses one
+// for every execution (under the kernel's lock) and decoding allocates nothing; messages are
+// formatted only when something is wrong.
 type tensorArgs struct {
-	holds []*memoryHold
+	holds   [2 * maxKernelTensors]memoryHold
+	n       int // holds in use
+	tensors [2][maxKernelTensors]kernels.Tensor
 }
+
+// maxKernelTensors bounds the inputs, and separately the outputs, of one kernel call
+// (CUDAEP_MAX_KERNEL_TENSORS): every operator cudaep runs has fewer (Gemm takes three inputs).
+const maxKernelTensors = C.CUDAEP_MAX_KERNEL_TENSORS
 
 func (a *tensorArgs) release() {
-	for _, h := range a.holds {
-		h.release()
+	for i := range a.holds[:a.n] {
+		a.holds[i].release()
 	}
+	a.n = 0
 }
 
-func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, name string) ([]kernels.Tensor, error) {
-	cts, err := cArray(arr, uint64(n), maxArray, name)
+// decode decodes n tensors at arr into set (0 inputs, 1 outputs); name ("inputs") and the
+// index label any error.
+func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, set int, name string) ([]kernels.Tensor, error) {
+	cts, err := cArray(arr, uint64(n), maxKernelTensors, name)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]kernels.Tensor, len(cts))
+	out := a.tensors[set][:len(cts)]
 	for i := range cts {
-		what := fmt.Sprintf("%s[%d]", name, i)
-		t, err := a.tensor(p, &cts[i], what)
+		t, err := a.tensor(p, &cts[i], "tensor")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s[%d]: %w", name, i, err)
 		}
 		out[i] = t
 	}
@@ -155,11 +175,14 @@ func (a *tensorArgs) tensor(p *ep.Provider, ct *C.CudaEpTensor, what string) (ke
 	if err != nil {
 		return kernels.Tensor{}, err
 	}
-	m, err := acquireMemory(uint64(ct.memory), what)
-	if err != nil {
+	if a.n == len(a.holds) {
+		return kernels.Tensor{}, argError("%s: more than %d tensors in one call", what, len(a.holds))
+	}
+	m := &a.holds[a.n]
+	if err := m.acquire(uint64(ct.memory), what); err != nil {
 		return kernels.Tensor{}, err
 	}
-	a.holds = append(a.holds, m)
+	a.n++
 	if m.p != p {
 		return kernels.Tensor{}, argError("%s: its memory belongs to another provider", what)
 	}

@@ -83,8 +83,9 @@ func (b *bufferObject) finalize() error {
 // one kernel serialize on mu.
 type kernelObject struct {
 	child
-	mu sync.Mutex
-	k  *ep.Kernel
+	mu   sync.Mutex
+	k    *ep.Kernel
+	args tensorArgs // decoding scratch of Execute and NonZeroCount, guarded by mu
 }
 
 func (k *kernelObject) finalize() error { return k.parent.Release() }

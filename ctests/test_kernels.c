@@ -189,7 +189,7 @@ static void test_execute_errors(void) {
     CHECK_ERR(CudaEpKernelExecute(relu, &t, 1, &ok, 1), CUDAEP_INVALID_ARGUMENT, "");
     CHECK_ERR(CudaEpKernelExecute(relu, &ok, 1, &ok, 0), CUDAEP_INVALID_ARGUMENT, "");
     t = ok, t.offset = 4; /* past the 16-byte buffer */
-    CHECK_ERR(CudaEpKernelExecute(relu, &t, 1, &ok, 1), CUDAEP_INVALID_ARGUMENT, "outside the 16-byte inputs[0] memory");
+    CHECK_ERR(CudaEpKernelExecute(relu, &t, 1, &ok, 1), CUDAEP_INVALID_ARGUMENT, "inputs[0]: cudaep: invalid argument: range [4, 4+16) is outside the 16-byte tensor memory");
     t = ok, t.offset = UINT64_MAX;
     CHECK_ERR(CudaEpKernelExecute(relu, &ok, 1, &t, 1), CUDAEP_INVALID_ARGUMENT, "outputs[0]");
     t = ok, t.memory = 0;
