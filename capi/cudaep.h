@@ -408,6 +408,16 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronize(CudaEpProvider provid
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider provider);
 
 /*
+ * CudaEpSynchronizeCompute waits for the work queued on the provider's compute stream
+ * (kernel executions, graph replays, device copies): one stream synchronization, not a device
+ * drain, so it is how a host waits for a replayed decode step.
+ * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a graph slot of the provider is
+ * capturing (synchronizing the capturing stream would invalidate the capture);
+ * CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronizeCompute(CudaEpProvider provider);
+
+/*
  * CudaEpDrainForUnmap is CudaEpForceSynchronize under the name a host uses before unmapping
  * host memory that queued device work may still read. Same errors. Thread-safe.
  */

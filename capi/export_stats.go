@@ -53,6 +53,14 @@ func CudaEpForceSynchronize(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
 	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).ForceSynchronize))
 }
 
+// CudaEpSynchronizeCompute waits for the provider's compute stream (see cudaep.h).
+//
+//export CudaEpSynchronizeCompute
+func CudaEpSynchronizeCompute(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).SynchronizeCompute))
+}
+
 // CudaEpDrainForUnmap drains the device before host memory is unmapped (see cudaep.h).
 //
 //export CudaEpDrainForUnmap

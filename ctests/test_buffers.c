@@ -111,6 +111,7 @@ static void test_provider_released_before_buffer(void) {
 static void test_synchronize(CudaEpProvider p) {
     CHECK_OK(CudaEpSynchronize(p));
     CHECK_OK(CudaEpForceSynchronize(p));
+    CHECK_OK(CudaEpSynchronizeCompute(p));
     CHECK_OK(CudaEpDrainForUnmap(p));
 }
 

@@ -170,6 +170,7 @@ static void state_host_copy_during_capture(void) {
     CHECK_ERR(CudaEpCopyToDevice(buf, 0, x, sizeof x), CUDAEP_WRONG_STATE, "inside a capture");
     CHECK_ERR(CudaEpCopyToHost(y, buf, 0, sizeof y), CUDAEP_WRONG_STATE, "inside a capture");
     CHECK(y[0] == 9);
+    CHECK_ERR(CudaEpSynchronizeCompute(prov), CUDAEP_WRONG_STATE, "inside a capture");
     /* Device-side copies and memsets are recorded, not refused. */
     CHECK_OK(CudaEpMemset(buf, 0, 16, 0));
     CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));

@@ -147,6 +147,7 @@ STATES = {
     "CudaEpProviderGetStats": STATELESS,
     "CudaEpSynchronize": ["drain_during_capture"],
     "CudaEpForceSynchronize": ["end_after_invalidation"],
+    "CudaEpSynchronizeCompute": ["host_copy_during_capture"],
     "CudaEpDrainForUnmap": ["drain_during_capture"],
     "CudaEpAllocBuffer": ["execute_with_provider_handle_released"],
     "CudaEpReleaseBuffer": ["release_twice"],

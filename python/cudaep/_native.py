@@ -247,6 +247,7 @@ CudaEpProviderGetDeviceInfo = _status_fn("CudaEpProviderGetDeviceInfo", Handle, 
 CudaEpProviderGetStats = _status_fn("CudaEpProviderGetStats", Handle, _P(ProviderStatsStruct))
 CudaEpSynchronize = _status_fn("CudaEpSynchronize", Handle)
 CudaEpForceSynchronize = _status_fn("CudaEpForceSynchronize", Handle)
+CudaEpSynchronizeCompute = _status_fn("CudaEpSynchronizeCompute", Handle)
 CudaEpDrainForUnmap = _status_fn("CudaEpDrainForUnmap", Handle)
 
 # Buffers.

@@ -116,6 +116,11 @@ class Provider(HandleObject):
         """Waits for all work of the device (and for live captures on other threads to end)."""
         _native.CudaEpForceSynchronize(self._handle)
 
+    def synchronize_compute(self):
+        """Waits for the work queued on the compute stream (one stream synchronization): how a
+        host waits for a replayed step. Refused while a graph slot is capturing."""
+        _native.CudaEpSynchronizeCompute(self._handle)
+
     def drain_for_unmap(self):
         """:meth:`force_synchronize` before unmapping host memory queued work may read."""
         _native.CudaEpDrainForUnmap(self._handle)

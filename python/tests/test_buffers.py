@@ -97,6 +97,7 @@ class BufferTest(TestCase):
         with provider() as p:
             p.synchronize()
             p.force_synchronize()
+            p.synchronize_compute()
             p.drain_for_unmap()
 
     def test_out_parameters_untouched_on_error(self):
