@@ -264,7 +264,7 @@ func capiRowSpecs(sz sizes) []capiSpec {
 		specs = append(specs, capiSpec{
 			id: fmt.Sprintf("replay-capi/%d", n), after: fmt.Sprintf("replay/%d", n), key: fmt.Sprintf("a.replay/%d", n),
 			title: fmt.Sprintf("replay+sync %d-kernel step (C ABI)", n), unit: UnitMicros,
-			label: "CudaEpReplay + CudaEpForceSynchronize",
+			label: "CudaEpReplay + CudaEpSynchronizeCompute",
 		})
 	}
 	return append(specs,

@@ -16,15 +16,15 @@ import (
 
 // Labels of the in-process measures, also used by bench/README.md.
 const (
-	labelEPReplayForce = "ep.Replay + ep.ForceSynchronize"
-	labelEPReplayCtx   = "ep.Replay + Context().Synchronize"
-	labelGoReplay      = "Go cudadrv GraphExec.Launch + Stream.Synchronize"
+	labelEPReplayWait = "ep.Replay + ep.SynchronizeCompute"
+	labelEPReplayCtx  = "ep.Replay + Context().Synchronize"
+	labelGoReplay     = "Go cudadrv GraphExec.Launch + Stream.Synchronize"
 )
 
 // replayRows: replay + sync per step of 1-, 4- and 32-kernel steps through ep, against the
 // cudadrv wrappers alone on a stream of the same priority. Ours is ep.Replay followed by
-// ep.ForceSynchronize, the drain ep offers a host (ep has no compute-stream synchronization of
-// its own; Synchronize is deferred by design). The second ep line replaces the drain by a
+// ep.SynchronizeCompute, the one-stream wait ep offers a host (Synchronize is deferred by
+// design; ForceSynchronize drains the whole device behind the capture gate). The second ep line replaces the drain by a
 // plain cuCtxSynchronize on the provider's context, which separates what the drain adds.
 func (b *bench) replayRows() ([]Row, error) {
 	s, err := b.newStep(b.sz.stepElems)
@@ -60,12 +60,12 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 	defer s.destroyRaw(g, e)
 	iters := b.sz.stepIters[n]
 	samples, err := interleave(b.sz.reps,
-		arm{labelEPReplayForce, func() (float64, error) {
+		arm{labelEPReplayWait, func() (float64, error) {
 			return perCallMicros(iters, func() error {
 				if err := p.Replay(stepSlot); err != nil {
 					return err
 				}
-				return p.ForceSynchronize()
+				return p.SynchronizeCompute()
 			})
 		}},
 		arm{labelEPReplayCtx, func() (float64, error) {
@@ -91,7 +91,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 	return Row{
 		ID: fmt.Sprintf("replay/%d", n), Group: "graph replay",
 		Title: fmt.Sprintf("replay+sync %d-kernel step (ep, Go)", n),
-		Ours:  measure(labelEPReplayForce, SourceEP, UnitMicros, samples[0]),
+		Ours:  measure(labelEPReplayWait, SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
 			measure(labelEPReplayCtx, SourceEP, UnitMicros, samples[1]),
 			measure(labelGoReplay, SourceGoRaw, UnitMicros, samples[2]),
@@ -120,7 +120,7 @@ func (b *bench) enqueueRows() ([]Row, error) {
 	calls, every := b.sz.enqCalls, b.sz.syncEvery
 	samples, err := interleave(b.sz.reps,
 		arm{"ep.Replay", func() (float64, error) {
-			return enqueueMicros(calls, every, func() error { return p.Replay(stepSlot) }, p.ForceSynchronize)
+			return enqueueMicros(calls, every, func() error { return p.Replay(stepSlot) }, p.SynchronizeCompute)
 		}},
 		arm{"GraphExec.Launch", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return e.Launch(raw.stream) }, raw.stream.Synchronize)

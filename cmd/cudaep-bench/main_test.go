@@ -105,7 +105,7 @@ func fakeReport() *Report {
 		Repeats: 3,
 		Rows: []Row{
 			{ID: "replay/4", Group: "graph replay", Title: "replay+sync 4-kernel step (ep, Go)",
-				Ours: m(labelEPReplayForce, SourceEP, UnitMicros, 5.1, 5.0, 5.2),
+				Ours: m(labelEPReplayWait, SourceEP, UnitMicros, 5.1, 5.0, 5.2),
 				Baselines: []Measure{
 					m("raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros, 4.9, 5.0, 5.1),
 					missing("PyTorch CUDAGraph.replay + stream sync", SourceTorch, UnitMicros, "torch not importable"),

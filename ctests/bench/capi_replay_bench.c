@@ -7,9 +7,9 @@
  *                     chained over three buffers: c = a + b, a = c + b, ... captured into the
  *                     PRIMARY graph slot;
  *
- *   replay/N       CudaEpReplay + CudaEpForceSynchronize per step, N = 1, 4, 32 (the drain
+ *   replay/N       CudaEpReplay + CudaEpSynchronizeCompute per step, N = 1, 4, 32 (the wait
  *                  the ABI offers a host; CudaEpSynchronize is deferred by design)
- *   enqueue_graph  host time of one CudaEpReplay of the 1-kernel step; CudaEpForceSynchronize
+ *   enqueue_graph  host time of one CudaEpReplay of the 1-kernel step; CudaEpSynchronizeCompute
  *                  every SYNC_EVERY calls with the clock stopped
  *   eager_execute  host time of one CudaEpKernelExecute of Add over float32[4096], the same way
  *   allocs/device  device allocations over the replay samples (CudaEpProviderGetStats): 0
@@ -204,7 +204,7 @@ static double replay_sample(const struct rig *r, int iters) {
     double t0 = now_us();
     for (int i = 0; i < iters; i++) {
         CHECK(CudaEpReplay(r->p, CUDAEP_SLOT_PRIMARY, 0));
-        CHECK(CudaEpForceSynchronize(r->p));
+        CHECK(CudaEpSynchronizeCompute(r->p));
     }
     return (now_us() - t0) / iters;
 }
@@ -255,7 +255,7 @@ static double enqueue_sample(const struct rig *r, const struct sizes *sz, int ea
             }
         }
         spent += now_us() - t0;
-        CHECK(CudaEpForceSynchronize(r->p));
+        CHECK(CudaEpSynchronizeCompute(r->p));
         done += batch;
     }
     return spent / sz->enqueue_calls;
@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
     CHECK(CudaEpGetVersion(&abi, &lib));
     printf("info abi_version %u\n", (unsigned)abi);
     printf("info library_version %s\n", lib);
-    printf("info replay_label CudaEpReplay + CudaEpForceSynchronize (C, libcudaep.so)\n");
+    printf("info replay_label CudaEpReplay + CudaEpSynchronizeCompute (C, libcudaep.so)\n");
 
     struct rig r;
     open_rig(&r, backend);
