@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # gpu-check.sh: run every GPU suite of cudaep in one call on a machine with an NVIDIA GPU.
 #
-#   scripts/gpu-check.sh build   # here (has Go): build test binaries, library, C tests into build/gpu
+#   scripts/gpu-check.sh build   # here (has Go): Go test binaries and the demo into build/gpu,
+#                                # the C tests and example into build/ctests (make ctest-build),
+#                                # the benchmark into build/bench (scripts/bench-gpu.sh build)
 #   scripts/gpu-check.sh run     # there (has the GPU, no Go): run them all, summary last
+#
+# Carry build/gpu, build/ctests and build/bench. SKIP_BENCH=1 skips the benchmark tables.
 #
 # The device machine has no Go toolchain: everything Go is compiled by "build" and carried in
 # build/gpu. Each step runs under `timeout` so a hang cannot eat the device budget. Logs go to
@@ -22,9 +26,8 @@ build() {
 		[ -d "$path" ] || continue
 		CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$B/$name.test" "$path" || echo "build $name: FAILED (not carried)"
 	done
-	if [ -f Makefile ]; then
-		make --no-print-directory >/dev/null && cp -r build/libcudaep.so build/include "$B"/ || echo "build library: FAILED (not carried)"
-	fi
+	make --no-print-directory ctest-build >/dev/null || echo "build C tests: FAILED (not carried)"
+	scripts/bench-gpu.sh build >/dev/null || echo "build benchmark: FAILED (not carried)"
 	if [ -d cmd/cudaep-demo ]; then
 		CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-demo" ./cmd/cudaep-demo
 	fi
@@ -37,7 +40,7 @@ build() {
 run() {
 	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	export CUDAEP_TEST_BACKEND=cuda
-	logs=${OUT:-$B/logs}
+	logs=$B/logs
 	mkdir -p "$logs"
 	summary=()
 	tables=()
@@ -79,10 +82,28 @@ run() {
 		[ -x "$B/kernels.test" ] && bench kernels-bench 180 ep/kernels "$ROOT/$B/kernels.test" -test.run 'TestBench' -test.v
 		[ -x "$B/paging.test" ] && bench paging-bench 300 paging "$ROOT/$B/paging.test" -test.run 'TestBench' -test.v
 	fi
+	if [ -d build/ctests ]; then
+		step ctest 300 . ctest --test-dir build/ctests --output-on-failure
+		step mlp-server 120 . build/ctests/mlp_server --tokens 64 --prompt 32
+		step python 300 . env CUDAEP_LIBRARY="$ROOT/build/ctests/libcudaep.so" PYTHONPATH=python \
+			python3 -m unittest discover -s python/tests -t python -v
+		tables+=("== mlp_server (C++ example)" "$(tail -12 "$logs/mlp-server.log")")
+	fi
+	if [ -z "${SKIP_BENCH:-}" ] && [ -x build/bench/cudaep-bench ]; then
+		step cudaep-bench 420 . scripts/bench-gpu.sh run
+		tables+=("== cudaep-bench" "$(grep -E 'goals|met|MISSED' "$logs/cudaep-bench.log" | tail -30)")
+	fi
 	if [ -x "$B/cudaep-demo" ]; then
 		step demo 120 . "$B/cudaep-demo" -backend=auto
 		step demo-large 240 . "$B/cudaep-demo" -backend=cuda -layers=8 -width=2048 -prefill=128 -tokens=64
 		tables+=("== demo" "$(tail -12 "$logs/demo.log")" "== demo-large" "$(tail -11 "$logs/demo-large.log")")
+	fi
+	# Only 8 files come back from the device tool's $OUT: the benchmark's JSON (written there by
+	# bench-gpu.sh) and the logs a reader needs most.
+	if [ -n "${OUT:-}" ]; then
+		for f in ctest python mlp-server demo-large go-ep; do
+			[ -f "$logs/$f.log" ] && cp "$logs/$f.log" "$OUT/"
+		done
 	fi
 	echo
 	for t in "${tables[@]}"; do echo "$t"; done
