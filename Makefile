@@ -5,6 +5,7 @@
 #   make demo            build and run cmd/cudaep-demo with -backend=auto
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
 #   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
+#   make bench           cmd/cudaep-bench on the available backend (on sim: not performance numbers)
 #   make help            this list, and the single layers (make test-c, …)
 
 SHELL := /bin/bash
@@ -32,7 +33,7 @@ LAYERS := gofmt vet go abi nocgo c python
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
 CARRY := $(BUILD)/ctests
 
-.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) ctest-build demo install clean help
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) ctest-build demo bench install clean help
 
 all: lib
 
@@ -114,6 +115,10 @@ ctest-build: lib
 demo:
 	$(GO) build -o $(BUILD)/cudaep-demo ./cmd/cudaep-demo
 	$(BUILD)/cudaep-demo -backend=auto
+
+# BENCHFLAGS are passed to cudaep-bench (e.g. BENCHFLAGS=-rows=replay).
+bench:
+	scripts/bench-gpu.sh local $(BENCHFLAGS)
 
 install: lib
 	@test -n "$(VERSION)" || { echo "error: cannot read const Version from ep/" >&2; exit 1; }
