@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -98,24 +97,4 @@ func TestHeaderDeclaresExactlyTheExportsAndStatusFunctions(t *testing.T) {
 	slices.Sort(declared)
 	slices.Sort(defined)
 	assert.Equal(t, declared, defined)
-}
-
-// TestOnlyCapiUsesCgo enforces the layering rule: every other package builds with
-// CGO_ENABLED=0 (the cuda backend reaches the driver through purego, not cgo).
-func TestOnlyCapiUsesCgo(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-f", "{{.ImportPath}} {{len .CgoFiles}}", "./...")
-	cmd.Dir = ".."
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	var seenCapi bool
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		path, n, _ := strings.Cut(line, " ")
-		if path == "github.com/cudaep/cudaep/capi" {
-			seenCapi = true
-			assert.NotEqual(t, "0", n, "capi is the cgo package")
-			continue
-		}
-		assert.Equal(t, "0", n, "%s uses cgo; only capi may", path)
-	}
-	assert.True(t, seenCapi)
 }
