@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
 	"github.com/cudaep/cudaep/ep/kernels"
 )
@@ -251,11 +250,6 @@ func CudaEpKernelNonZeroCount(kernel C.CudaEpKernel, count *C.cudaep_ctensor, ou
 	if err := with(kernelTable, handles.Handle(kernel), func(k *kernelObject) error {
 		if !k.k.IsNonZero() {
 			return argError("%s is not a NonZero kernel", k.k.Name())
-		}
-		if status, err := k.p.CaptureStatus(); err != nil {
-			return err
-		} else if status != cudadrv.CaptureStatusNone {
-			return fmt.Errorf("%w: reading the NonZero count needs a stream synchronization; end or abort the capture first", ep.ErrCaptureLive)
 		}
 		k.mu.Lock()
 		defer k.mu.Unlock()

@@ -69,7 +69,7 @@ func (k *Kernel) Execute(inputs, outputs []Tensor) error {
 
 // NonZeroCount reads the element count a NonZero kernel found in its last execution (count is
 // its second output). It waits for the compute stream: this host read is why NonZero is a
-// seam between captured segments.
+// seam between captured segments, and why it is refused with ErrCaptureLive during a capture.
 func (k *Kernel) NonZeroCount(count Tensor) (int64, error) {
 	nz, ok := k.k.(*kernels.NonZeroKernel)
 	if !ok {
@@ -80,5 +80,8 @@ func (k *Kernel) NonZeroCount(count Tensor) (int64, error) {
 		return 0, err
 	}
 	defer leave()
+	if err := k.p.refuseDuringCapture("read the NonZero count (it synchronizes the stream)"); err != nil {
+		return 0, err
+	}
 	return nz.Count(count)
 }

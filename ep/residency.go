@@ -1,6 +1,7 @@
 package ep
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -71,7 +72,7 @@ func (w *weights) stop() []error {
 }
 
 func ignoreClosed(err error) error {
-	if err == paging.ErrClosed {
+	if errors.Is(err, paging.ErrClosed) {
 		return nil
 	}
 	return err

@@ -361,8 +361,8 @@ func (m *UserModule) Unload() error {
 		return err
 	}
 	defer leave()
-	if st, err := m.p.compute.CaptureStatus(); err == nil && st != cudadrv.CaptureStatusNone {
-		return fmt.Errorf("%w: a user module cannot be unloaded while the compute stream is capturing", ErrCaptureLive)
+	if err := m.p.refuseDuringCapture("unload a user module"); err != nil {
+		return err
 	}
 	m.unloaded = true
 	// A failed wait (a device fault) must not keep the module loaded forever: unload anyway and
@@ -441,8 +441,8 @@ func (f *UserFunction) Launch(grid, block Dim3, sharedMem uint32, args ...Kernel
 	if err := f.m.p.compute.Launch(f.f, grid, block, sharedMem, f.args); err != nil {
 		return err
 	}
-	if capturing, err := f.m.p.compute.IsCapturing(); err != nil || capturing {
-		f.m.recorded.Store(true) // when in doubt, keep the module for the graphs
+	if f.m.p.slots.Capturing() {
+		f.m.recorded.Store(true) // the launch was recorded: keep the module for the graphs
 	}
 	return nil
 }
