@@ -150,6 +150,10 @@ func TestDecodeStepEagerWholeAndSegmentedAreBitIdentical(t *testing.T) {
 	gs, err := p.GraphStats(graphs.Primary)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(6), gs.ReplayLaunches)
+	unused, err := p.GraphStats(graphs.Keyed(99))
+	require.NoError(t, err)
+	assert.Zero(t, unused.Captures)
+	assert.Equal(t, []int64{1}, p.GraphKeys(), "reading an unused key's stats does not create the slot")
 
 	for _, s := range []ep.Slot{whole, graphs.Primary} {
 		had, err := p.ResetGraph(s)

@@ -2,6 +2,7 @@ package ep
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/graphs"
@@ -162,9 +163,16 @@ func (p *Provider) IsCapturing() (bool, error) {
 	return st != cudadrv.CaptureStatusNone, err
 }
 
+// GraphKeys returns the keys of the keyed slots the provider holds, in increasing order.
+func (p *Provider) GraphKeys() []int64 { return p.slots.Keys() }
+
 // GraphStats returns slot's counters (lock acquisitions, completed captures, replay launches,
-// updates, instantiations).
+// updates, instantiations). A keyed slot never used reads as zero counters: asking does not
+// create it (keyed slots are bounded).
 func (p *Provider) GraphStats(slot Slot) (graphs.Stats, error) {
+	if key, keyed := slot.Key(); keyed && !slices.Contains(p.slots.Keys(), key) {
+		return graphs.Stats{}, nil
+	}
 	l, err := p.slots.Lifecycle(slot)
 	if err != nil {
 		return graphs.Stats{}, err
