@@ -104,7 +104,6 @@ func beginCapture(provider C.CudaEpProvider, kind C.int32_t, key C.int64_t, kern
 		if err != nil {
 			return err
 		}
-		stateOf(p).noteSlot(slot)
 		if recapture {
 			return p.Recapture(slot, kernels, buffers)
 		}

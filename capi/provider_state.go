@@ -8,13 +8,11 @@ import (
 	"github.com/cudaep/cudaep/graphs"
 )
 
-// providerState is what the C layer remembers about a provider beyond ep.Provider: the keyed
-// graph slots hosts captured into, and user modules that must stay loaded until the provider's
-// graphs are destroyed because a graph recorded a launch of theirs. It lives from the
-// provider's creation until its finalizer.
+// providerState is what the C layer remembers about a provider beyond ep.Provider: user
+// modules that must stay loaded until the provider's graphs are destroyed because a graph
+// recorded a launch of theirs. It lives from the provider's creation until its finalizer.
 type providerState struct {
 	mu       sync.Mutex
-	keys     map[int64]struct{}
 	deferred []*ep.UserModule
 }
 
@@ -26,17 +24,8 @@ func stateOf(p *ep.Provider) *providerState {
 	if s, ok := states.Load(p); ok {
 		return s.(*providerState)
 	}
-	s, _ := states.LoadOrStore(p, &providerState{keys: map[int64]struct{}{}})
+	s, _ := states.LoadOrStore(p, &providerState{})
 	return s.(*providerState)
-}
-
-// noteSlot records a keyed slot a host captured into, so teardown can reset it.
-func (s *providerState) noteSlot(slot ep.Slot) {
-	if key, ok := slot.Key(); ok {
-		s.mu.Lock()
-		s.keys[key] = struct{}{}
-		s.mu.Unlock()
-	}
 }
 
 // deferUnload keeps m loaded until the provider's teardown.
@@ -48,7 +37,7 @@ func (s *providerState) deferUnload(m *ep.UserModule) {
 
 // finalizeProvider is the provider table's finalizer, run when the provider's handle, its calls
 // and its children are all gone. Modules whose launches graphs recorded are unloaded only after
-// every graph slot the C layer used is reset (a graph must never outlive code it launches);
+// every graph slot of the provider is reset (a graph must never outlive code it launches);
 // then the provider is closed.
 func finalizeProvider(p *ep.Provider) error {
 	s := stateOf(p)
@@ -56,7 +45,7 @@ func finalizeProvider(p *ep.Provider) error {
 	var errs []error
 	if len(s.deferred) > 0 {
 		slots := []ep.Slot{graphs.Primary, graphs.Verify}
-		for key := range s.keys {
+		for _, key := range p.GraphKeys() {
 			slots = append(slots, graphs.Keyed(key))
 		}
 		reset := true
