@@ -6,11 +6,9 @@ package main
 import "C"
 
 import (
-	"math/bits"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
-	"github.com/cudaep/cudaep/ep"
 )
 
 // CudaEpAllocBuffer allocates device memory (see cudaep.h).
@@ -22,17 +20,6 @@ func CudaEpAllocBuffer(provider C.CudaEpProvider, size, alignment C.uint64_t, ou
 		return statusOf(argError("out_buffer is NULL"))
 	}
 	sz, align := uint64(size), uint64(alignment)
-	switch {
-	case sz == 0:
-		return statusOf(argError("size is 0"))
-	case align&(align-1) != 0:
-		return statusOf(argError("alignment %d is not a power of two", align))
-	}
-	if align > ep.DefaultAlignment {
-		if _, carry := bits.Add64(sz, align-ep.DefaultAlignment, 0); carry != 0 {
-			return statusOf(argError("size %d with alignment %d overflows", sz, align))
-		}
-	}
 	c, err := adopt(handles.Handle(provider))
 	if err != nil {
 		return statusOf(err)

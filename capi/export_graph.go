@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -97,17 +98,39 @@ func beginCapture(provider C.CudaEpProvider, kind C.int32_t, key C.int64_t, kern
 	if err != nil {
 		return err
 	}
-	return withSlot(provider, kind, key, func(p *ep.Provider, slot ep.Slot) error {
-		var args captureArgs
-		defer args.release()
-		kernels, buffers, err := args.decode(p, ks, bs)
-		if err != nil {
-			return err
-		}
-		if recapture {
-			return p.Recapture(slot, kernels, buffers)
-		}
-		return p.BeginCapture(slot, kernels, buffers)
+	slot, err := slotOf(kind, key)
+	if err != nil {
+		return err
+	}
+	lease, err := providerTable.Acquire(handles.Handle(provider))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lease.Release() }()
+	p := lease.Value()
+	var args captureArgs
+	defer args.release()
+	goKernels, buffers, err := args.decode(p, ks, bs)
+	if err != nil {
+		return err
+	}
+	if recapture {
+		err = p.Recapture(slot, goKernels, buffers)
+	} else {
+		err = p.BeginCapture(slot, goKernels, buffers)
+	}
+	if err == nil {
+		stateOf(p).holdCapture(lease.Clone())
+	}
+	return err
+}
+
+// endCapture runs EndCapture or AbortCapture and, once no capture is live, gives back the
+// capture's lease on the provider.
+func endCapture(provider C.CudaEpProvider, kind C.int32_t, key C.int64_t, end func(*ep.Provider, ep.Slot) error) error {
+	return withSlot(provider, kind, key, func(p *ep.Provider, s ep.Slot) error {
+		err := end(p, s)
+		return errors.Join(err, stateOf(p).endCapture(p))
 	})
 }
 
@@ -134,7 +157,7 @@ func CudaEpRecapture(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.in
 //export CudaEpEndCapture
 func CudaEpEndCapture(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.int64_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(withSlot(provider, slotKind, slotKey, (*ep.Provider).EndCapture))
+	return statusOf(endCapture(provider, slotKind, slotKey, (*ep.Provider).EndCapture))
 }
 
 // CudaEpAbortCapture discards a slot's failed capture (see cudaep.h).
@@ -142,7 +165,7 @@ func CudaEpEndCapture(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.i
 //export CudaEpAbortCapture
 func CudaEpAbortCapture(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.int64_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(withSlot(provider, slotKind, slotKey, (*ep.Provider).AbortCapture))
+	return statusOf(endCapture(provider, slotKind, slotKey, (*ep.Provider).AbortCapture))
 }
 
 // CudaEpReplay launches a slot's segments (see cudaep.h).

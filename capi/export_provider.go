@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
@@ -42,7 +43,12 @@ func CudaEpCreateProvider(options C.CudaEpOptions, outProvider *C.CudaEpProvider
 //export CudaEpReleaseProvider
 func CudaEpReleaseProvider(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(providerTable.Remove(handles.Handle(provider)))
+	return statusOf(providerTable.RemoveIf(handles.Handle(provider), func(p *ep.Provider) error {
+		if p.CaptureLive() {
+			return fmt.Errorf("%w: release the provider: end or abort its capture first (the handle stays valid)", ep.ErrCaptureLive)
+		}
+		return nil
+	}))
 }
 
 // providerString answers the two-call string queries about a provider.

@@ -4,16 +4,42 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
 	"github.com/cudaep/cudaep/graphs"
 )
 
 // providerState is what the C layer remembers about a provider beyond ep.Provider: user
 // modules that must stay loaded until the provider's graphs are destroyed because a graph
-// recorded a launch of theirs. It lives from the provider's creation until its finalizer.
+// recorded a launch of theirs, and the lease a live capture holds on the provider. It lives
+// from the provider's creation until its finalizer.
 type providerState struct {
 	mu       sync.Mutex
 	deferred []*ep.UserModule
+	capture  handles.Lease[*ep.Provider] // held from a successful begin until the capture ends
+}
+
+// holdCapture keeps the provider alive (not finalized) while its capture is live, so that the
+// release of its last child on the capturing thread cannot tear it down mid-capture.
+func (s *providerState) holdCapture(lease handles.Lease[*ep.Provider]) {
+	s.mu.Lock()
+	old := s.capture
+	s.capture = lease
+	s.mu.Unlock()
+	_ = old.Release() // none in practice: one capture per provider at a time
+}
+
+// endCapture gives back the capture's lease once no capture is live on p; a finalizer it
+// triggers runs now, after the capture ended.
+func (s *providerState) endCapture(p *ep.Provider) error {
+	if p.CaptureLive() {
+		return nil
+	}
+	s.mu.Lock()
+	lease := s.capture
+	s.capture = handles.Lease[*ep.Provider]{}
+	s.mu.Unlock()
+	return lease.Release()
 }
 
 // states maps each live provider to its state.

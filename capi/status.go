@@ -81,7 +81,7 @@ func codeOf(err error) code {
 		return codeDeclined
 	case isGraphState(err):
 		return codeWrongState
-	case errors.Is(err, errInvalidArgument), errors.As(err, &optErr),
+	case errors.Is(err, errInvalidArgument), errors.Is(err, ep.ErrInvalidArgument), errors.As(err, &optErr),
 		errors.Is(err, kernels.ErrTensorMismatch), errors.Is(err, ep.ErrInvalidLaunch),
 		errors.Is(err, graphs.ErrSegmentIndex), errors.Is(err, graphs.ErrInvalidArgument),
 		errors.Is(err, paging.ErrInvalidWeight), errors.Is(err, paging.ErrForeignTicket),

@@ -135,7 +135,7 @@ type pagedWeightObject struct {
 }
 
 func (w *pagedWeightObject) finalize() error {
-	err := w.pw.Release()
+	err := w.p.ReleasePagedWeight(w.pw)
 	if errors.Is(err, paging.ErrReleased) {
 		err = nil
 	}

@@ -114,20 +114,22 @@ static void state_abort_on_another_thread(void) {
     CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
 }
 
-static void state_end_after_invalidation(void) {
+/* A refused drain never touches the driver, so the capture survives it and ends normally. */
+static void state_end_after_refused_drain(void) {
     begin(CUDAEP_SLOT_PRIMARY);
-    CHECK_ERR(CudaEpForceSynchronize(prov), CUDAEP_WRONG_STATE, "drain inside a live capture");
-    CHECK_ERR(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_WRONG_STATE, "invalidated");
+    CHECK_ERR(CudaEpForceSynchronize(prov), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
     int32_t has = -1;
     CHECK_OK(CudaEpHasExecutable(prov, CUDAEP_SLOT_PRIMARY, 0, &has));
-    CHECK(has == 0);
+    CHECK(has == 1);
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
 }
 
 static void state_reset_during_capture(void) {
     capture_primary();
     begin(CUDAEP_SLOT_VERIFY);
     int32_t had = 77;
-    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_VERIFY, 0, &had), CUDAEP_WRONG_STATE, "capture is active");
+    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_VERIFY, 0, &had), CUDAEP_WRONG_STATE, "inside a capture");
     CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, &had), CUDAEP_WRONG_STATE, "");
     CHECK(had == 77);
     CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_VERIFY, 0));
@@ -143,7 +145,7 @@ static void state_reset_nothing_captured(void) {
 
 static void state_begin_during_capture(void) {
     begin(CUDAEP_SLOT_PRIMARY);
-    CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_VERIFY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "capture is active");
+    CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_VERIFY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "inside a capture");
     CHECK_ERR(CudaEpBeginCapture(prov, CUDAEP_SLOT_PRIMARY, 0, &relu, 1, &buf, 1), CUDAEP_WRONG_STATE, "");
     CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
 }
@@ -179,7 +181,7 @@ static void state_host_copy_during_capture(void) {
 static void state_drain_during_capture(void) {
     begin(CUDAEP_SLOT_PRIMARY);
     CHECK_OK(CudaEpSynchronize(prov)); /* deferred: harmless inside a capture */
-    CHECK_ERR(CudaEpDrainForUnmap(prov), CUDAEP_WRONG_STATE, "drain inside a live capture");
+    CHECK_ERR(CudaEpDrainForUnmap(prov), CUDAEP_WRONG_STATE, "inside a capture");
     CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
     CHECK_OK(CudaEpDrainForUnmap(prov));
 }
@@ -532,7 +534,7 @@ int main(void) {
         state_replay_nothing_captured, state_replay_segment_nothing_captured,
         state_replay_segment_past_segments, state_replay_during_capture, state_replay_after_reset,
         state_end_without_begin, state_abort_without_begin, state_end_on_another_thread,
-        state_abort_on_another_thread, state_end_after_invalidation, state_reset_during_capture,
+        state_abort_on_another_thread, state_end_after_refused_drain, state_reset_during_capture,
         state_reset_nothing_captured, state_begin_during_capture, state_recapture_during_capture,
         state_begin_rejected_by_audit, state_host_copy_during_capture, state_drain_during_capture,
         state_nonzero_count_during_capture, state_nonzero_count_on_other_kernel,

@@ -33,32 +33,36 @@ type Buffer struct {
 //
 // # Errors
 //
-// A zero size, an alignment that is not a power of two, or a size that overflows once padded
-// for alignment is an error naming the value; device exhaustion wraps the driver's
+// A zero size, an alignment that is not a power of two, a size that overflows once padded
+// for alignment or exceeds the device's memory is an error naming the value (checked before
+// anything else, so it is the answer during a capture too); device exhaustion wraps the driver's
 // CUDA_ERROR_OUT_OF_MEMORY.
 func (p *Provider) Alloc(size, alignment uint64) (*Buffer, error) {
 	if size == 0 {
-		return nil, fmt.Errorf("ep: alloc: size is 0")
+		return nil, fmt.Errorf("%w: alloc: size is 0", ErrInvalidArgument)
 	}
 	if alignment == 0 {
 		alignment = DefaultAlignment
 	}
 	if alignment&(alignment-1) != 0 {
-		return nil, fmt.Errorf("ep: alloc: alignment %d is not a power of two", alignment)
+		return nil, fmt.Errorf("%w: alloc: alignment %d is not a power of two", ErrInvalidArgument, alignment)
 	}
 	padded := size
 	if alignment > DefaultAlignment {
 		var carry uint64
 		padded, carry = bits.Add64(size, alignment-DefaultAlignment, 0)
 		if carry != 0 {
-			return nil, fmt.Errorf("ep: alloc: size %d with alignment %d overflows", size, alignment)
+			return nil, fmt.Errorf("%w: alloc: size %d with alignment %d overflows", ErrInvalidArgument, size, alignment)
 		}
 	}
-	leave, err := p.enter()
+	if total := p.dev.TotalMemory(); total > 0 && padded > total {
+		return nil, fmt.Errorf("%w: alloc: size %d is larger than the device's %d bytes of memory", ErrInvalidArgument, size, total)
+	}
+	e, err := p.enter("allocate device memory", accessDriver)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer e.leave()
 	mem, err := p.ctx.Alloc(padded)
 	if err != nil {
 		return nil, fmt.Errorf("ep: alloc %d bytes: %w", size, err)
@@ -74,18 +78,17 @@ func (b *Buffer) Ptr() cudadrv.DevicePtr { return b.ptr }
 func (b *Buffer) Size() uint64 { return b.size }
 
 // Release gives up the owner's reference. The memory is freed now or, when captured graphs
-// still embed it, when the last of them is destroyed. A second Release returns ErrReleased.
+// still embed it, when the last of them is destroyed; during a capture on the provider the
+// free waits until the capture ends (freeing would invalidate it). The buffer is unusable from
+// the moment Release is called. A second Release returns ErrReleased.
 func (b *Buffer) Release() error {
 	if !b.released.CompareAndSwap(false, true) {
 		return ErrReleased
 	}
-	leave, err := b.p.enter()
-	if err != nil {
-		return err
-	}
-	defer leave()
-	b.shared.Release()
-	return b.shared.Err()
+	return b.p.releaseLater("release a buffer", func() error {
+		b.shared.Release()
+		return b.shared.Err()
+	})
 }
 
 // retain returns a reference for a capture that embeds the buffer's address.

@@ -32,7 +32,8 @@ type (
 // *paging.StaleGenerationError (errors.Is paging.ErrStaleGeneration), never served another
 // layer's bytes.
 //
-// A DoubleBuffer is safe for concurrent use. Close it before closing the provider.
+// A DoubleBuffer is safe for concurrent use. Close it before closing the provider. During a
+// capture on the provider its calls are refused with ErrCaptureLive (Close is deferred).
 type DoubleBuffer struct {
 	p  *Provider
 	db *paging.DoubleBuffer
@@ -49,9 +50,11 @@ type DoubleBuffer struct {
 // (errors.Is paging.ErrDeclined) before anything is reserved. A zero slotBytes or an unknown
 // mode is an error; device exhaustion is the driver's CUDA_ERROR_OUT_OF_MEMORY.
 func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*DoubleBuffer, error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
+	e, err := p.enter("create a double buffer", accessDriver)
+	if err != nil {
+		return nil, err
 	}
+	defer e.leave()
 	t, err := paging.NewCUDATransfer(paging.CUDATransferConfig{
 		Context: p.ctx, CopyStream: p.copy, ComputeStream: p.compute, Pool: p.weights.pool, Mode: mode,
 	})
@@ -70,20 +73,46 @@ func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*Double
 // Errors are paging.DoubleBuffer.Prefetch's (ErrNoFreeSlot when both slots are taken, a
 // *paging.LayerSizeError for an image larger than Capacity, …).
 func (d *DoubleBuffer) Prefetch(layer LayerID, w *LazyWeight) (Ticket, error) {
+	e, err := d.p.enter("prefetch a layer", accessDriver)
+	if err != nil {
+		return Ticket{}, err
+	}
+	defer e.leave()
 	return d.db.Prefetch(layer, w, d.p.weights.files)
 }
 
 // Wait fences the compute stream on the ticket's copy (the host does not block) and returns
 // the layer's device bytes, valid for work queued before Release or Cancel.
-func (d *DoubleBuffer) Wait(t Ticket) (SlotView, error) { return d.db.Wait(t) }
+func (d *DoubleBuffer) Wait(t Ticket) (SlotView, error) {
+	e, err := d.p.enter("wait for a layer", accessDriver)
+	if err != nil {
+		return SlotView{}, err
+	}
+	defer e.leave()
+	return d.db.Wait(t)
+}
 
 // Release records the slot's release fence after the compute work queued so far and frees it
 // for a later layer. The ticket must have been waited for.
-func (d *DoubleBuffer) Release(t Ticket) error { return d.db.Release(t) }
+func (d *DoubleBuffer) Release(t Ticket) error {
+	e, err := d.p.enter("release a layer", accessDriver)
+	if err != nil {
+		return err
+	}
+	defer e.leave()
+	return d.db.Release(t)
+}
 
 // Cancel abandons the ticket's layer (filling, ready or in use) and frees its slot without
 // quarantine.
-func (d *DoubleBuffer) Cancel(t Ticket) error { return d.db.Cancel(t) }
+func (d *DoubleBuffer) Cancel(t Ticket) error {
+	e, err := d.p.enter("cancel a layer", accessDriver)
+	if err != nil {
+		return err
+	}
+	defer e.leave()
+	return d.db.Cancel(t)
+}
 
 // Capacity is the size of each slot in bytes: the largest layer the pipeline takes.
 func (d *DoubleBuffer) Capacity() uint64 { return d.db.Capacity() }
@@ -99,5 +128,8 @@ func (d *DoubleBuffer) Metrics() DoubleBufferMetrics { return d.db.Metrics() }
 
 // Close drains the pipeline (layers still filling, ready or in use get their release fence),
 // waits for every outstanding copy and frees the slots. Outstanding tickets become invalid.
-// It is idempotent and returns the first call's result.
-func (d *DoubleBuffer) Close() error { return d.db.Close() }
+// It is idempotent and returns the first call's result. During a capture on the provider the
+// drain waits until the capture ends (it would invalidate the capture).
+func (d *DoubleBuffer) Close() error {
+	return d.p.releaseLater("close a double buffer", d.db.Close)
+}

@@ -46,11 +46,6 @@ func (p *Provider) Recapture(slot Slot, kernels []*Kernel, retain []*Buffer) err
 type beginFunc func(graphs.Slot, []graphs.Node, []graphs.Resource) (graphs.Token, error)
 
 func (p *Provider) capture(slot Slot, what string, begin beginFunc, kernels []*Kernel, retain []*Buffer) error {
-	leave, err := p.enter()
-	if err != nil {
-		return err
-	}
-	defer leave()
 	nodes := make([]graphs.Node, len(kernels))
 	for i, k := range kernels {
 		if k == nil {
@@ -59,6 +54,7 @@ func (p *Provider) capture(slot Slot, what string, begin beginFunc, kernels []*K
 		nodes[i] = k
 	}
 	resources := make([]graphs.Resource, 0, len(retain))
+	var err error
 	for i, b := range retain {
 		if b == nil {
 			err = fmt.Errorf("ep: %s: buffer %d is nil", what, i)
@@ -77,8 +73,20 @@ func (p *Provider) capture(slot Slot, what string, begin beginFunc, kernels []*K
 		}
 		return err
 	}
-	// begin owns resources on every path, success or not.
-	if _, err := begin(slot, nodes, resources); err != nil {
+	// begin owns resources on every path, success or not; they are released if the window
+	// refuses the capture before begin runs.
+	began := false
+	err = p.beginWindow(what, func() error {
+		began = true
+		_, err := begin(slot, nodes, resources)
+		return err
+	})
+	if !began {
+		for _, r := range resources {
+			r.Release()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("ep: %s in %v: %w", what, slot, err)
 	}
 	return nil
@@ -88,36 +96,36 @@ func (p *Provider) capture(slot Slot, what string, begin beginFunc, kernels []*K
 // executable in place where a Recapture allows) and installs it as the slot's next segment.
 // A failed end leaves the slot idle with nothing new installed.
 func (p *Provider) EndCapture(slot Slot) error {
-	return p.slotCall(slot, "end capture", p.slots.End)
+	return p.endCall(slot, "end capture", p.slots.End)
 }
 
 // AbortCapture ends a capture that failed mid-record (for example after a drain invalidated
 // it) and discards it, so the compute stream works again. Without a live capture it does
 // nothing.
 func (p *Provider) AbortCapture(slot Slot) error {
-	return p.slotCall(slot, "abort capture", p.slots.Abort)
+	return p.endCall(slot, "abort capture", p.slots.Abort)
 }
 
 // Replay launches every installed segment of slot in capture order on the compute stream. It
 // takes no lock and allocates nothing.
 func (p *Provider) Replay(slot Slot) error {
-	leave, err := p.enter()
+	e, err := p.enter("replay", accessDriver)
 	if err != nil {
 		return err
 	}
 	err = p.slots.Replay(slot)
-	leave()
+	e.leave()
 	return err
 }
 
 // ReplaySegment launches one installed segment of slot by its capture-order index.
 func (p *Provider) ReplaySegment(slot Slot, index int) error {
-	leave, err := p.enter()
+	e, err := p.enter("replay a segment", accessDriver)
 	if err != nil {
 		return err
 	}
 	err = p.slots.ReplaySegment(slot, index)
-	leave()
+	e.leave()
 	return err
 }
 
@@ -127,13 +135,14 @@ func (p *Provider) ReplaySegment(slot Slot, index int) error {
 //
 // # Errors
 //
-// A live capture in the slot is refused (abort it first).
+// A live capture on the provider, in any slot, is refused with ErrCaptureLive (end or abort it
+// first).
 func (p *Provider) ResetGraph(slot Slot) (bool, error) {
-	leave, err := p.enter()
+	e, err := p.enter("reset a graph", accessDriver)
 	if err != nil {
 		return false, err
 	}
-	defer leave()
+	defer e.leave()
 	had, err := p.slots.Reset(slot)
 	if err != nil {
 		return false, fmt.Errorf("ep: reset %v: %w", slot, err)
@@ -149,11 +158,11 @@ func (p *Provider) SegmentCount(slot Slot) int { return p.slots.SegmentCount(slo
 
 // CaptureStatus returns the driver's capture status of the compute stream.
 func (p *Provider) CaptureStatus() (cudadrv.CaptureStatus, error) {
-	leave, err := p.enter()
+	e, err := p.enter("query the capture status", accessQuery)
 	if err != nil {
 		return cudadrv.CaptureStatusNone, err
 	}
-	defer leave()
+	defer e.leave()
 	return p.slots.CaptureStatus()
 }
 
@@ -180,13 +189,8 @@ func (p *Provider) GraphStats(slot Slot) (graphs.Stats, error) {
 	return l.Stats(), nil
 }
 
-func (p *Provider) slotCall(slot Slot, what string, call func(Slot) error) error {
-	leave, err := p.enter()
-	if err != nil {
-		return err
-	}
-	defer leave()
-	if err := call(slot); err != nil {
+func (p *Provider) endCall(slot Slot, what string, call func(Slot) error) error {
+	if err := p.endWindow(what, func() error { return call(slot) }); err != nil {
 		return fmt.Errorf("ep: %s in %v: %w", what, slot, err)
 	}
 	return nil

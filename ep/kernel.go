@@ -37,9 +37,11 @@ type Kernel struct {
 // never at Execute time, with an error naming the op, the offending input and what is
 // supported (it wraps kernels.ErrUnsupported).
 func (p *Provider) GetKernel(spec Spec) (*Kernel, error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
+	e, err := p.enter("get a kernel", accessDriver)
+	if err != nil {
+		return nil, err
 	}
+	defer e.leave()
 	k, err := p.lib.Get(spec)
 	if err != nil {
 		return nil, fmt.Errorf("ep: get kernel: %w", err)
@@ -57,13 +59,14 @@ func (k *Kernel) Outputs() []TensorInfo { return k.k.Outputs() }
 func (k *Kernel) CaptureSupport() graphs.CaptureSupport { return k.k.CaptureSupport() }
 
 // Execute queues the operator on the provider's compute stream; it does not wait. Inside a
-// capture on this thread the work is recorded instead.
+// capture on this thread the work is recorded instead; during a capture on another thread it
+// is refused with ErrCaptureLive.
 func (k *Kernel) Execute(inputs, outputs []Tensor) error {
-	leave, err := k.p.enter()
+	e, err := k.p.enter("execute a kernel", accessRecord)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer e.leave()
 	return k.k.Execute(inputs, outputs)
 }
 
@@ -75,13 +78,10 @@ func (k *Kernel) NonZeroCount(count Tensor) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("ep: %s is not a NonZero kernel", k.k.Name())
 	}
-	leave, err := k.p.enter()
+	e, err := k.p.enter("read the NonZero count (it synchronizes the stream)", accessDriver)
 	if err != nil {
 		return 0, err
 	}
-	defer leave()
-	if err := k.p.refuseDuringCapture("read the NonZero count (it synchronizes the stream)"); err != nil {
-		return 0, err
-	}
+	defer e.leave()
 	return nz.Count(count)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -25,6 +24,9 @@ var (
 	ErrNoDevice = errors.New("ep: no such device")
 	// ErrClosed: the provider was closed.
 	ErrClosed = errors.New("ep: provider closed")
+	// ErrInvalidArgument: a value the call cannot take (the message names it); nothing was
+	// done.
+	ErrInvalidArgument = errors.New("ep: invalid argument")
 )
 
 // DeviceInfo describes the provider's device.
@@ -54,9 +56,9 @@ type Provider struct {
 	gate    *graphs.Gate  // the device's capture gate, shared with every provider on it
 	weights weights       // external data, staging pool and residency
 
-	closeOnce sync.Once
-	closed    atomic.Bool
-	closeErr  error
+	win      window      // the capture window every entry point goes through
+	closed   atomic.Bool // set by Close, for the calls that do not touch the driver
+	closeErr error       // guarded by win.mu
 }
 
 // New creates a provider with opts (see Options for the keys and defaults).
@@ -145,6 +147,7 @@ func (p *Provider) teardown() error {
 	defer runtime.UnlockOSThread()
 	var errs []error
 	if p.ctx.Bind() == nil {
+		errs = append(errs, p.drainDeferred())
 		errs = append(errs, p.weights.stop()...)
 		if p.slots != nil {
 			errs = append(errs, p.slots.Close())
@@ -192,21 +195,6 @@ func openBackend(name string) (cudadrv.Backend, string, error) {
 	return nil, "", &OptionError{Key: OptionBackend, Value: name, Allowed: "cuda | sim | auto"}
 }
 
-// enter locks the calling goroutine to its OS thread and makes the provider's context current
-// on it; the returned function undoes the lock. Every entry point that talks to the driver
-// calls it first: CUDA contexts are per thread, and a C host may call from any thread.
-func (p *Provider) enter() (func(), error) {
-	if p.closed.Load() {
-		return func() {}, ErrClosed
-	}
-	runtime.LockOSThread()
-	if err := p.ctx.Bind(); err != nil {
-		runtime.UnlockOSThread()
-		return func() {}, fmt.Errorf("ep: bind context: %w", err)
-	}
-	return runtime.UnlockOSThread, nil
-}
-
 // Options returns the options the provider was created with.
 func (p *Provider) Options() Options { return p.opts }
 
@@ -226,22 +214,37 @@ func (p *Provider) Device() DeviceInfo {
 		Ordinal: p.dev.Ordinal(), Name: p.dev.Name(), Major: major, Minor: minor,
 		TotalMemory: p.dev.TotalMemory(), Multiprocessors: p.dev.Multiprocessors(),
 	}
-	if leave, err := p.enter(); err == nil {
+	if e, err := p.enter("read free memory", accessQuery); err == nil {
 		if free, _, err := p.ctx.MemInfo(); err == nil {
 			info.FreeMemory = free
 		}
-		leave()
+		e.leave()
 	}
 	return info
 }
 
-// Close destroys the graph slots (a live capture must be aborted first), the kernels, the
-// streams and the context. Buffers still held become unusable: release them before Close. It
-// is idempotent: later calls return the first call's result.
+// Close waits for the calls in flight, runs the releases a capture deferred, and destroys the
+// graph slots, the kernels, the streams and the context; later calls fail with ErrClosed.
+// Buffers still held become unusable: release them before Close. Once it has closed the
+// provider it is idempotent: later calls return the first result.
+//
+// # Errors
+//
+// While a capture is live on the provider, Close is refused with ErrCaptureLive and closes
+// nothing: end or abort the capture (on its thread), then close.
 func (p *Provider) Close() error {
-	p.closeOnce.Do(func() {
-		p.closed.Store(true)
-		p.closeErr = p.teardown()
-	})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p.win.mu.Lock()
+	defer p.win.mu.Unlock()
+	if p.win.closed {
+		return p.closeErr
+	}
+	if tid := p.win.capture.Load(); tid != 0 {
+		return p.captureLive("close the provider", tid)
+	}
+	p.win.closed = true
+	p.closed.Store(true)
+	p.closeErr = p.teardown()
 	return p.closeErr
 }

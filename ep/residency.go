@@ -117,9 +117,11 @@ func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
 // way: Disabled (the prefill double buffer is off: option prefill_double_buffer or
 // CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy.
 func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) error {
-	if p.closed.Load() {
-		return ErrClosed
+	e, err := p.enter("prefetch a weight", accessDriver)
+	if err != nil {
+		return err
 	}
+	defer e.leave()
 	return p.weights.residency.Prefetch(layer, w, p.weights.files)
 }
 
@@ -127,19 +129,29 @@ func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) error {
 // upload (no host synchronization); release the PagedWeight once the kernels reading it are
 // queued, so its slot can take the next layer.
 func (p *Provider) PageWeight(layer LayerID) (*PagedWeight, error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
+	e, err := p.enter("page a weight", accessDriver)
+	if err != nil {
+		return nil, err
 	}
+	defer e.leave()
 	return p.weights.residency.Page(layer)
 }
 
 // CancelWeight drops a prefetched layer that will not be paged, freeing its slot without
 // quarantine.
 func (p *Provider) CancelWeight(layer LayerID) error {
-	if p.closed.Load() {
-		return ErrClosed
+	return p.releaseLater("cancel a weight", func() error { return p.weights.residency.Cancel(layer) })
+}
+
+// ReleasePagedWeight gives back w's slot: it records the slot's release fence after the compute
+// work queued so far, so the slot can take a later layer. During a capture on the provider the
+// release waits until the capture ends (recording the fence then would be recorded into the
+// graph). A second release returns paging.ErrReleased.
+func (p *Provider) ReleasePagedWeight(w *PagedWeight) error {
+	if w.Released() {
+		return paging.ErrReleased
 	}
-	return p.weights.residency.Cancel(layer)
+	return p.releaseLater("release a paged weight", w.Release)
 }
 
 // ResidencyStats returns the residency's counters and whether its pipeline exists yet.

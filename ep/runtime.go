@@ -1,23 +1,20 @@
 package ep
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
 
-// ErrCaptureLive is returned by host copies while the compute stream is capturing: they would
-// be recorded into the graph (or need a host synchronization that invalidates it).
-var ErrCaptureLive = errors.New("ep: the compute stream is capturing")
-
 // Synchronize is the host's "wait for the provider" hook, deferred by design: it returns at
 // once and does nothing, because every result the host reads goes through CopyToHost, which
 // waits for exactly the work it needs. Use ForceSynchronize for a real drain.
 func (p *Provider) Synchronize() error {
-	if p.closed.Load() {
-		return ErrClosed
+	e, err := p.enter("synchronize", accessQuery)
+	if err != nil {
+		return err
 	}
+	e.leave()
 	return nil
 }
 
@@ -27,14 +24,16 @@ func (p *Provider) Synchronize() error {
 //
 // # Errors
 //
-// On a thread that is capturing, the drain is refused (it would deadlock or invalidate the
-// capture): the error wraps graphs.ErrDrainInCapture, and that capture must be aborted.
+// While a capture is live on this provider it is refused with ErrCaptureLive, on every
+// thread (it would invalidate the capture); captures of other providers on the device are
+// waited for. A drain on a thread that captures for another provider is refused with an error
+// wrapping graphs.ErrDrainInCapture, and that capture must be aborted.
 func (p *Provider) ForceSynchronize() error {
-	leave, err := p.enter()
+	e, err := p.enter("force a device synchronization", accessDriver)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer e.leave()
 	if err := p.gate.Drain(p.ctx.Synchronize); err != nil {
 		return fmt.Errorf("ep: force synchronize: %w", err)
 	}
@@ -50,25 +49,12 @@ func (p *Provider) ForceSynchronize() error {
 // While the compute stream is capturing it is refused with ErrCaptureLive (synchronizing a
 // capturing stream would invalidate the capture).
 func (p *Provider) SynchronizeCompute() error {
-	leave, err := p.enter()
+	e, err := p.enter("synchronize the compute stream", accessDriver)
 	if err != nil {
 		return err
 	}
-	defer leave()
-	if err := p.refuseDuringCapture("synchronize the compute stream"); err != nil {
-		return err
-	}
+	defer e.leave()
 	return p.compute.Synchronize()
-}
-
-// refuseDuringCapture returns ErrCaptureLive, naming what, while a graph slot captures on the
-// compute stream (the only way the provider's private compute stream enters capture). It is
-// an atomic load, not a driver query: it sits on the path of every host copy and wait.
-func (p *Provider) refuseDuringCapture(what string) error {
-	if p.slots.Capturing() {
-		return fmt.Errorf("%w: cannot %s inside a capture; end or abort the capture first", ErrCaptureLive, what)
-	}
-	return nil
 }
 
 // DrainForUnmap is ForceSynchronize under the name a host uses before unmapping host memory
@@ -81,7 +67,8 @@ func (p *Provider) DrainForUnmap() error { return p.ForceSynchronize() }
 // # Errors
 //
 // A released buffer or a range outside it is refused before the driver is called, as is a
-// copy while the compute stream is capturing (ErrCaptureLive).
+// copy while a capture is live on the provider (ErrCaptureLive). The enqueue and the wait are
+// one step with respect to BeginCapture: a capture begins before the copy or after it ends.
 func (p *Provider) CopyToDevice(b *Buffer, off uint64, src []byte) error {
 	return p.hostCopy(b, off, uint64(len(src)), func(dst cudadrv.DevicePtr) error {
 		return p.compute.CopyHtoDAsync(dst, src)
@@ -99,20 +86,24 @@ func (p *Provider) CopyToHost(dst []byte, b *Buffer, off uint64) error {
 
 // Memset sets n bytes of b at byte offset off to value, in order on the compute stream. It
 // does not wait (it reads no host memory), and it may be captured.
+//
+// During a capture it is recorded when called on the capturing thread and refused with
+// ErrCaptureLive on any other.
 func (p *Provider) Memset(b *Buffer, off, n uint64, value byte) error {
 	if err := b.check(off, n); err != nil {
 		return err
 	}
-	leave, err := p.enter()
+	e, err := p.enter("set device memory", accessRecord)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer e.leave()
 	return p.compute.Memset8Async(b.ptr+cudadrv.DevicePtr(off), value, n)
 }
 
 // CopyBuffer copies n bytes from src at srcOff to dst at dstOff on the compute stream, without
-// waiting; it may be captured.
+// waiting; it may be captured (on the capturing thread; any other is refused with
+// ErrCaptureLive during a capture).
 func (p *Provider) CopyBuffer(dst *Buffer, dstOff uint64, src *Buffer, srcOff, n uint64) error {
 	if err := dst.check(dstOff, n); err != nil {
 		return err
@@ -120,11 +111,11 @@ func (p *Provider) CopyBuffer(dst *Buffer, dstOff uint64, src *Buffer, srcOff, n
 	if err := src.check(srcOff, n); err != nil {
 		return err
 	}
-	leave, err := p.enter()
+	e, err := p.enter("copy between device buffers", accessRecord)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer e.leave()
 	return p.compute.CopyDtoDAsync(dst.ptr+cudadrv.DevicePtr(dstOff), src.ptr+cudadrv.DevicePtr(srcOff), n)
 }
 
@@ -136,14 +127,11 @@ func (p *Provider) hostCopy(b *Buffer, off, n uint64, enqueue func(cudadrv.Devic
 	if n == 0 {
 		return nil
 	}
-	leave, err := p.enter()
+	e, err := p.enter("copy between host and device", accessDriver)
 	if err != nil {
 		return err
 	}
-	defer leave()
-	if err := p.refuseDuringCapture("copy between host and device"); err != nil {
-		return err
-	}
+	defer e.leave()
 	if err := enqueue(b.ptr + cudadrv.DevicePtr(off)); err != nil {
 		return err
 	}

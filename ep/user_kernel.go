@@ -207,11 +207,11 @@ func (p *Provider) LoadUserModule(ptx []byte) (*UserModule, error) {
 	if err != nil {
 		return nil, err
 	}
-	leave, err := p.enter()
+	e, err := p.enter("load a user module", accessDriver)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer e.leave()
 	image := append([]byte(text), 0)
 	mod, err := p.ctx.LoadModule(image)
 	if err != nil {
@@ -328,11 +328,11 @@ func (m *UserModule) Function(name string) (*UserFunction, error) {
 	if m.unloaded {
 		return nil, fmt.Errorf("ep: user module: %w", cudadrv.ErrDestroyed)
 	}
-	leave, err := m.p.enter()
+	e, err := m.p.enter("look up a user kernel", accessDriver)
 	if err != nil {
 		return nil, err
 	}
-	defer leave()
+	defer e.leave()
 	f, err := m.mod.Function(name)
 	if err != nil {
 		return nil, fmt.Errorf("ep: user kernel %q: %w", name, err)
@@ -347,8 +347,8 @@ func (m *UserModule) Function(name string) (*UserFunction, error) {
 //
 // # Errors
 //
-// While the compute stream is capturing: an error wrapping ErrCaptureLive, nothing done (the
-// wait would invalidate the capture). A second Unload: cudadrv.ErrDestroyed. The driver's
+// While a capture is live on the provider: an error wrapping ErrCaptureLive, nothing done
+// (the wait would invalidate the capture). A second Unload: cudadrv.ErrDestroyed. The driver's
 // error from the unload.
 func (m *UserModule) Unload() error {
 	m.mu.Lock()
@@ -356,14 +356,11 @@ func (m *UserModule) Unload() error {
 	if m.unloaded {
 		return cudadrv.ErrDestroyed
 	}
-	leave, err := m.p.enter()
+	e, err := m.p.enter("unload a user module", accessDriver)
 	if err != nil {
 		return err
 	}
-	defer leave()
-	if err := m.p.refuseDuringCapture("unload a user module"); err != nil {
-		return err
-	}
+	defer e.leave()
 	m.unloaded = true
 	// A failed wait (a device fault) must not keep the module loaded forever: unload anyway and
 	// report the fault.
@@ -395,7 +392,8 @@ func (f *UserFunction) Params() []ParamType { return append([]ParamType(nil), f.
 // Launch queues the kernel on the provider's compute stream over grid×block threads with
 // sharedMem bytes of dynamic shared memory, passing args in declaration order. It does not
 // wait. Inside a capture on this thread the launch is recorded instead (a user launch is pure
-// stream work, so it may be captured; it is not part of the capturability audit).
+// stream work, so it may be captured; it is not part of the capturability audit); during a
+// capture on another thread it is refused with ErrCaptureLive.
 //
 // # Errors
 //
@@ -433,15 +431,15 @@ func (f *UserFunction) Launch(grid, block Dim3, sharedMem uint32, args ...Kernel
 	if f.m.unloaded {
 		return fmt.Errorf("ep: user kernel %s: %w", name, cudadrv.ErrDestroyed)
 	}
-	leave, err := f.m.p.enter()
+	e, err := f.m.p.enter("launch a user kernel", accessRecord)
 	if err != nil {
 		return err
 	}
-	defer leave()
+	defer e.leave()
 	if err := f.m.p.compute.Launch(f.f, grid, block, sharedMem, f.args); err != nil {
 		return err
 	}
-	if f.m.p.slots.Capturing() {
+	if f.m.p.CaptureLive() {
 		f.m.recorded.Store(true) // the launch was recorded: keep the module for the graphs
 	}
 	return nil

@@ -410,6 +410,13 @@ func (p *PagedWeight) Weight() *LazyWeight { return p.weight }
 // Path is how its bytes were moved.
 func (p *PagedWeight) Path() Path { return p.view.Path }
 
+// Released reports whether Release was called.
+func (p *PagedWeight) Released() bool {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	return p.released
+}
+
 // Release records the slot's release fence after the compute work queued so far, freeing the
 // slot for a later layer. When the residency was closed and this was the last outstanding
 // PagedWeight, the pipeline is torn down and the result returned. A second Release returns

@@ -305,9 +305,14 @@ func (t *Table[T]) Acquire(h Handle) (Lease[T], error) {
 //
 // ErrInvalid or ErrStale (wrapped) for a bad handle, in which case nothing changes; or the
 // finalizer's error.
-func (t *Table[T]) Remove(h Handle) error {
+func (t *Table[T]) Remove(h Handle) error { return t.remove(h, nil) }
+
+func (t *Table[T]) remove(h Handle, refuse func(T) error) error {
 	t.mu.Lock()
 	e, s, err := t.lookup(h)
+	if err == nil && refuse != nil {
+		err = refuse(e.value)
+	}
 	if err != nil {
 		t.mu.Unlock()
 		return err
@@ -321,6 +326,13 @@ func (t *Table[T]) Remove(h Handle) error {
 	t.live.Add(-1)
 	t.mu.Unlock()
 	return t.drop(e)
+}
+
+// RemoveIf is Remove when refuse, called with the handle's value under the table's lock,
+// returns nil; otherwise the handle stays valid, nothing changes and refuse's error is
+// returned. refuse must be quick and must not use the table.
+func (t *Table[T]) RemoveIf(h Handle, refuse func(T) error) error {
+	return t.remove(h, refuse)
 }
 
 // drop releases one reference to e, finalizing its value when it was the last.
@@ -345,6 +357,16 @@ func (l *Lease[T]) Value() T {
 		return zero
 	}
 	return l.e.value
+}
+
+// Clone returns a second lease on the same value (an empty lease for an empty one). It works
+// after the handle was removed, since l still holds a reference.
+func (l *Lease[T]) Clone() Lease[T] {
+	if l.e == nil {
+		return Lease[T]{}
+	}
+	l.e.refs.Add(1)
+	return Lease[T]{t: l.t, e: l.e}
 }
 
 // Release drops the lease's reference and empties the lease, so a second Release does

@@ -393,3 +393,27 @@ func BenchmarkGetParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestRemoveIfRefusalKeepsTheHandle(t *testing.T) {
+	finalized := 0
+	tab := handles.NewTable(handles.Config[int]{Kind: 3, Name: "thing", Finalize: func(int) error { finalized++; return nil }})
+	h, err := tab.Insert(7)
+	require.NoError(t, err)
+	busy := errors.New("busy")
+	assert.ErrorIs(t, tab.RemoveIf(h, func(v int) error { assert.Equal(t, 7, v); return busy }), busy)
+	v, err := tab.Get(h)
+	require.NoError(t, err, "a refused removal leaves the handle valid")
+	assert.Equal(t, 7, v)
+	assert.Zero(t, finalized)
+
+	lease, err := tab.Acquire(h)
+	require.NoError(t, err)
+	require.NoError(t, tab.RemoveIf(h, func(int) error { return nil }))
+	clone := lease.Clone()
+	require.NoError(t, lease.Release())
+	assert.Zero(t, finalized, "the clone still holds the value")
+	require.NoError(t, clone.Release())
+	assert.Equal(t, 1, finalized)
+	_, err = tab.Get(h)
+	assert.ErrorIs(t, err, handles.ErrStale)
+}

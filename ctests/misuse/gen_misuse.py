@@ -29,7 +29,7 @@ import re
 import sys
 
 IA, IH, SH, OK = "CUDAEP_INVALID_ARGUMENT", "CUDAEP_INVALID_HANDLE", "CUDAEP_STALE_HANDLE", "CUDAEP_OK"
-OOM, DECLINED = "CUDAEP_OUT_OF_MEMORY", "CUDAEP_DECLINED"
+DECLINED = "CUDAEP_DECLINED"
 
 ANNOTATIONS = {"CUDAEP_IN", "CUDAEP_IN_OPT", "CUDAEP_OUT", "CUDAEP_OUT_OPT", "CUDAEP_INOUT"}
 
@@ -80,7 +80,7 @@ SCALARS = {
     "value": UNCONSTRAINED,           # a memset byte
 }
 SCALAR_OVERRIDES = {
-    ("CudaEpAllocBuffer", "size"): [("0", IA), ("UINT64_MAX / 2", OOM)],
+    ("CudaEpAllocBuffer", "size"): [("0", IA), ("UINT64_MAX / 2", IA)],
 }
 
 # Valid values of scalar parameters: by (function, name), then by name.
@@ -146,7 +146,7 @@ STATES = {
     "CudaEpProviderGetDeviceInfo": STATELESS,
     "CudaEpProviderGetStats": STATELESS,
     "CudaEpSynchronize": ["drain_during_capture"],
-    "CudaEpForceSynchronize": ["end_after_invalidation"],
+    "CudaEpForceSynchronize": ["end_after_refused_drain"],
     "CudaEpSynchronizeCompute": ["host_copy_during_capture"],
     "CudaEpDrainForUnmap": ["drain_during_capture"],
     "CudaEpAllocBuffer": ["execute_with_provider_handle_released"],
@@ -175,12 +175,12 @@ STATES = {
     "CudaEpLaunchFunction": ["module_released_before_function"],
     "CudaEpBeginCapture": ["begin_during_capture", "begin_rejected_by_audit"],
     "CudaEpRecapture": ["recapture_during_capture", "begin_rejected_by_audit"],
-    "CudaEpEndCapture": ["end_without_begin", "end_on_another_thread", "end_after_invalidation"],
+    "CudaEpEndCapture": ["end_without_begin", "end_on_another_thread", "end_after_refused_drain"],
     "CudaEpAbortCapture": ["abort_without_begin", "abort_on_another_thread"],
     "CudaEpReplay": ["replay_nothing_captured", "replay_during_capture", "replay_after_reset"],
     "CudaEpReplaySegment": ["replay_segment_nothing_captured", "replay_segment_past_segments"],
     "CudaEpResetGraph": ["reset_during_capture", "reset_nothing_captured"],
-    "CudaEpHasExecutable": ["end_after_invalidation"],
+    "CudaEpHasExecutable": ["end_after_refused_drain"],
     "CudaEpGetSegmentCount": STATELESS,
     "CudaEpGetCaptureStatus": ["end_on_another_thread"],
     "CudaEpGetGraphStats": STATELESS,

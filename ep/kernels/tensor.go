@@ -76,8 +76,10 @@ type Tensor struct {
 }
 
 // ErrTensorMismatch is wrapped by the error Kernel.Execute returns when its tensors differ from
-// what Library.Get was given (count, dtype, shape) or a device address is zero. Nothing is
-// queued then.
+// what Library.Get was given (count, dtype, shape), or a device address is zero or not a
+// multiple of the element size (a misaligned access faults the device, and on a real GPU the
+// fault is sticky: it poisons the context of every provider on the device). Nothing is queued
+// then.
 var ErrTensorMismatch = errors.New("kernels: tensor mismatch")
 
 // checkTensors validates tensors against the infos a kernel was built for. It allocates only
@@ -92,6 +94,10 @@ func checkTensors(kernel, role string, got []Tensor, want []TensorInfo) error {
 		}
 		if got[i].Ptr == 0 {
 			return fmt.Errorf("%w: %s: %s %d has a zero device address", ErrTensorMismatch, kernel, role, i)
+		}
+		if size := cudadrv.DevicePtr(got[i].DType.Size()); size > 1 && got[i].Ptr%size != 0 {
+			return fmt.Errorf("%w: %s: %s %d at device address %#x is not aligned to its %d-byte %s elements",
+				ErrTensorMismatch, kernel, role, i, uint64(got[i].Ptr), size, got[i].DType)
 		}
 	}
 	return nil

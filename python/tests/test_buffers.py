@@ -22,8 +22,9 @@ class BufferTest(TestCase):
             self.assertIn("size is 0", cm.exception.message)
             with self.assertRaises(cudaep.InvalidArgument):
                 p.alloc(64, 48)
-            with self.assertRaises(cudaep.OutOfMemory):
+            with self.assertRaises(cudaep.InvalidArgument) as cm:
                 p.alloc(1 << 62)
+            self.assertIn("larger than the device", cm.exception.message)
 
     def test_host_data_in_and_out_through_the_buffer_protocol(self):
         src = pattern(4096, 3)
