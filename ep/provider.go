@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cudaep/cudaep/cudadrv"
-	"github.com/cudaep/cudaep/cudadrv/cuda"
-	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -43,6 +41,7 @@ type DeviceInfo struct {
 // unless their documentation says otherwise. Close releases everything it owns.
 type Provider struct {
 	opts       Options
+	backend    *sharedBackend // the process's driver instance, shared with the device's other providers
 	drv        *cudadrv.Driver
 	dev        *cudadrv.Device
 	ctx        *cudadrv.Context
@@ -72,35 +71,40 @@ func New(opts Options) (*Provider, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	b, reason, err := openBackend(opts.Backend)
+	sb, reason, err := acquireBackend(opts.Backend)
 	if err != nil {
 		return nil, err
 	}
-	drv, err := cudadrv.NewDriver(b)
+	ctx, dev, err := openDevice(sb.drv, opts.DeviceID)
 	if err != nil {
-		return nil, fmt.Errorf("ep: initialize %s backend: %w", b.Name(), err)
+		return nil, errors.Join(err, releaseBackend(sb))
 	}
-	n, err := drv.DeviceCount()
-	if err != nil {
-		return nil, fmt.Errorf("ep: count devices: %w", err)
-	}
-	if opts.DeviceID >= n {
-		return nil, fmt.Errorf("%w: device_id %d is out of range: %d device(s) present on the %s backend",
-			ErrNoDevice, opts.DeviceID, n, b.Name())
-	}
-	dev, err := drv.Device(opts.DeviceID)
-	if err != nil {
-		return nil, fmt.Errorf("ep: open device %d: %w", opts.DeviceID, err)
-	}
-	ctx, err := dev.RetainPrimaryContext()
-	if err != nil {
-		return nil, fmt.Errorf("ep: retain primary context of device %d: %w", opts.DeviceID, err)
-	}
-	p := &Provider{opts: opts, drv: drv, dev: dev, ctx: ctx, autoReason: reason, gate: graphs.GateFor(ctx)}
+	p := &Provider{opts: opts, backend: sb, drv: sb.drv, dev: dev, ctx: ctx, autoReason: reason, gate: graphs.GateFor(ctx)}
 	if err := p.start(); err != nil {
 		return nil, errors.Join(err, p.teardown())
 	}
 	return p, nil
+}
+
+// openDevice retains the primary context of device ordinal id.
+func openDevice(drv *cudadrv.Driver, id int) (*cudadrv.Context, *cudadrv.Device, error) {
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ep: count devices: %w", err)
+	}
+	if id >= n {
+		return nil, nil, fmt.Errorf("%w: device_id %d is out of range: %d device(s) present on the %s backend",
+			ErrNoDevice, id, n, drv.Name())
+	}
+	dev, err := drv.Device(id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ep: open device %d: %w", id, err)
+	}
+	ctx, err := dev.RetainPrimaryContext()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ep: retain primary context of device %d: %w", id, err)
+	}
+	return ctx, dev, nil
 }
 
 // start creates what the provider owns on its context: the streams, the cuBLAS handle, the
@@ -165,34 +169,8 @@ func (p *Provider) teardown() error {
 		}
 	}
 	errs = append(errs, p.ctx.Release())
-	if c, ok := p.drv.Backend().(interface{ Close() error }); ok {
-		errs = append(errs, c.Close())
-	}
+	errs = append(errs, releaseBackend(p.backend))
 	return errors.Join(errs...)
-}
-
-// openBackend opens the backend named by the option and, for auto, says why it chose it.
-func openBackend(name string) (cudadrv.Backend, string, error) {
-	switch name {
-	case BackendSim:
-		return sim.New(sim.Options{}), "", nil
-	case BackendCUDA:
-		b, err := cuda.Open()
-		if err != nil {
-			return nil, "", fmt.Errorf("ep: backend=cuda: %w", err)
-		}
-		return b, "", nil
-	case BackendAuto:
-		b, err := cuda.Open()
-		if err != nil {
-			return sim.New(sim.Options{}), "auto chose sim: no usable CUDA driver (" + err.Error() + ")", nil
-		}
-		if n, err := b.DeviceCount(); err != nil || n == 0 {
-			return sim.New(sim.Options{}), "auto chose sim: the CUDA driver reports no device", nil
-		}
-		return b, "auto chose cuda: a CUDA device is usable", nil
-	}
-	return nil, "", &OptionError{Key: OptionBackend, Value: name, Allowed: "cuda | sim | auto"}
 }
 
 // Options returns the options the provider was created with.

@@ -63,7 +63,8 @@ type gateKey struct {
 //
 // A device is identified by its backend instance and ordinal, so two simulated devices never
 // share a gate and every context of one real device does. Gates live as long as the process
-// (one small object per device). A nil ctx gets a fresh private gate.
+// (one small object per device) unless [ForgetGates] drops them with their backend. A nil ctx
+// gets a fresh private gate.
 func GateFor(ctx *cudadrv.Context) *Gate {
 	if ctx == nil || ctx.Device() == nil {
 		return NewGate()
@@ -86,6 +87,33 @@ func GateFor(ctx *cudadrv.Context) *Gate {
 		gates.m[key] = g
 	}
 	return g
+}
+
+// ForgetGates drops the gates of every device of backend from the registry behind [GateFor],
+// so that a closed backend is not kept alive by it. Call it when the backend is closed: a
+// lifecycle still holding one of its gates keeps using it.
+func ForgetGates(backend any) {
+	gates.Lock()
+	defer gates.Unlock()
+	for k := range gates.m {
+		if k.backend == backend {
+			delete(gates.m, k)
+		}
+	}
+}
+
+// GateCount returns the number of device gates the registry holds, for leak tests.
+func GateCount() int {
+	gates.Lock()
+	defer gates.Unlock()
+	return len(gates.m)
+}
+
+// WaitingDrains returns the number of drains waiting for live captures to end.
+func (g *Gate) WaitingDrains() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
 }
 
 // LiveCaptures returns the number of captures holding the gate now.
