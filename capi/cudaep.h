@@ -82,11 +82,27 @@
  *   thread queues between CudaEpBeginCapture (or CudaEpRecapture) and CudaEpEndCapture (or
  *   CudaEpAbortCapture) is recorded into the graph instead of running, and Begin, every
  *   recorded call and End/Abort of one capture must be made on one OS thread. End or Abort
- *   from another thread fails with CUDAEP_WRONG_STATE and leaves the capture live. While a
- *   capture is live no other thread should queue work on the same provider (it would be
- *   recorded, or refused); functions that would break a live capture (host copies, forced
- *   synchronization) refuse with CUDAEP_WRONG_STATE on the capturing thread, and a forced
- *   synchronization on another thread waits until the capture has ended.
+ *   from another thread fails with CUDAEP_WRONG_STATE and leaves the capture live.
+ *
+ * The capture window (ABI 2).  While a capture is live on a provider (from the moment
+ *   CudaEpBeginCapture or CudaEpRecapture succeeds until CudaEpEndCapture or
+ *   CudaEpAbortCapture ends it), one rule holds for every function on that provider and its
+ *   children, checked before the driver is touched, so a refused call never breaks the
+ *   capture:
+ *   - the capturing thread may queue the work it records (CudaEpKernelExecute, CudaEpMemset,
+ *     CudaEpCopyBuffer, CudaEpLaunchFunction) and end or abort the capture;
+ *   - every other call that would touch the driver (allocations, host copies, waits, replays,
+ *     resets, module loads, kernel creation, paging and double-buffer calls), on any thread,
+ *     and the recordable calls on any other thread, fail with CUDAEP_WRONG_STATE ("inside a
+ *     capture") and do nothing;
+ *   - releases succeed: the handle is gone at once, and what the release does to the driver
+ *     (a free, a drain, an unload) runs when the capture ends. CudaEpReleaseProvider is the
+ *     exception: it is refused with CUDAEP_WRONG_STATE and the handle stays valid;
+ *   - queries (capture status, stats, names, sizes) always work.
+ *   Argument errors are reported before state errors. A call that was already running when the
+ *   capture began finished before the capture's first recorded work (a host copy's enqueue and
+ *   wait are one step), and the capture gate is per device: a forced synchronization through
+ *   another provider on the same GPU waits until the capture has ended.
  *
  * Failures inside the library.  An internal fault (a Go panic) is caught at the boundary and
  *   returned as CUDAEP_FAIL with its message; it never unwinds into the caller.
@@ -304,9 +320,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCreateProvider(CudaEpOptions opti
  * with CUDAEP_STALE_HANDLE. The provider itself (its context and device memory) is destroyed
  * when nothing uses it any more: immediately if no call is in flight on it and it has no
  * children, otherwise when the last of those lets go. If the destruction happens in this call
- * and fails, the error is returned; the handle is released all the same.
+ * and fails, the error is returned; the handle is released all the same. A provider whose
+ * children are released during a capture is destroyed after the capture ends.
  * Errors: CUDAEP_INVALID_HANDLE, CUDAEP_STALE_HANDLE (including a second release),
- * CUDAEP_CUDA_ERROR from tearing down the device context. Thread-safe.
+ * CUDAEP_WRONG_STATE while a capture is live on the provider (nothing is released and the
+ * handle stays valid: end or abort the capture first), CUDAEP_CUDA_ERROR from tearing down the
+ * device context. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseProvider(CudaEpProvider provider);
 
@@ -398,12 +417,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronize(CudaEpProvider provid
 
 /*
  * CudaEpForceSynchronize waits until all work of the provider's device is done. It first
- * waits for every live graph capture on the device to end (a device synchronization would
- * invalidate it): called on another thread than a live capture's, it blocks until that
- * capture ends.
- * Errors: a bad provider handle; CUDAEP_WRONG_STATE on a thread that is capturing (the drain
- * is refused, and the capture is invalidated: its CudaEpEndCapture fails and it must be
- * aborted); CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
+ * waits for every live graph capture of other providers on the device to end (a device
+ * synchronization would invalidate it).
+ * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on this provider,
+ * on any thread (the capture window: nothing is done and the capture is unharmed), or on a
+ * thread that captures for another provider of the device (that capture is then invalidated
+ * and must be aborted); CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider provider);
 
@@ -411,8 +430,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider p
  * CudaEpSynchronizeCompute waits for the work queued on the provider's compute stream
  * (kernel executions, graph replays, device copies): one stream synchronization, not a device
  * drain, so it is how a host waits for a replayed decode step.
- * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a graph slot of the provider is
- * capturing (synchronizing the capturing stream would invalidate the capture);
+ * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on the provider
+ * (the capture window; synchronizing the capturing stream would invalidate the capture);
  * CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronizeCompute(CudaEpProvider provider);
@@ -438,8 +457,9 @@ typedef uint64_t CudaEpBuffer;
  *               its provider alive.
  * The contents are uninitialized. Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for
  * a zero size, an alignment that is not a power of two, a size that overflows once padded
- * for alignment, or a NULL out_buffer; CUDAEP_OUT_OF_MEMORY when the device is exhausted.
- * Thread-safe.
+ * for alignment or is larger than the device's memory, or a NULL out_buffer;
+ * CUDAEP_WRONG_STATE while a capture is live on the provider (the capture window);
+ * CUDAEP_OUT_OF_MEMORY when the device is exhausted. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpAllocBuffer(CudaEpProvider provider, uint64_t size,
                                                            uint64_t alignment,
@@ -449,8 +469,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpAllocBuffer(CudaEpProvider provid
  * CudaEpReleaseBuffer releases buffer. The memory is freed at once or, when captured graphs
  * still embed its address (see CudaEpBeginCapture's retain list), when the last of them is
  * destroyed, so a queued replay never reads reused memory. Work already queued on the buffer
- * may still run: the free is ordered after it. Errors: a bad buffer handle (including a second
- * release). Thread-safe.
+ * may still run: the free is ordered after it. During a capture on the provider the release
+ * succeeds and the free waits until the capture ends. Errors: a bad buffer handle (including
+ * a second release). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseBuffer(CudaEpBuffer buffer);
 
@@ -477,8 +498,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpBufferGetDevicePointer(CudaEpBuff
  * ordered after all work queued on the provider's compute stream, and returns once src may be
  * reused (src is read during the call only).
  * Errors: a bad buffer handle; CUDAEP_INVALID_ARGUMENT for a NULL src or a range outside the
- * buffer (nothing is copied); CUDAEP_WRONG_STATE while the compute stream is capturing (a host
- * copy cannot be recorded; end or abort the capture first); CUDAEP_CUDA_ERROR for a device
+ * buffer (nothing is copied); CUDAEP_WRONG_STATE while a capture is live on the provider (the
+ * capture window: a host copy cannot be recorded; end or abort the capture first); the enqueue
+ * and the wait are one step, never split by a capture that begins meanwhile; CUDAEP_CUDA_ERROR for a device
  * fault. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToDevice(CudaEpBuffer dst, uint64_t dst_offset,
@@ -491,8 +513,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToDevice(CudaEpBuffer dst, ui
  * argument or state error nothing is written; on a device fault during the copy the contents
  * of dst are unspecified.
  * Errors: a bad buffer handle; CUDAEP_INVALID_ARGUMENT for a NULL dst or a range outside the
- * buffer; CUDAEP_WRONG_STATE while the compute stream is capturing; CUDAEP_CUDA_ERROR for a
- * device fault (including one of earlier queued work). Thread-safe.
+ * buffer; CUDAEP_WRONG_STATE while a capture is live on the provider (the capture window);
+ * CUDAEP_CUDA_ERROR for a device fault (including one of earlier queued work). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToHost(CUDAEP_OUT void* dst, CudaEpBuffer src,
                                                           uint64_t src_offset, uint64_t size);
@@ -503,7 +525,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToHost(CUDAEP_OUT void* dst, 
  * thread rule). The two buffers must belong to one provider; the ranges may not overlap
  * unless they are identical.
  * Errors: bad buffer handles; CUDAEP_INVALID_ARGUMENT for a range outside either buffer,
- * overlapping ranges or buffers of two providers. Thread-safe.
+ * overlapping ranges or buffers of two providers; CUDAEP_WRONG_STATE when called on another
+ * thread than a live capture's (the capture window: it would be recorded into that graph).
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyBuffer(CudaEpBuffer dst, uint64_t dst_offset,
                                                           CudaEpBuffer src, uint64_t src_offset,
@@ -512,7 +536,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyBuffer(CudaEpBuffer dst, uint
 /*
  * CudaEpMemset queues setting size bytes of buffer at byte offset to value on the compute
  * stream and returns without waiting. It may be recorded into a graph (capture thread rule).
- * Errors: a bad buffer handle; CUDAEP_INVALID_ARGUMENT for a range outside the buffer.
+ * Errors: a bad buffer handle; CUDAEP_INVALID_ARGUMENT for a range outside the buffer;
+ * CUDAEP_WRONG_STATE when called on another thread than a live capture's (the capture window).
  * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpMemset(CudaEpBuffer buffer, uint64_t offset,
@@ -622,7 +647,8 @@ typedef uint64_t CudaEpKernel;
  * bounds, an opset below 1, a negative dimension, an unknown attribute type or a duplicate
  * attribute; CUDAEP_UNSUPPORTED for an op, opset, dtype, shape, stride or attribute
  * combination the provider cannot run (the message names the op, the offending input and what
- * is supported). Thread-safe.
+ * is supported); CUDAEP_WRONG_STATE while a capture is live on the provider (the capture
+ * window: make kernels before capturing). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetKernel(CudaEpProvider provider, CUDAEP_IN const char* op,
                                                          int32_t opset,
@@ -697,9 +723,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpKernelGetOutputInfo(CudaEpKernel 
  *   inputs, outputs  arrays of num_inputs / num_outputs tensors (each count at most
  *                    CUDAEP_MAX_KERNEL_TENSORS); NULL only with a count of 0.
  * Errors: a bad kernel handle or memory handle in a tensor; CUDAEP_INVALID_ARGUMENT for NULL
- * arrays, wrong counts, types or shapes, a tensor outside its memory, a ticket not waited for,
- * or memory of another provider; CUDAEP_UNSUPPORTED for non-dense strides; CUDAEP_CUDA_ERROR
- * from the device. On an argument error nothing is queued. Thread-safe.
+ * arrays, wrong counts, types or shapes, a tensor outside its memory or at an offset that is not
+ * a multiple of its element size (a misaligned access would fault the device for every
+ * provider on it), a ticket not waited for, or memory of another provider; CUDAEP_UNSUPPORTED
+ * for non-dense strides; CUDAEP_WRONG_STATE when called on another thread than a live
+ * capture's (the capture window); CUDAEP_CUDA_ERROR from the device. On an argument or state
+ * error nothing is queued. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpKernelExecute(CudaEpKernel kernel,
                                                              CUDAEP_IN_OPT const CudaEpTensor* inputs,
@@ -713,8 +742,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpKernelExecute(CudaEpKernel kernel
  * first rank*count elements of the first output, shaped [rank, count]. It waits for the
  * compute stream: this host read is why NonZero is the seam between captured segments.
  * Errors: a bad kernel handle; CUDAEP_INVALID_ARGUMENT for a kernel that is not NonZero, a
- * NULL count or out_count, or a count tensor other than int64 [1]; CUDAEP_WRONG_STATE while the
- * compute stream is capturing; CUDAEP_CUDA_ERROR from the device. Thread-safe.
+ * NULL count or out_count, or a count tensor other than int64 [1]; CUDAEP_WRONG_STATE while a
+ * capture is live on the provider (the capture window); CUDAEP_CUDA_ERROR from the device. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpKernelNonZeroCount(CudaEpKernel kernel,
                                                                   CUDAEP_IN const CudaEpTensor* count,
@@ -741,7 +770,8 @@ typedef uint64_t CudaEpFunction;
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for NULL pointers or options;
  * CUDAEP_UNSUPPORTED on the simulated backend, which has no NVRTC (the message says so; load
  * PTX instead); CUDAEP_CUDA_ERROR for a compile error, whose message carries the compiler's
- * log, or a module that does not load; CUDAEP_NOT_FOUND when NVRTC cannot be loaded.
+ * log, or a module that does not load; CUDAEP_NOT_FOUND when NVRTC cannot be loaded;
+ * CUDAEP_WRONG_STATE while a capture is live on the provider (the capture window).
  * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCompileModule(CudaEpProvider provider,
@@ -761,8 +791,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCompileModule(CudaEpProvider prov
  * under its name: the library's built-in entry points (cudaep_*) do; others fail in
  * CudaEpModuleGetFunction with CUDAEP_CUDA_ERROR (CUDA_ERROR_NOT_FOUND).
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a NULL ptx, a zero size, text that
- * is not PTX or declares no entry; CUDAEP_CUDA_ERROR when the driver refuses the module.
- * Thread-safe.
+ * is not PTX or declares no entry; CUDAEP_WRONG_STATE while a capture is live on the provider
+ * (the capture window); CUDAEP_CUDA_ERROR when the driver refuses the module. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpLoadModule(CudaEpProvider provider, CUDAEP_IN const void* ptx,
                                                           size_t ptx_size, CUDAEP_OUT CudaEpModule* out_module);
@@ -772,7 +802,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpLoadModule(CudaEpProvider provide
  * unload first waits for the work queued on the provider's compute stream (a queued launch
  * reads the module's code). A module one of whose launches was recorded into a graph stays
  * loaded until the provider is destroyed, after its graphs, so a graph never outlives the code
- * it launches. Errors: a bad module handle (including a second release); CUDAEP_CUDA_ERROR from
+ * it launches. A module released during a capture is unloaded after the provider's graphs are
+ * destroyed. Errors: a bad module handle (including a second release); CUDAEP_CUDA_ERROR from
  * the wait or the unload (the handle is released all the same). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseModule(CudaEpModule module);
@@ -789,8 +820,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpModuleGetPTX(CudaEpModule module,
  *   out_function  receives the handle; release it with CudaEpReleaseFunction.
  * Errors: a bad module handle; CUDAEP_INVALID_ARGUMENT for NULL pointers or a name the PTX
  * does not declare (the message lists the entries); CUDAEP_UNSUPPORTED for an entry with a
- * by-value struct parameter, which typed arguments cannot pass; CUDAEP_CUDA_ERROR from the
- * driver. Thread-safe.
+ * by-value struct parameter, which typed arguments cannot pass; CUDAEP_WRONG_STATE while a
+ * capture is live on the provider (the capture window); CUDAEP_CUDA_ERROR from the driver.
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpModuleGetFunction(CudaEpModule module, CUDAEP_IN const char* name,
                                                                  CUDAEP_OUT CudaEpFunction* out_function);
@@ -955,11 +987,16 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpAbortCapture(CudaEpProvider provi
 /*
  * CudaEpReplay launches every installed segment of the slot in capture order on the compute
  * stream and returns without waiting. It takes no lock and allocates nothing; it may run on
- * many threads at once and concurrently with CudaEpResetGraph (a replay admitted before a
- * reset completes its enqueue; none is enqueued after the reset returns).
+ * many threads at once and concurrently with CudaEpResetGraph. Admission and reset are
+ * linearizable: a replay racing a reset either was admitted first, and then its launches are
+ * enqueued and have completed before the reset returns (the reset waits for them), and it
+ * returns success; or it returns CUDAEP_WRONG_STATE and enqueued nothing. A replay that begins
+ * after the reset returned never launches the reset graph; it can only launch a graph a later
+ * CudaEpEndCapture installed.
  * Errors: bad handle or slot; CUDAEP_WRONG_STATE when nothing is installed (never captured,
  * or reset), the graph was reset while this replay was being admitted, or a capture is live
- * on the provider; CUDAEP_CUDA_ERROR when a launch fails. Thread-safe.
+ * on the provider (on any thread: the capture window); CUDAEP_CUDA_ERROR when a launch fails.
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReplay(CudaEpProvider provider, int32_t slot_kind,
                                                       int64_t slot_key);
@@ -978,8 +1015,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReplaySegment(CudaEpProvider prov
  * destroys its segments and only then releases the buffers they retained. No launch of it is
  * enqueued after the call returns.
  *   out_had_graph  may be NULL; else receives 1 when a graph was installed, 0 otherwise.
- * Errors: bad handle or slot; CUDAEP_WRONG_STATE while a capture is live on the provider
- * ("reset during capture": abort it first). Thread-safe.
+ * Errors: bad handle or slot; CUDAEP_WRONG_STATE whenever a capture is live on the provider,
+ * in any slot, whether or not this slot holds a graph (the capture window: end or abort it
+ * first). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpResetGraph(CudaEpProvider provider, int32_t slot_kind,
                                                           int64_t slot_key,
@@ -1035,6 +1073,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetGraphStats(CudaEpProvider prov
 /* ------------------------------------------------------------------------------------------ */
 
 /*
+ * Every paging and double-buffer call below that touches the device (prefetch, page, wait,
+ * release of a layer, creation of a double buffer) follows the capture window: during a live
+ * capture on the provider it fails with CUDAEP_WRONG_STATE and does nothing; releases of
+ * paged weights, tickets and double buffers, and cancels, succeed and do their device work when
+ * the capture ends.
+ *
  * Layer weights of an ONNX model with external data live in files. A provider maps such files
  * read-only and shared (CudaEpOpenExternalData); a lazy weight names the byte regions of those
  * files whose concatenation is the weight's device image. During prefill the residency streams
@@ -1201,7 +1245,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpPagedWeightGetSize(CudaEpPagedWei
 /*
  * CudaEpReleasePagedWeight records the slot's release fence after the compute work queued so
  * far (kernels already queued still read the old bytes) and releases the handle, freeing the
- * slot for a later layer. Errors: a bad paged weight handle (including a second release);
+ * slot for a later layer (after a live capture ends, if one is live). Errors: a bad paged weight
+ * handle (including a second release);
  * CUDAEP_CUDA_ERROR when recording the fence fails (the handle is released all the same).
  * Thread-safe.
  */

@@ -216,6 +216,120 @@ static void state_nonzero_count_on_other_kernel(void) {
     RELEASE(CudaEpReleaseBuffer, cnt);
 }
 
+/* --- the capture window: one rule for every thread ------------------------------------- */
+
+static CudaEpBuffer window_buf;
+
+static void* other_thread_work(void* arg) {
+    CudaEpStatus** got = arg;
+    float x[4] = {1, 2, 3, 4};
+    CudaEpTensor t = f32_tensor(buf, 1, s4);
+    got[0] = CudaEpMemset(window_buf, 0, 16, 0x22);
+    got[1] = CudaEpCopyBuffer(window_buf, 0, buf, 0, 16);
+    got[2] = CudaEpKernelExecute(relu, &t, 1, &t, 1);
+    got[3] = CudaEpCopyToDevice(window_buf, 0, x, sizeof x);
+    got[4] = CudaEpForceSynchronize(prov);
+    got[5] = CudaEpResetGraph(prov, CUDAEP_SLOT_KEYED, 5, NULL);
+    return NULL;
+}
+
+/* Another thread's stream work during a capture is refused, not silently recorded into it. */
+static void state_other_thread_work_during_capture(void) {
+    window_buf = new_buffer(prov, 16);
+    CHECK_OK(CudaEpMemset(window_buf, 0, 16, 0x11));
+    CudaEpBuffer keep[2] = {buf, window_buf};
+    CHECK_OK(CudaEpBeginCapture(prov, CUDAEP_SLOT_PRIMARY, 0, &relu, 1, keep, 2));
+    CHECK(exec1(relu, f32_tensor(buf, 1, s4), f32_tensor(buf, 1, s4)));
+    CudaEpStatus* got[6] = {NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other_thread_work, got) == 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 6; i++) CHECK_ERR(got[i], CUDAEP_WRONG_STATE, "captures on the provider's stream");
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    unsigned char b[16];
+    CHECK(download(window_buf, b, sizeof b));
+    for (int i = 0; i < 16; i++) CHECK(b[i] == 0x11);
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+    RELEASE(CudaEpReleaseBuffer, window_buf);
+}
+
+/* On the capturing thread, driver work is refused before it reaches the driver: the capture
+ * survives and ends normally; an impossible size is still an argument error. */
+static void state_driver_work_on_capturing_thread(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CudaEpBuffer b = 0x99;
+    CHECK_ERR(CudaEpAllocBuffer(prov, 64, 0, &b), CUDAEP_WRONG_STATE, "on the capturing thread");
+    CHECK_ERR(CudaEpAllocBuffer(prov, UINT64_MAX, 0, &b), CUDAEP_INVALID_ARGUMENT, "larger than the device");
+    CHECK(b == 0x99);
+    CudaEpDoubleBuffer db = 0x99;
+    CHECK_ERR(CudaEpCreateDoubleBuffer(prov, 4096, CUDAEP_TRANSFER_STAGING, &db), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK(db == 0x99);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = 0x99;
+    CHECK_ERR(CudaEpGetKernel(prov, "Relu", 14, &in, 1, NULL, 0, &k), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+/* A release during a capture succeeds at once (a second one says stale) and frees when the
+ * capture ends; releasing the provider is refused with its handle still valid. */
+static void state_release_during_capture(void) {
+    CudaEpBuffer spare = new_buffer(prov, 4096);
+    CudaEpDoubleBuffer db = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateDoubleBuffer(prov, 4096, CUDAEP_TRANSFER_STAGING, &db));
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_OK(CudaEpReleaseBuffer(spare));
+    CHECK_ERR(CudaEpReleaseBuffer(spare), CUDAEP_STALE_HANDLE, "");
+    CHECK_OK(CudaEpReleaseDoubleBuffer(db));
+    CHECK_ERR(CudaEpReleaseProvider(prov), CUDAEP_WRONG_STATE, "handle stays valid");
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status != CUDAEP_CAPTURE_NONE);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+/* A provider whose handle went before its last child keeps living through a capture that
+ * child's release happens in: the teardown waits for the capture to end. */
+static void state_last_child_released_during_capture(void) {
+    CudaEpProvider p = new_provider(NULL);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(p, "Relu", 14, 1, &in);
+    CudaEpBuffer b = new_buffer(p, 16);
+    CHECK_OK(CudaEpMemset(b, 0, 16, 0x3F));
+    CHECK_OK(CudaEpBeginCapture(p, CUDAEP_SLOT_PRIMARY, 0, &k, 1, &b, 1));
+    CHECK(exec1(k, f32_tensor(b, 1, s4), f32_tensor(b, 1, s4)));
+    CHECK_ERR(CudaEpReleaseProvider(p), CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpAbortCapture(p, CUDAEP_SLOT_PRIMARY, 0));
+    RELEASE(CudaEpReleaseKernel, k);
+    RELEASE(CudaEpReleaseBuffer, b);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+/* A float32 tensor at a byte offset that is not a multiple of 4 is refused before the device
+ * sees it (a misaligned access is a sticky fault that poisons every provider on the GPU). */
+static void state_misaligned_tensor(void) {
+    CudaEpBuffer wide = new_buffer(prov, 32);
+    CudaEpTensor t = tensor_at(wide, 3, CUDAEP_DTYPE_FLOAT32, 1, s4);
+    CudaEpTensor ok = f32_tensor(buf, 1, s4);
+    CHECK_ERR(CudaEpKernelExecute(relu, &t, 1, &ok, 1), CUDAEP_INVALID_ARGUMENT, "not aligned");
+    CHECK_ERR(CudaEpKernelExecute(relu, &ok, 1, &t, 1), CUDAEP_INVALID_ARGUMENT, "not aligned");
+    RELEASE(CudaEpReleaseBuffer, wide);
+}
+
+/* Reset while another slot captures is refused, whether or not the named slot holds a graph. */
+static void state_reset_during_other_capture(void) {
+    capture_primary();
+    begin(CUDAEP_SLOT_VERIFY);
+    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_KEYED, 5, NULL), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_ERR(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_OK(CudaEpAbortCapture(prov, CUDAEP_SLOT_VERIFY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
 /* --- paging ---------------------------------------------------------------------------- */
 
 static char data_path[512];
@@ -544,7 +658,10 @@ int main(void) {
         state_db_wait_stale, state_db_release_not_waited, state_db_release_twice,
         state_db_cancel_after_release, state_execute_ticket_not_waited,
         state_execute_with_provider_handle_released, state_module_released_before_function,
-        state_compile_module, state_release_twice,
+        state_compile_module, state_release_twice, state_other_thread_work_during_capture,
+        state_driver_work_on_capturing_thread, state_release_during_capture,
+        state_last_child_released_during_capture, state_misaligned_tensor,
+        state_reset_during_other_capture,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cases[i]();
