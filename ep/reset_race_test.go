@@ -95,4 +95,3 @@ func stressDuration() time.Duration {
 	}
 	return 2 * time.Second
 }
-
