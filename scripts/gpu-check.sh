@@ -85,6 +85,10 @@ run() {
 	if [ -d build/ctests ]; then
 		step ctest 300 . ctest --test-dir build/ctests --output-on-failure
 		step mlp-server 120 . build/ctests/mlp_server --tokens 64 --prompt 32
+		# memcheck and racecheck must report 0 errors on the C tests that capture and replay.
+		step sanitize-memcheck 300 . scripts/sanitize-ctests.sh memcheck build/ctests
+		step sanitize-racecheck 300 . scripts/sanitize-ctests.sh racecheck build/ctests
+		tables+=("== compute-sanitizer" "$(grep -h 'ERROR SUMMARY\|missing' "$logs"/sanitize-*.log)")
 		step python 300 . env CUDAEP_LIBRARY="$ROOT/build/ctests/libcudaep.so" PYTHONPATH=python \
 			python3 -m unittest discover -s python/tests -t python -v
 		tables+=("== mlp_server (C++ example)" "$(tail -12 "$logs/mlp-server.log")")
