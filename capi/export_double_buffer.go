@@ -10,7 +10,6 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // CudaEpCreateDoubleBuffer builds a directly driven pipeline (see cudaep.h).
@@ -27,9 +26,9 @@ func CudaEpCreateDoubleBuffer(provider C.CudaEpProvider, slotBytes C.uint64_t, m
 	var m ep.TransferMode
 	switch mode {
 	case C.CUDAEP_TRANSFER_ZERO_COPY:
-		m = paging.ModeZeroCopy
+		m = ep.ModeZeroCopy
 	case C.CUDAEP_TRANSFER_STAGING:
-		m = paging.ModeStaging
+		m = ep.ModeStaging
 	default:
 		return statusOf(argError("mode is %d, not a CudaEpTransferMode", int32(mode)))
 	}
@@ -85,7 +84,7 @@ func CudaEpDoubleBufferGetSlotState(doubleBuffer C.CudaEpDoubleBuffer, slot C.ui
 	if outState == nil {
 		return statusOf(argError("out_state is NULL"))
 	}
-	if slot >= paging.SlotCount {
+	if slot >= ep.DoubleBufferSlots {
 		return statusOf(argError("slot %d: a double buffer has slots 0 and 1", uint32(slot)))
 	}
 	var s ep.SlotState

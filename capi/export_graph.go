@@ -13,7 +13,6 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/graphs"
 )
 
 // slotOf decodes a (slot_kind, slot_key) pair.
@@ -24,11 +23,11 @@ func slotOf(kind C.int32_t, key C.int64_t) (ep.Slot, error) {
 			return ep.Slot{}, argError("slot_key is %d; it must be 0 for the primary and verify slots", int64(key))
 		}
 		if kind == C.CUDAEP_SLOT_PRIMARY {
-			return graphs.Primary, nil
+			return ep.Primary, nil
 		}
-		return graphs.Verify, nil
+		return ep.Verify, nil
 	case C.CUDAEP_SLOT_KEYED:
-		return graphs.Keyed(int64(key)), nil
+		return ep.Keyed(int64(key)), nil
 	}
 	return ep.Slot{}, argError("slot_kind is %d, not a CudaEpSlotKind", int32(kind))
 }
@@ -183,7 +182,7 @@ func CudaEpReplaySegment(provider C.CudaEpProvider, slotKind C.int32_t, slotKey 
 	defer recoverInto(&st)
 	return statusOf(withSlot(provider, slotKind, slotKey, func(p *ep.Provider, s ep.Slot) error {
 		if uint64(index) > math.MaxInt32 {
-			return fmt.Errorf("%w: index %d", graphs.ErrSegmentIndex, uint64(index))
+			return argError("segment index %d: past any installed segment", uint64(index))
 		}
 		return p.ReplaySegment(s, int(index))
 	}))
@@ -274,7 +273,7 @@ func CudaEpGetGraphStats(provider C.CudaEpProvider, slotKind C.int32_t, slotKey 
 	if err := out.check(); err != nil {
 		return statusOf(err)
 	}
-	var gs graphs.Stats
+	var gs ep.GraphStats
 	if err := withSlot(provider, slotKind, slotKey, func(p *ep.Provider, s ep.Slot) (err error) {
 		gs, err = p.GraphStats(s)
 		return err

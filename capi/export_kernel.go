@@ -11,17 +11,16 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
 )
 
 // decodeAttributes reads the attribute array of CudaEpGetKernel into a map, copying every
 // string and array.
-func decodeAttributes(arr *C.cudaep_cattribute, n C.size_t) (map[string]kernels.Attribute, error) {
+func decodeAttributes(arr *C.cudaep_cattribute, n C.size_t) (map[string]ep.Attribute, error) {
 	cas, err := cArray((*C.CudaEpAttribute)(unsafe.Pointer(arr)), uint64(n), maxArray, "attributes")
 	if err != nil || len(cas) == 0 {
 		return nil, err
 	}
-	attrs := make(map[string]kernels.Attribute, len(cas))
+	attrs := make(map[string]ep.Attribute, len(cas))
 	for i := range cas {
 		ca := &cas[i]
 		name, err := goString((*C.cudaep_cchar)(unsafe.Pointer(ca.name)), fmt.Sprintf("attributes[%d].name", i))
@@ -33,21 +32,21 @@ func decodeAttributes(arr *C.cudaep_cattribute, n C.size_t) (map[string]kernels.
 		}
 		switch ca._type {
 		case C.CUDAEP_ATTR_INT:
-			attrs[name] = kernels.IntAttr(int64(ca.i))
+			attrs[name] = ep.IntAttr(int64(ca.i))
 		case C.CUDAEP_ATTR_FLOAT:
-			attrs[name] = kernels.FloatAttr(float32(ca.f))
+			attrs[name] = ep.FloatAttr(float32(ca.f))
 		case C.CUDAEP_ATTR_INTS:
 			ints, err := cArray((*int64)(unsafe.Pointer(ca.ints)), uint64(ca.num_ints), maxArray, fmt.Sprintf("attribute %q ints", name))
 			if err != nil {
 				return nil, err
 			}
-			attrs[name] = kernels.IntsAttr(ints...) // IntsAttr copies
+			attrs[name] = ep.IntsAttr(ints...) // IntsAttr copies
 		case C.CUDAEP_ATTR_STRING:
 			s, err := goString((*C.cudaep_cchar)(unsafe.Pointer(ca.s)), fmt.Sprintf("attribute %q string", name))
 			if err != nil {
 				return nil, err
 			}
-			attrs[name] = kernels.StringAttr(s)
+			attrs[name] = ep.StringAttr(s)
 		default:
 			return nil, argError("attribute %q has type %d, not a CudaEpAttributeType", name, int32(ca._type))
 		}
@@ -75,7 +74,7 @@ func CudaEpGetKernel(provider C.CudaEpProvider, op *C.cudaep_cchar, opset C.int3
 	if err != nil {
 		return statusOf(err)
 	}
-	spec := kernels.Spec{Op: opName, Opset: int(opset), Inputs: make([]kernels.TensorInfo, len(cins))}
+	spec := ep.Spec{Op: opName, Opset: int(opset), Inputs: make([]ep.TensorInfo, len(cins))}
 	for i := range cins {
 		if spec.Inputs[i], err = decodeInfo(&cins[i], fmt.Sprintf("inputs[%d]", i)); err != nil {
 			return statusOf(err)
@@ -191,7 +190,7 @@ func CudaEpKernelGetOutputInfo(kernel C.CudaEpKernel, index C.size_t, outDtype *
 	case shape == nil && shapeCapacity != 0:
 		return statusOf(argError("shape is NULL but shape_capacity is %d", uint64(shapeCapacity)))
 	}
-	var info kernels.TensorInfo
+	var info ep.TensorInfo
 	if err := with(kernelTable, handles.Handle(kernel), func(k *kernelObject) error {
 		outs := k.k.Outputs()
 		if uint64(index) >= uint64(len(outs)) {

@@ -55,12 +55,12 @@ func decodeWeightSpec(cs *C.CudaEpWeightSpec) (ep.WeightSpec, error) {
 		return ep.WeightSpec{}, err
 	}
 	spec := ep.WeightSpec{
-		Boundary: paging.Boundary(cs.boundary), DType: paging.DType(cs.dtype),
+		Boundary: ep.Boundary(cs.boundary), DType: ep.WeightDType(cs.dtype),
 		Shape: append([]int64{}, shape...), ByteCount: uint64(cs.byte_count),
-		Regions: make([]paging.Region, len(regions)),
+		Regions: make([]ep.Region, len(regions)),
 	}
 	for i, r := range regions {
-		spec.Regions[i] = paging.Region{Mapping: paging.MappingID(r.mapping), Offset: uint64(r.offset), Len: uint64(r.length)}
+		spec.Regions[i] = ep.Region{Mapping: ep.MappingID(r.mapping), Offset: uint64(r.offset), Len: uint64(r.length)}
 	}
 	return spec, nil
 }

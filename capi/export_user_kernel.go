@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
 )
 
@@ -209,7 +208,7 @@ func CudaEpLaunchFunction(function C.CudaEpFunction, config *C.cudaep_claunch_co
 				}
 				kargs[i] = ep.ArgPtr(ptr)
 			case C.CUDAEP_ARG_DEVICE_PTR:
-				kargs[i] = ep.ArgPtr(cudadrv.DevicePtr(word))
+				kargs[i] = ep.ArgPtr(ep.DevicePtr(word))
 			case C.CUDAEP_ARG_I32:
 				kargs[i] = ep.ArgI32(int32(uint32(word)))
 			case C.CUDAEP_ARG_U32:

@@ -11,16 +11,14 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
 )
 
 // memoryHold is device memory a tensor or kernel argument names by handle: a buffer, a paged
 // weight or a waited-for ticket, leased for the duration of one call.
 type memoryHold struct {
 	p    *ep.Provider
-	ptr  cudadrv.DevicePtr
+	ptr  ep.DevicePtr
 	size uint64
 	buf  *ep.Buffer // set for a buffer, so user launches can check it is not released
 
@@ -88,32 +86,32 @@ func (m *memoryHold) release() {
 }
 
 // at returns the device address off bytes in, after checking [off, off+n) lies inside.
-func (m *memoryHold) at(off, n uint64, what string) (cudadrv.DevicePtr, error) {
+func (m *memoryHold) at(off, n uint64, what string) (ep.DevicePtr, error) {
 	if err := checkRange(off, n, m.size, what+" memory"); err != nil {
 		return 0, err
 	}
-	return m.ptr + cudadrv.DevicePtr(off), nil
+	return m.ptr + ep.DevicePtr(off), nil
 }
 
 // decodeInfo reads a CudaEpTensorInfo. The shape aliases the caller's memory (valid for the
 // call only): kernels compare shapes and copy what they keep, never retaining it.
-func decodeInfo(ci *C.CudaEpTensorInfo, what string) (kernels.TensorInfo, error) {
+func decodeInfo(ci *C.CudaEpTensorInfo, what string) (ep.TensorInfo, error) {
 	rank := uint64(ci.rank)
 	if rank > maxRank {
-		return kernels.TensorInfo{}, argError("%s: rank %d: at most %d", what, rank, maxRank)
+		return ep.TensorInfo{}, argError("%s: rank %d: at most %d", what, rank, maxRank)
 	}
 	shape, err := cArray((*int64)(unsafe.Pointer(ci.shape)), rank, maxRank, what+" shape")
 	if err != nil {
-		return kernels.TensorInfo{}, err
+		return ep.TensorInfo{}, err
 	}
 	elems := uint64(1)
 	for i, d := range shape {
 		if d < 0 {
-			return kernels.TensorInfo{}, argError("%s: dimension %d is %d", what, i, d)
+			return ep.TensorInfo{}, argError("%s: dimension %d is %d", what, i, d)
 		}
 		hi, lo := bits.Mul64(elems, uint64(d))
 		if hi != 0 || lo > 1<<56 {
-			return kernels.TensorInfo{}, argError("%s: shape %v overflows", what, shape)
+			return ep.TensorInfo{}, argError("%s: shape %v overflows", what, shape)
 		}
 		elems = lo
 	}
@@ -122,13 +120,13 @@ func decodeInfo(ci *C.CudaEpTensorInfo, what string) (kernels.TensorInfo, error)
 		want := int64(1)
 		for i := int(rank) - 1; i >= 0; i-- {
 			if shape[i] != 1 && strides[i] != want {
-				return kernels.TensorInfo{}, fmt.Errorf("%w: %s: strides %v are not the dense row-major strides of shape %v: "+
-					"kernels need dense tensors (copy the view into a dense buffer first)", kernels.ErrUnsupported, what, strides, shape)
+				return ep.TensorInfo{}, fmt.Errorf("%w: %s: strides %v are not the dense row-major strides of shape %v: "+
+					"kernels need dense tensors (copy the view into a dense buffer first)", ep.ErrUnsupported, what, strides, shape)
 			}
 			want *= shape[i]
 		}
 	}
-	return kernels.TensorInfo{DType: kernels.DType(ci.dtype), Shape: shape}, nil
+	return ep.TensorInfo{DType: ep.DType(ci.dtype), Shape: shape}, nil
 }
 
 // tensorArgs decodes arrays of CudaEpTensor into kernel tensors, leasing each tensor's memory
@@ -138,7 +136,7 @@ func decodeInfo(ci *C.CudaEpTensorInfo, what string) (kernels.TensorInfo, error)
 type tensorArgs struct {
 	holds   [2 * maxKernelTensors]memoryHold
 	n       int // holds in use
-	tensors [2][maxKernelTensors]kernels.Tensor
+	tensors [2][maxKernelTensors]ep.Tensor
 }
 
 // maxKernelTensors bounds the inputs, and separately the outputs, of one kernel call
@@ -154,7 +152,7 @@ func (a *tensorArgs) release() {
 
 // decode decodes n tensors at arr into set (0 inputs, 1 outputs); name ("inputs") and the
 // index label any error.
-func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, set int, name string) ([]kernels.Tensor, error) {
+func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, set int, name string) ([]ep.Tensor, error) {
 	cts, err := cArray(arr, uint64(n), maxKernelTensors, name)
 	if err != nil {
 		return nil, err
@@ -170,26 +168,26 @@ func (a *tensorArgs) decode(p *ep.Provider, arr *C.CudaEpTensor, n C.size_t, set
 	return out, nil
 }
 
-func (a *tensorArgs) tensor(p *ep.Provider, ct *C.CudaEpTensor, what string) (kernels.Tensor, error) {
+func (a *tensorArgs) tensor(p *ep.Provider, ct *C.CudaEpTensor, what string) (ep.Tensor, error) {
 	info, err := decodeInfo(&ct.info, what)
 	if err != nil {
-		return kernels.Tensor{}, err
+		return ep.Tensor{}, err
 	}
 	if a.n == len(a.holds) {
-		return kernels.Tensor{}, argError("%s: more than %d tensors in one call", what, len(a.holds))
+		return ep.Tensor{}, argError("%s: more than %d tensors in one call", what, len(a.holds))
 	}
 	m := &a.holds[a.n]
 	if err := m.acquire(uint64(ct.memory), what); err != nil {
-		return kernels.Tensor{}, err
+		return ep.Tensor{}, err
 	}
 	a.n++
 	if m.p != p {
-		return kernels.Tensor{}, argError("%s: its memory belongs to another provider", what)
+		return ep.Tensor{}, argError("%s: its memory belongs to another provider", what)
 	}
 	n := uint64(max(info.Bytes(), 0))
 	ptr, err := m.at(uint64(ct.offset), n, what)
 	if err != nil {
-		return kernels.Tensor{}, err
+		return ep.Tensor{}, err
 	}
-	return kernels.Tensor{TensorInfo: info, Ptr: ptr}, nil
+	return ep.Tensor{TensorInfo: info, Ptr: ptr}, nil
 }

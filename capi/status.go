@@ -8,15 +8,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
-	"github.com/cudaep/cudaep/graphs"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // status is the C status object, named so that test files (which cannot use cgo) can hold one.
@@ -51,78 +46,41 @@ func argError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalidArgument, fmt.Sprintf(format, args...))
 }
 
-// codeOf maps an error from anywhere below the ABI to its status code. It is the only place
-// that does: every export reports errors through statusOf, which calls it. The order matters
-// where an error matches several families: a refused graph state or a stale ticket wraps the
-// driver's error that revealed it, and the state is what the host must act on.
+// codes maps each ep.ErrorCode to its CUDAEP_* code: the one table between ep's
+// classification of errors and the C ABI.
+var codes = [...]code{
+	ep.CodeOK:              codeOK,
+	ep.CodeFail:            codeFail,
+	ep.CodeInvalidArgument: codeInvalidArgument,
+	ep.CodeReleased:        codeStaleHandle,
+	ep.CodeNotFound:        codeNotFound,
+	ep.CodeOutOfMemory:     codeOutOfMemory,
+	ep.CodeDriver:          codeCUDAError,
+	ep.CodeUnsupported:     codeUnsupported,
+	ep.CodeWrongState:      codeWrongState,
+	ep.CodeStaleGeneration: codeStaleGeneration,
+	ep.CodeDeclined:        codeDeclined,
+}
+
+// codeOf maps err to its status code: the C layer's own errors (handles, arguments it checks
+// itself) first, then ep's classification through the table.
 func codeOf(err error) code {
-	var (
-		optErr    *ep.OptionError
-		libErr    *cudadrv.LibraryError
-		drvErr    *cudadrv.Error
-		blasErr   *cudadrv.BLASError
-		nvrtc     *cudadrv.CompileError
-		regionErr *paging.RegionError
-		sizeErr   *paging.LayerSizeError
-		slotErr   *paging.SlotStateError
-	)
 	switch {
 	case err == nil:
 		return codeOK
-	case errors.Is(err, handles.ErrStale), errors.Is(err, ep.ErrReleased), errors.Is(err, paging.ErrReleased):
+	case errors.Is(err, handles.ErrStale):
 		return codeStaleHandle
 	case errors.Is(err, handles.ErrInvalid):
 		return codeInvalidHandle
-	case errors.Is(err, handles.ErrFull), errors.Is(err, graphs.ErrTooManySlots):
+	case errors.Is(err, handles.ErrFull):
 		return codeOutOfMemory
-	case errors.Is(err, paging.ErrStaleGeneration):
-		return codeStaleGeneration
-	case errors.Is(err, paging.ErrDeclined):
-		return codeDeclined
-	case isGraphState(err):
-		return codeWrongState
-	case errors.Is(err, errInvalidArgument), errors.Is(err, ep.ErrInvalidArgument), errors.As(err, &optErr),
-		errors.Is(err, kernels.ErrTensorMismatch), errors.Is(err, ep.ErrInvalidLaunch),
-		errors.Is(err, graphs.ErrSegmentIndex), errors.Is(err, graphs.ErrInvalidArgument),
-		errors.Is(err, paging.ErrInvalidWeight), errors.Is(err, paging.ErrForeignTicket),
-		errors.As(err, &regionErr), errors.As(err, &sizeErr):
+	case errors.Is(err, errInvalidArgument):
 		return codeInvalidArgument
-	case errors.Is(err, ep.ErrNoDevice), errors.As(err, &libErr),
-		errors.Is(err, cudadrv.ErrorNoDevice), errors.Is(err, cudadrv.ErrorInvalidDevice),
-		errors.Is(err, fs.ErrNotExist):
-		return codeNotFound
-	case errors.Is(err, cudadrv.ErrorOutOfMemory):
-		return codeOutOfMemory
-	case errors.As(err, &drvErr), errors.As(err, &blasErr), errors.As(err, &nvrtc):
-		return codeCUDAError
-	case errors.Is(err, cudadrv.ErrUnsupported), errors.Is(err, kernels.ErrUnsupported),
-		errors.Is(err, graphs.ErrRejected):
-		return codeUnsupported
-	case errors.Is(err, ep.ErrClosed), errors.Is(err, ep.ErrCaptureLive), errors.Is(err, kernels.ErrClosed),
-		errors.Is(err, paging.ErrClosed), errors.Is(err, paging.ErrNoFreeSlot),
-		errors.Is(err, paging.ErrNotPrefetched), errors.Is(err, paging.ErrQuarantined),
-		errors.As(err, &slotErr), errors.Is(err, cudadrv.ErrDestroyed):
-		return codeWrongState
+	}
+	if c := ep.Code(err); int(c) < len(codes) {
+		return codes[c]
 	}
 	return codeFail
-}
-
-// graphStates are the graph lifecycle's refusals of a call in the wrong state: replay with
-// nothing installed, end without begin, reset during capture, a capture broken by a drain,
-// a call from the wrong thread.
-var graphStates = []error{
-	graphs.ErrNotInstalled, graphs.ErrRetired, graphs.ErrStreamCapturing, graphs.ErrCaptureActive,
-	graphs.ErrNotCapturing, graphs.ErrWrongThread, graphs.ErrCaptureInvalidated,
-	graphs.ErrDrainInCapture, graphs.ErrTokenMismatch, graphs.ErrClosed,
-}
-
-func isGraphState(err error) bool {
-	for _, target := range graphStates {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // statusOf turns err into a status for the caller to own, or nil for a nil error.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // The handle kinds. They are internal (hosts treat handles as opaque) but fixed, so that a
@@ -90,21 +89,16 @@ type kernelObject struct {
 
 func (k *kernelObject) finalize() error { return k.parent.Release() }
 
-// moduleObject is user device code; it is unloaded when its handle and every function taken
-// from it are released (or, if a graph recorded one of its launches, at provider teardown).
+// moduleObject is user device code; it is given up when its handle and every function taken
+// from it are released (ep keeps the code loaded while a graph may launch it).
 type moduleObject struct {
 	child
 	m *ep.UserModule
 }
 
-// finalize unloads the module, unless a graph recorded a launch of it (or one is being
-// recorded now): then the unload waits for the provider's teardown, after its graphs.
 func (m *moduleObject) finalize() error {
-	var err error
-	if m.m.Recorded() {
-		stateOf(m.p).deferUnload(m.m)
-	} else if err = m.m.Unload(); errors.Is(err, ep.ErrCaptureLive) {
-		stateOf(m.p).deferUnload(m.m)
+	err := m.m.Unload()
+	if errors.Is(err, ep.ErrUnloaded) {
 		err = nil
 	}
 	return errors.Join(err, m.parent.Release())
@@ -136,7 +130,7 @@ type pagedWeightObject struct {
 
 func (w *pagedWeightObject) finalize() error {
 	err := w.p.ReleasePagedWeight(w.pw)
-	if errors.Is(err, paging.ErrReleased) {
+	if ep.Code(err) == ep.CodeReleased {
 		err = nil
 	}
 	return errors.Join(err, w.parent.Release())

@@ -175,9 +175,13 @@ func (p *Provider) endWindow(what string, end func() error) error {
 
 // releaseLater runs release (the driver work of giving something back) now, or, while a
 // capture is live on the provider, queues it to run when the capture ends: a release never
-// fails because of a capture and never breaks one.
+// fails because of a capture and never breaks one. After Close it does nothing and succeeds:
+// Close already gave back what the provider owned.
 func (p *Provider) releaseLater(what string, release func() error) error {
 	e, err := p.enter(what, accessQuery)
+	if errors.Is(err, ErrClosed) {
+		return nil // Close gave back everything the provider owned
+	}
 	if err != nil {
 		return err
 	}

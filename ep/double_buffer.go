@@ -32,8 +32,8 @@ type (
 // *paging.StaleGenerationError (errors.Is paging.ErrStaleGeneration), never served another
 // layer's bytes.
 //
-// A DoubleBuffer is safe for concurrent use. Close it before closing the provider. During a
-// capture on the provider its calls are refused with ErrCaptureLive (Close is deferred).
+// A DoubleBuffer is safe for concurrent use. The provider's Close closes one left open. During
+// a capture on the provider its calls are refused with ErrCaptureLive (Close is deferred).
 type DoubleBuffer struct {
 	p  *Provider
 	db *paging.DoubleBuffer
@@ -65,7 +65,9 @@ func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*Double
 	if err != nil {
 		return nil, err
 	}
-	return &DoubleBuffer{p: p, db: db}, nil
+	d := &DoubleBuffer{p: p, db: db}
+	p.owned.add(d)
+	return d, nil
 }
 
 // Prefetch queues layer's image (w's regions, read from the provider's external-data files)
@@ -131,5 +133,8 @@ func (d *DoubleBuffer) Metrics() DoubleBufferMetrics { return d.db.Metrics() }
 // It is idempotent and returns the first call's result. During a capture on the provider the
 // drain waits until the capture ends (it would invalidate the capture).
 func (d *DoubleBuffer) Close() error {
-	return d.p.releaseLater("close a double buffer", d.db.Close)
+	return d.p.releaseLater("close a double buffer", func() error {
+		d.p.owned.remove(d)
+		return d.db.Close()
+	})
 }

@@ -12,6 +12,21 @@ import (
 // graphs.Verify (the fixed-width verify step) or graphs.Keyed(k) (e.g. per batch size).
 type Slot = graphs.Slot
 
+// The slots of a provider.
+var (
+	// Primary is the M=1 decode step's slot.
+	Primary = graphs.Primary
+	// Verify is the fixed-width verify step's slot.
+	Verify = graphs.Verify
+)
+
+// Keyed returns the slot of key (for example a batch size); a provider holds at most 128 keyed
+// slots at a time (RemoveGraph frees one).
+func Keyed(key int64) Slot { return graphs.Keyed(key) }
+
+// GraphStats are one slot's counters (see graphs.Stats).
+type GraphStats = graphs.Stats
+
 // BeginCapture audits kernels and begins recording the compute stream into slot: a new
 // generation when none is installed, else a further segment of the installed one (segmented
 // capture, with non-capturable seam kernels run eagerly between segment replays). Every
@@ -178,7 +193,7 @@ func (p *Provider) GraphKeys() []int64 { return p.slots.Keys() }
 // GraphStats returns slot's counters (lock acquisitions, completed captures, replay launches,
 // updates, instantiations). A keyed slot never used reads as zero counters: asking does not
 // create it (keyed slots are bounded).
-func (p *Provider) GraphStats(slot Slot) (graphs.Stats, error) {
+func (p *Provider) GraphStats(slot Slot) (GraphStats, error) {
 	if key, keyed := slot.Key(); keyed && !slices.Contains(p.slots.Keys(), key) {
 		return graphs.Stats{}, nil
 	}

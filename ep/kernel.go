@@ -3,6 +3,8 @@ package ep
 import (
 	"fmt"
 
+	"github.com/cudaep/cudaep/cudadrv"
+
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -20,7 +22,21 @@ type (
 	Spec = kernels.Spec
 	// Attribute is one ONNX node attribute.
 	Attribute = kernels.Attribute
+	// DevicePtr is a device address.
+	DevicePtr = cudadrv.DevicePtr
 )
+
+// Attribute constructors, for Spec.Attrs.
+var (
+	IntAttr    = kernels.IntAttr
+	IntsAttr   = kernels.IntsAttr
+	FloatAttr  = kernels.FloatAttr
+	StringAttr = kernels.StringAttr
+)
+
+// ErrUnsupported is wrapped by every refusal of an op, dtype, shape, stride or attribute the
+// provider cannot run.
+var ErrUnsupported = kernels.ErrUnsupported
 
 // Kernel is one operator instance of a provider. It is a graphs.Node, so a sequence of kernels
 // is what BeginCapture audits. A Kernel is not safe for concurrent use.

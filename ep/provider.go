@@ -56,6 +56,7 @@ type Provider struct {
 	weights weights       // external data, staging pool and residency
 
 	win      window      // the capture window every entry point goes through
+	owned    owned       // modules and double buffers Close gives back
 	closed   atomic.Bool // set by Close, for the calls that do not touch the driver
 	closeErr error       // guarded by win.mu
 }
@@ -152,10 +153,12 @@ func (p *Provider) teardown() error {
 	var errs []error
 	if p.ctx.Bind() == nil {
 		errs = append(errs, p.drainDeferred())
+		errs = append(errs, p.owned.closeDoubleBuffers())
 		errs = append(errs, p.weights.stop()...)
 		if p.slots != nil {
 			errs = append(errs, p.slots.Close())
 		}
+		errs = append(errs, p.owned.unloadModules()) // after the graphs that may launch them
 		if p.lib != nil {
 			errs = append(errs, p.lib.Close())
 		}

@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -141,6 +139,10 @@ func (t ParamType) accepts(k ArgKind) bool {
 	return false
 }
 
+// ErrUnloaded is returned by a second Unload and by launches and lookups of an unloaded
+// module. It is cudadrv.ErrDestroyed, so errors.Is matches either.
+var ErrUnloaded = cudadrv.ErrDestroyed
+
 // UserModule is device code a host brought to the provider: PTX text it loaded, or CUDA C it
 // had compiled with NVRTC. Take kernels from it with Function. It is safe for concurrent use.
 // Unload it before closing the provider; its functions fail afterwards.
@@ -217,81 +219,9 @@ func (p *Provider) LoadUserModule(ptx []byte) (*UserModule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ep: load user module: %w", err)
 	}
-	return &UserModule{p: p, mod: mod, ptx: image[:len(text)], entries: entries, bad: bad}, nil
-}
-
-var (
-	ptxCommentRE = regexp.MustCompile(`(?s)//[^\n]*|/\*.*?\*/`)
-	ptxVersionRE = regexp.MustCompile(`(^|\s)\.version\s+\d+\.\d+`)
-	ptxEntryRE   = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$%]*)\s*(\(([^)]*)\))?`)
-	ptxTypes     = map[string]ParamType{
-		"u8": {"u8", 1, false}, "s8": {"s8", 1, false}, "b8": {"b8", 1, false},
-		"u16": {"u16", 2, false}, "s16": {"s16", 2, false}, "b16": {"b16", 2, false},
-		"u32": {"u32", 4, false}, "s32": {"s32", 4, false}, "b32": {"b32", 4, false},
-		"u64": {"u64", 8, false}, "s64": {"s64", 8, false}, "b64": {"b64", 8, false},
-		"f32": {"f32", 4, true}, "f64": {"f64", 8, true},
-	}
-)
-
-// parseEntries reads the entry points of PTX text and their parameter types. An entry with a
-// parameter that typed arguments cannot pass (a by-value aggregate, an unknown type, more
-// than cudadrv.MaxKernelArgs parameters) is recorded in bad with the reason.
-func parseEntries(text string) (map[string][]ParamType, map[string]string, error) {
-	if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
-		return nil, nil, fmt.Errorf("%w: the module is not PTX text (cubin and fatbin images cannot be checked and are refused)", ErrInvalidLaunch)
-	}
-	src := ptxCommentRE.ReplaceAllString(text, " ")
-	if !ptxVersionRE.MatchString(src) {
-		return nil, nil, fmt.Errorf("%w: the module is not PTX: no .version directive", ErrInvalidLaunch)
-	}
-	entries := map[string][]ParamType{}
-	bad := map[string]string{}
-	for _, m := range ptxEntryRE.FindAllStringSubmatch(src, -1) {
-		name := m[1]
-		var params []ParamType
-		var why string
-		if strings.TrimSpace(m[3]) != "" {
-			for i, decl := range strings.Split(m[3], ",") {
-				t, err := paramType(decl)
-				if err != "" {
-					why = fmt.Sprintf("parameter %d (%s) %s", i, strings.Join(strings.Fields(decl), " "), err)
-					break
-				}
-				params = append(params, t)
-			}
-		}
-		if why == "" && len(params) > cudadrv.MaxKernelArgs {
-			why = fmt.Sprintf("it declares %d parameters, more than the %d typed arguments a launch carries", len(params), cudadrv.MaxKernelArgs)
-		}
-		if why != "" {
-			bad[name] = why
-			params = nil
-		}
-		entries[name] = params
-	}
-	if len(entries) == 0 {
-		return nil, nil, fmt.Errorf("%w: the PTX declares no .entry", ErrInvalidLaunch)
-	}
-	return entries, bad, nil
-}
-
-// paramType reads one `.param .TYPE [qualifiers] name` declaration.
-func paramType(decl string) (ParamType, string) {
-	fields := strings.Fields(decl)
-	if len(fields) < 2 || fields[0] != ".param" {
-		return ParamType{}, "is not a .param declaration"
-	}
-	// An array parameter (`.param .align 8 .b8 s[16]`) is a by-value struct; `.align` alone
-	// also qualifies pointers (`.param .u64 .ptr .global .align 4 p`).
-	if strings.Contains(decl, "[") {
-		return ParamType{}, "is a by-value aggregate, which typed arguments cannot pass"
-	}
-	for _, f := range fields[1:] {
-		if t, ok := ptxTypes[strings.TrimPrefix(f, ".")]; ok && strings.HasPrefix(f, ".") {
-			return t, ""
-		}
-	}
-	return ParamType{}, "has a type typed arguments cannot pass"
+	m := &UserModule{p: p, mod: mod, ptx: image[:len(text)], entries: entries, bad: bad}
+	p.owned.add(m)
+	return m, nil
 }
 
 // PTX returns the module's PTX text (a copy), e.g. what NVRTC produced.
@@ -340,30 +270,36 @@ func (m *UserModule) Function(name string) (*UserFunction, error) {
 	return &UserFunction{m: m, f: f, params: params, args: new(cudadrv.KernelArgs)}, nil
 }
 
-// Unload waits for the work queued on the provider's compute stream (a queued launch reads the
-// module's code while it runs), then unloads the module; its functions fail afterwards. A
-// graph that recorded a launch of the module's functions (see Recorded) must be destroyed
-// (reset) first: its replays would run unloaded code.
+// Unload gives the module up: its functions fail from this call on. The code itself is
+// unloaded once nothing can run it: a graph never outlives the code it launches, so a module
+// one of whose launches a graph recorded (see Recorded) stays loaded until the provider is
+// closed, after its graphs are destroyed; otherwise the unload waits for the work queued on the
+// compute stream (a queued launch reads the code) and, during a capture, for the capture to
+// end.
 //
 // # Errors
 //
-// While a capture is live on the provider: an error wrapping ErrCaptureLive, nothing done
-// (the wait would invalidate the capture). A second Unload: cudadrv.ErrDestroyed. The driver's
-// error from the unload.
+// A second Unload: cudadrv.ErrDestroyed. The driver's error from the wait or the unload when
+// they run in this call.
 func (m *UserModule) Unload() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unloaded {
 		return cudadrv.ErrDestroyed
 	}
-	e, err := m.p.enter("unload a user module", accessDriver)
-	if err != nil {
-		return err
-	}
-	defer e.leave()
 	m.unloaded = true
-	// A failed wait (a device fault) must not keep the module loaded forever: unload anyway and
-	// report the fault.
+	if m.recorded.Load() {
+		return nil // the provider's Close unloads it after the graphs
+	}
+	return m.p.releaseLater("unload a user module", func() error {
+		m.p.owned.remove(m)
+		return m.unload()
+	})
+}
+
+// unload waits for the compute stream and unloads the code. A failed wait (a device fault) must
+// not keep the module loaded forever: it unloads anyway and reports the fault.
+func (m *UserModule) unload() error {
 	return errors.Join(m.p.compute.Synchronize(), m.mod.Unload())
 }
 

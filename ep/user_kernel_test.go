@@ -264,11 +264,53 @@ func TestUserKernelIsCapturedAndReplaysOnLiveBuffers(t *testing.T) {
 	}
 	_, err := p.ResetGraph(graphs.Primary)
 	require.NoError(t, err)
+}
 
-	// A module cannot be unloaded under a live capture (the wait would break it).
-	require.NoError(t, p.BeginCapture(graphs.Verify, nil, nil))
-	require.ErrorIs(t, m.Unload(), ep.ErrCaptureLive)
-	require.NoError(t, p.AbortCapture(graphs.Verify))
+// TestAGraphNeverOutlivesTheCodeItLaunches: unloading a module whose launch a graph recorded
+// succeeds and stops new launches, but the code stays loaded, so replays keep running it,
+// until the provider closes (after its graphs). An unload during a capture does not touch the
+// driver.
+func TestAGraphNeverOutlivesTheCodeItLaunches(t *testing.T) {
+	p := newProvider(t)
+	m, f := loadAxpb(t, p)
+	const n = 64
+	xb := upload(t, p, drivertest.RandomFloat32(n))
+	out := alloc(t, p, 4*n)
+	one, block := ep.Dim3{X: 1, Y: 1, Z: 1}, ep.Dim3{X: n, Y: 1, Z: 1}
+	args := []ep.KernelArg{ep.ArgBuffer(out, 0), ep.ArgBuffer(xb, 0), ep.ArgF32(3), ep.ArgF32(-1), ep.ArgU64(n)}
+	require.NoError(t, p.BeginCapture(graphs.Primary, nil, []*ep.Buffer{xb, out}))
+	require.NoError(t, f.Launch(one, block, 0, args...))
+	require.NoError(t, m.Unload(), "an unload during a capture is not refused")
+	require.NoError(t, p.EndCapture(graphs.Primary))
+	unloaded := p.Context().Counters().ModulesUnloaded
+
+	assert.ErrorIs(t, f.Launch(one, block, 0, args...), cudadrv.ErrDestroyed, "no new launch after Unload")
+	assert.ErrorIs(t, m.Unload(), cudadrv.ErrDestroyed)
+	x := drivertest.RandomFloat32(n)
+	require.NoError(t, p.CopyToDevice(xb, 0, drivertest.Float32Bytes(x)))
+	require.NoError(t, p.Replay(graphs.Primary))
+	assertAxpb(t, download(t, p, out), x, 3, -1, "replay after the unload")
+	assert.Equal(t, unloaded, p.Context().Counters().ModulesUnloaded, "the graph still launches the code")
+	_, err := p.ResetGraph(graphs.Primary)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	c := p.Context().Counters()
+	assert.Equal(t, c.ModulesLoaded, c.ModulesUnloaded, "Close unloads the module after the graphs")
+}
+
+// TestCloseGivesBackWhatTheHostLeftOpen: modules and double buffers a host never released are
+// unloaded and freed by Close, after the graphs and before the context goes.
+func TestCloseGivesBackWhatTheHostLeftOpen(t *testing.T) {
+	p := newProvider(t)
+	loadAxpb(t, p)
+	_, err := p.NewDoubleBuffer(1<<16, ep.ModeStaging)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	c := p.Context().Counters()
+	assert.Equal(t, c.ModulesLoaded, c.ModulesUnloaded, "every module unloaded")
+	assert.Zero(t, c.DeviceLiveBytes, "every device allocation freed")
+	assert.Zero(t, c.PinnedLiveBytes, "every pinned allocation freed")
+	assert.Zero(t, c.RegisteredLiveBytes, "every registration undone")
 }
 
 // TestUnloadWaitsForQueuedLaunches unloads a module right after queueing launches of it: the

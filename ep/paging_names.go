@@ -1,0 +1,27 @@
+package ep
+
+import "github.com/cudaep/cudaep/paging"
+
+// The paging package's values a host passes through ep (the types are aliased beside the
+// functions that take them: residency.go, double_buffer.go).
+type (
+	// Region is a byte range of an opened external-data file.
+	Region = paging.Region
+	// WeightDType is a lazy weight's element type (ONNX TensorProto numbering).
+	WeightDType = paging.DType
+	// Boundary is the kind of operator boundary a lazy weight feeds (MatMul, Gather, …); it
+	// decides whether the weight may be paged.
+	Boundary = paging.Boundary
+)
+
+// Transfer modes of a DoubleBuffer.
+const (
+	// ModeZeroCopy registers the files' extents with the driver and copies from them, falling
+	// back to staging on a registration error.
+	ModeZeroCopy = paging.ModeZeroCopy
+	// ModeStaging always copies through pinned staging memory.
+	ModeStaging = paging.ModeStaging
+)
+
+// DoubleBufferSlots is the number of slots of a DoubleBuffer.
+const DoubleBufferSlots = paging.SlotCount
