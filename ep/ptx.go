@@ -86,4 +86,3 @@ func paramType(decl string) (ParamType, string) {
 	}
 	return ParamType{}, "has a type typed arguments cannot pass"
 }
-
