@@ -3,16 +3,19 @@ package ep
 import (
 	"errors"
 	"sync"
+
+	"github.com/cudaep/cudaep/paging"
 )
 
 // owned tracks what a provider made for a host that Close must give back: user modules (loaded
-// code, unloaded after the graphs that may launch it) and double buffers (slots, staging and
-// registrations, drained and freed). Buffers need no tracking: their memory goes with the
-// context.
+// code, unloaded after the graphs that may launch it), double buffers (slots, staging and
+// registrations, drained and freed) and paged weights (residency slots, released so the
+// residency can tear down). Buffers need no tracking: their memory goes with the context.
 type owned struct {
 	mu      sync.Mutex
 	modules map[*UserModule]struct{}
 	doubles map[*DoubleBuffer]struct{}
+	paged   map[*PagedWeight]struct{}
 }
 
 func (o *owned) add(v any) {
@@ -29,6 +32,11 @@ func (o *owned) add(v any) {
 			o.doubles = map[*DoubleBuffer]struct{}{}
 		}
 		o.doubles[v] = struct{}{}
+	case *PagedWeight:
+		if o.paged == nil {
+			o.paged = map[*PagedWeight]struct{}{}
+		}
+		o.paged[v] = struct{}{}
 	}
 }
 
@@ -40,7 +48,25 @@ func (o *owned) remove(v any) {
 		delete(o.modules, v)
 	case *DoubleBuffer:
 		delete(o.doubles, v)
+	case *PagedWeight:
+		delete(o.paged, v)
 	}
+}
+
+// releasePaged releases every paged weight a host still holds, so that the residency's slots,
+// staging buffers and registrations can go. Close calls it before the residency closes.
+func (o *owned) releasePaged() error {
+	o.mu.Lock()
+	paged := o.paged
+	o.paged = nil
+	o.mu.Unlock()
+	var errs []error
+	for w := range paged {
+		if err := w.Release(); err != nil && !errors.Is(err, paging.ErrReleased) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // closeDoubleBuffers drains and frees every double buffer a host left open. Close calls it

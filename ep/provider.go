@@ -153,7 +153,7 @@ func (p *Provider) teardown() error {
 	var errs []error
 	if p.ctx.Bind() == nil {
 		errs = append(errs, p.drainDeferred())
-		errs = append(errs, p.owned.closeDoubleBuffers())
+		errs = append(errs, p.owned.closeDoubleBuffers(), p.owned.releasePaged())
 		errs = append(errs, p.weights.stop()...)
 		if p.slots != nil {
 			errs = append(errs, p.slots.Close())

@@ -134,7 +134,12 @@ func (p *Provider) PageWeight(layer LayerID) (*PagedWeight, error) {
 		return nil, err
 	}
 	defer e.leave()
-	return p.weights.residency.Page(layer)
+	w, err := p.weights.residency.Page(layer)
+	if err != nil {
+		return nil, err
+	}
+	p.owned.add(w)
+	return w, nil
 }
 
 // CancelWeight drops a prefetched layer that will not be paged, freeing its slot without
@@ -148,10 +153,16 @@ func (p *Provider) CancelWeight(layer LayerID) error {
 // release waits until the capture ends (recording the fence then would be recorded into the
 // graph). A second release returns paging.ErrReleased.
 func (p *Provider) ReleasePagedWeight(w *PagedWeight) error {
+	if p.closed.Load() {
+		return nil // Close released it with the residency
+	}
 	if w.Released() {
 		return paging.ErrReleased
 	}
-	return p.releaseLater("release a paged weight", w.Release)
+	return p.releaseLater("release a paged weight", func() error {
+		p.owned.remove(w)
+		return w.Release()
+	})
 }
 
 // ResidencyStats returns the residency's counters and whether its pipeline exists yet.
