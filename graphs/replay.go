@@ -19,20 +19,12 @@ import "fmt"
 //
 // In every case but the last, nothing was enqueued.
 func (l *Lifecycle) Replay(token Token) error {
-	if err := l.admit("replay", token); err != nil {
+	set, err := l.admit("replay", token)
+	if err != nil {
 		return err
 	}
 	defer l.active.Add(-1)
-	set := l.replay.Load()
-	if set == nil || set.token != token {
-		return l.setMismatch("replay", token, set)
-	}
-	for i, seg := range set.segments {
-		if err := l.launch(seg); err != nil {
-			return fmt.Errorf("graphs: replay %v: launch segment %d of %d: %w", token, i, len(set.segments), err)
-		}
-	}
-	return nil
+	return l.launchAll(set)
 }
 
 // ReplaySegment launches one installed segment of token's generation, by its zero-based
@@ -44,19 +36,55 @@ func (l *Lifecycle) Replay(token Token) error {
 //
 // Replay's, and an index outside the installed segments: [ErrSegmentIndex] naming the count.
 func (l *Lifecycle) ReplaySegment(token Token, index int) error {
-	if err := l.admit("replay segment", token); err != nil {
+	set, err := l.admit("replay segment", token)
+	if err != nil {
 		return err
 	}
 	defer l.active.Add(-1)
-	set := l.replay.Load()
-	if set == nil || set.token != token {
-		return l.setMismatch("replay segment", token, set)
+	return l.launchOne(set, index)
+}
+
+// replayInstalled is Replay of whatever generation is installed now, for the lifecycle's
+// Slots, which holds no token: one admission (admitInstalled), then the launches of the set
+// it was admitted under. Its errors are Replay's but for ErrTokenMismatch, which it cannot
+// meet.
+func (l *Lifecycle) replayInstalled() error {
+	set, err := l.admitInstalled("replay")
+	if err != nil {
+		return err
 	}
+	defer l.active.Add(-1)
+	return l.launchAll(set)
+}
+
+// replaySegmentInstalled is ReplaySegment of whatever generation is installed now, as
+// replayInstalled is Replay.
+func (l *Lifecycle) replaySegmentInstalled(index int) error {
+	set, err := l.admitInstalled("replay segment")
+	if err != nil {
+		return err
+	}
+	defer l.active.Add(-1)
+	return l.launchOne(set, index)
+}
+
+// launchAll launches every segment of an admitted set, in capture order.
+func (l *Lifecycle) launchAll(set *replaySet) error {
+	for i, seg := range set.segments {
+		if err := l.launch(seg); err != nil {
+			return fmt.Errorf("graphs: replay %v: launch segment %d of %d: %w", set.token, i, len(set.segments), err)
+		}
+	}
+	return nil
+}
+
+// launchOne launches segment index of an admitted set.
+func (l *Lifecycle) launchOne(set *replaySet, index int) error {
 	if index < 0 || index >= len(set.segments) {
 		return fmt.Errorf("%w: replay segment %d of slot %v: %d segment(s) installed", ErrSegmentIndex, index, l.slot, len(set.segments))
 	}
 	if err := l.launch(set.segments[index]); err != nil {
-		return fmt.Errorf("graphs: replay %v: launch segment %d: %w", token, index, err)
+		return fmt.Errorf("graphs: replay %v: launch segment %d: %w", set.token, index, err)
 	}
 	return nil
 }
@@ -75,13 +103,4 @@ func (l *Lifecycle) launch(seg *segment) error {
 	}
 	l.launches.Add(1)
 	return nil
-}
-
-// setMismatch reports a published set that does not belong to an admitted token. Admission
-// makes it unreachable; it is kept so that a broken invariant is an error, not a crash.
-func (l *Lifecycle) setMismatch(op string, token Token, set *replaySet) error {
-	if set == nil {
-		return l.notInstalled(op, token)
-	}
-	return mismatch(op, l.slot, set.token, token)
 }

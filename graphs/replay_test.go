@@ -104,3 +104,84 @@ func TestReplayIsAllocationFreeAndLockFree(t *testing.T) {
 		assert.Equal(t, int(launches), stub.launches, "every launch reached the backend")
 	}
 }
+
+// TestReplayAdmitsOnceAndLaunchesTheAdmittedSet: every replay path, the Slots' replay by slot
+// included, is admitted into the epoch exactly once and launches the set it was admitted
+// under, loading the published set nowhere else. The test keeps a forged set published at
+// every moment but the admission itself (from entering the epoch until admitted): a path
+// that admits twice counts two admissions, and one that loads the set before admission (to
+// learn the token) or again after it meets the forgery, which has no segment and names a
+// generation that is not installed.
+func TestReplayAdmitsOnceAndLaunchesTheAdmittedSet(t *testing.T) {
+	r := newRig(t)
+	const n = 32
+	x, y, z := r.buf(n), r.buf(n), r.buf(n)
+	input := pattern(n, 21)
+	r.upload(x.Ptr(), input)
+	slots := r.slots(graphs.Config{})
+	l, err := slots.Lifecycle(graphs.Primary)
+	require.NoError(t, err)
+	tok, err := l.Begin(graphs.Token{}, capturable, nil)
+	require.NoError(t, err)
+	r.addOne(x.Ptr(), y.Ptr(), n) // segment 0: y = x + 1
+	require.NoError(t, l.End(tok))
+	_, err = l.Begin(tok, capturable, nil)
+	require.NoError(t, err)
+	r.addOne(y.Ptr(), z.Ptr(), n) // segment 1: z = y + 1
+	require.NoError(t, l.End(tok))
+
+	var (
+		admissions int
+		undo       func() // puts the real set back in place of the forgery published now
+	)
+	graphs.SetLifecycleHooks(l, graphs.LifecycleHooks{
+		BeforeEnter: func() {
+			if undo != nil {
+				undo()
+				undo = nil
+			}
+		},
+		Admitted: func() {
+			admissions++
+			undo = graphs.ForgePublishedSet(l)
+		},
+	})
+	calls := []struct {
+		name     string
+		call     func() error
+		launches uint64
+		out      *cudadrv.DeviceBuffer
+		want     []float32
+	}{
+		{"Slots.Replay", func() error { return slots.Replay(graphs.Primary) }, 2, z, plus(input, 2)},
+		{"Slots.ReplaySegment", func() error { return slots.ReplaySegment(graphs.Primary, 0) }, 1, y, plus(input, 1)},
+		{"Lifecycle.Replay", func() error { return l.Replay(tok) }, 2, z, plus(input, 2)},
+		{"Lifecycle.ReplaySegment", func() error { return l.ReplaySegment(tok, 0) }, 1, y, plus(input, 1)},
+	}
+	for _, tc := range calls {
+		r.poison(y)
+		r.poison(z)
+		admissions = 0
+		launches := l.Stats().ReplayLaunches
+		undo = graphs.ForgePublishedSet(l)
+		err := tc.call()
+		if undo != nil {
+			undo()
+			undo = nil
+		}
+		require.NoError(t, err, "%s launched the set it was admitted under and loaded no other", tc.name)
+		assert.Equal(t, 1, admissions, "%s admitted exactly once", tc.name)
+		assert.Equal(t, launches+tc.launches, l.Stats().ReplayLaunches, "%s launched", tc.name)
+		assert.Equal(t, tc.want, r.read(tc.out.Ptr(), n), "%s computed", tc.name)
+	}
+
+	// The forgery has teeth: a replay admitted while it is published does not launch.
+	graphs.SetLifecycleHooks(l, graphs.LifecycleHooks{})
+	undo = graphs.ForgePublishedSet(l)
+	launches := l.Stats().ReplayLaunches
+	assert.Error(t, slots.Replay(graphs.Primary), "a forged set is refused")
+	assert.Error(t, l.Replay(tok), "a forged set is refused")
+	assert.Equal(t, launches, l.Stats().ReplayLaunches)
+	undo()
+	require.NoError(t, slots.Replay(graphs.Primary))
+}

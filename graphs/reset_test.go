@@ -2,6 +2,7 @@ package graphs_test
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/graphs"
 )
 
@@ -96,6 +98,128 @@ func TestExactOwnerTokenAndResetGateLinearizeReplayEnqueue(t *testing.T) {
 	assert.Equal(t, plus(input, 1), r.read(y.Ptr(), n))
 }
 
+// TestSlotReplayRacingResetNeverLaunchesAfterResetReturns: Slots.Replay, which admits itself
+// into whatever generation is installed, races Slots.Reset in both orders, forced with the
+// lifecycle's hooks. A replay admitted first holds Reset back until it has enqueued; a replay
+// that found the generation installed but entered the epoch only after Reset retired it
+// (even after a new generation was installed) backs out with ErrRetired. Either way nothing
+// is launched after Reset returned.
+func TestSlotReplayRacingResetNeverLaunchesAfterResetReturns(t *testing.T) {
+	r := newRig(t)
+	const n = 16
+	x, y, y2 := r.buf(n), r.buf(n), r.buf(n)
+	input := pattern(n, 3)
+	r.upload(x.Ptr(), input)
+
+	// setup returns slots with Primary installed (y = x + 1) and its lifecycle.
+	setup := func() (*graphs.Slots, *graphs.Lifecycle) {
+		slots := r.slots(graphs.Config{})
+		_, err := slots.Begin(graphs.Primary, capturable, nil)
+		require.NoError(t, err)
+		r.addOne(x.Ptr(), y.Ptr(), n)
+		require.NoError(t, slots.End(graphs.Primary))
+		l, err := slots.Lifecycle(graphs.Primary)
+		require.NoError(t, err)
+		return slots, l
+	}
+	// replayAsync runs slots.Replay(Primary) on its own locked OS thread.
+	replayAsync := func(slots *graphs.Slots) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := r.ctx.Bind(); err != nil {
+				done <- err
+				return
+			}
+			done <- slots.Replay(graphs.Primary)
+		}()
+		return done
+	}
+
+	// An admitted replay holds reset back.
+	{
+		slots, l := setup()
+		r.poison(y)
+		entered, release, resetWaiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var launched atomic.Int32
+		graphs.SetLifecycleHooks(l, graphs.LifecycleHooks{
+			BeforeLaunch: func() { close(entered); <-release },
+			AfterLaunch:  func() { launched.Add(1) },
+			ResetWaits:   func() { close(resetWaiting) },
+		})
+		replayed := replayAsync(slots)
+		<-entered
+		resetDone := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := r.ctx.Bind(); err != nil {
+				resetDone <- err
+				return
+			}
+			_, err := slots.Reset(graphs.Primary)
+			resetDone <- err
+		}()
+		<-resetWaiting // the reset retired the generation and found the admitted replay
+		select {
+		case <-resetDone:
+			t.Fatal("reset returned while a slot replay was still admitted")
+		default:
+		}
+		close(release)
+		require.NoError(t, <-replayed)
+		require.NoError(t, <-resetDone)
+		assert.Equal(t, int32(1), launched.Load(), "the admitted replay launched before reset returned")
+
+		require.ErrorIs(t, slots.Replay(graphs.Primary), graphs.ErrNotInstalled)
+		assert.Equal(t, int32(1), launched.Load(), "nothing launched after reset returned")
+		assert.Equal(t, plus(input, 1), r.read(y.Ptr(), n))
+	}
+
+	retiredBeforeEntering := []struct {
+		name      string
+		recapture bool // install a new generation before the replay enters
+	}{
+		{"a replay retired before it entered backs out", false},
+		{"a replay retired and replaced before it entered backs out", true},
+	}
+	for _, tc := range retiredBeforeEntering {
+		func() {
+			slots, l := setup()
+			found, release := make(chan struct{}), make(chan struct{})
+			var launched atomic.Int32
+			graphs.SetLifecycleHooks(l, graphs.LifecycleHooks{
+				BeforeEnter: func() { close(found); <-release },
+				AfterLaunch: func() { launched.Add(1) },
+			})
+			replayed := replayAsync(slots)
+			<-found // the replay read the installed generation and has not entered yet
+			had, err := slots.Reset(graphs.Primary)
+			require.NoError(t, err, tc.name)
+			require.True(t, had, tc.name)
+			if tc.recapture {
+				// A new generation (y2 = x + 1) is installed before the stale replay enters.
+				_, err := slots.Begin(graphs.Primary, capturable, nil)
+				require.NoError(t, err)
+				r.addOne(x.Ptr(), y2.Ptr(), n)
+				require.NoError(t, slots.End(graphs.Primary))
+			}
+			r.poison(y)
+			r.poison(y2)
+			close(release)
+			err = <-replayed
+			require.ErrorIs(t, err, graphs.ErrRetired, "%s: the replay entered after reset retired its generation", tc.name)
+			assert.Contains(t, err.Error(), "slot primary", tc.name)
+			assert.Zero(t, launched.Load(), "%s: nothing launched after reset returned", tc.name)
+			for _, b := range []*cudadrv.DeviceBuffer{y, y2} {
+				got := r.read(b.Ptr(), n)
+				assert.True(t, math.IsNaN(float64(got[0])), "%s: the poisoned output was not written", tc.name)
+			}
+		}()
+	}
+}
+
 // TestTokenMismatchNamesBothSides: a token of another owner, slot or generation is refused
 // by every operation with an error naming the installed and the supplied token, and leaves
 // the installation untouched.
@@ -155,10 +279,11 @@ func TestTokenMismatchNamesBothSides(t *testing.T) {
 	require.NoError(t, l.ReplaySegment(tok, 0))
 }
 
-// TestStressReplayWhileResetAndRecapture: eight goroutines replay (and drain through the
-// gate now and then) while another resets, recaptures in place and captures anew, over and
-// over. Every replay either launches or is refused with a documented error; every launch is
-// counted; the final graph computes the right answer and nothing leaks. Run it with -race.
+// TestStressReplayWhileResetAndRecapture: eight goroutines replay by slot (and drain through
+// the gate now and then) while another resets, recaptures in place and captures anew, over
+// and over. Every replay either launches or is refused with a documented error; every launch
+// is counted; none happens between a Reset or Recapture returning and the next End; the final
+// graph computes the right answer and nothing leaks. Run it with -race.
 func TestStressReplayWhileResetAndRecapture(t *testing.T) {
 	r := newRig(t)
 	const (
@@ -197,7 +322,9 @@ func TestStressReplayWhileResetAndRecapture(t *testing.T) {
 				case err == nil:
 					successes.Add(1)
 				case errors.Is(err, graphs.ErrNotInstalled), errors.Is(err, graphs.ErrRetired),
-					errors.Is(err, graphs.ErrStreamCapturing), errors.Is(err, graphs.ErrTokenMismatch):
+					errors.Is(err, graphs.ErrStreamCapturing):
+					// Not ErrTokenMismatch: the slot path admits whatever generation is
+					// installed, once, and has no token to mismatch.
 					runtime.Gosched()
 				default:
 					failures <- err
@@ -214,7 +341,10 @@ func TestStressReplayWhileResetAndRecapture(t *testing.T) {
 		}()
 	}
 
-	capture := func(tok graphs.Token, out uint64, kernels int) {
+	// capture records the new generation's kernels and ends the capture. retiredAt is the
+	// launch count when the Reset or Recapture that retired the old generation returned: no
+	// replay may launch from then until End publishes the new one.
+	capture := func(tok graphs.Token, out uint64, kernels int, retiredAt uint64) {
 		y := y0
 		if out == 1 {
 			y = y1
@@ -226,6 +356,7 @@ func TestStressReplayWhileResetAndRecapture(t *testing.T) {
 				r.addOne(y.Ptr(), y.Ptr(), n)
 			}
 		}
+		require.Equal(t, retiredAt, l.Stats().ReplayLaunches, "a replay launched after the reset or recapture returned")
 		require.NoError(t, l.End(tok))
 	}
 	last := int64(0)
@@ -239,19 +370,24 @@ func TestStressReplayWhileResetAndRecapture(t *testing.T) {
 			runtime.Gosched()
 		}
 		last = successes.Load()
-		var tok graphs.Token
+		var (
+			tok       graphs.Token
+			retiredAt uint64
+		)
 		switch round % 3 {
 		case 0: // reset, then a new generation
 			if round > 0 {
 				_, err := slots.Reset(graphs.Primary)
 				require.NoError(t, err)
 			}
+			retiredAt = l.Stats().ReplayLaunches
 			tok, err = slots.Begin(graphs.Primary, capturable, nil)
 		default: // recapture in place (same topology: one kernel)
 			tok, err = slots.Recapture(graphs.Primary, capturable, nil)
+			retiredAt = l.Stats().ReplayLaunches
 		}
 		require.NoError(t, err)
-		capture(tok, uint64(round%2), 1)
+		capture(tok, uint64(round%2), 1, retiredAt)
 	}
 	for successes.Load() <= last {
 		runtime.Gosched()

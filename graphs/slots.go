@@ -32,6 +32,11 @@ type Slots struct {
 	mu     sync.Mutex // serializes changes to keyed
 	keyed  atomic.Pointer[map[int64]*Lifecycle]
 	closed bool // guarded by mu
+
+	// keyedGen is the first generation of a keyed lifecycle made now (guarded by mu): past
+	// every generation of the keyed lifecycles removed so far, so that a token of a removed
+	// slot never names a generation of the lifecycle made when its key is used again.
+	keyedGen uint64
 }
 
 // NewSlots returns the slots of stream for owner, with Primary and Verify ready and no keyed
@@ -102,6 +107,8 @@ func (s *Slots) Lifecycle(slot Slot) (*Lifecycle, error) {
 	if err != nil {
 		return nil, err
 	}
+	// l is not published yet: no other goroutine can reach its state.
+	l.st.nextGeneration = max(l.st.nextGeneration, s.keyedGen)
 	// Copy on write: replays read the map without a lock.
 	m := make(map[int64]*Lifecycle, len(old)+1)
 	for k, v := range old {
@@ -124,12 +131,14 @@ func (s *Slots) Keys() []int64 {
 }
 
 // Remove closes the keyed slot's lifecycle (destroying what it holds, as Reset does) and
-// forgets the key, making room for another. Removing a key not held does nothing.
+// forgets the key, making room for another. Removing a key not held does nothing. A key
+// used again after Remove gets a new lifecycle whose generations continue past the removed
+// one's: tokens of the removed slot stay stale ([ErrTokenMismatch]).
 //
 // # Errors
 //
-// Primary or Verify: [ErrInvalidArgument] (they are permanent). A live capture in the slot:
-// [ErrCaptureActive], and the slot stays.
+// Primary or Verify: [ErrInvalidArgument] (they are permanent). A live capture in the slot
+// or in another slot of the shared stream: [ErrCaptureActive], and the slot stays.
 func (s *Slots) Remove(slot Slot) error {
 	key, ok := slot.Key()
 	if !ok {
@@ -153,7 +162,9 @@ func (s *Slots) Remove(slot Slot) error {
 	return nil
 }
 
+// forgetLocked drops key from the keyed slots, after its lifecycle was closed.
 func (s *Slots) forgetLocked(old map[int64]*Lifecycle, key int64) {
+	s.retireGenerationsLocked(old[key])
 	m := make(map[int64]*Lifecycle, len(old))
 	for k, v := range old {
 		if k != key {
@@ -216,36 +227,38 @@ func (s *Slots) Abort(slot Slot) error {
 }
 
 // Replay launches every installed segment of slot in capture order (see [Lifecycle.Replay]).
-// It takes no lock and allocates nothing.
+// It admits itself once, into whatever generation is installed now, and launches the set it
+// was admitted under; it takes no lock and allocates nothing.
+//
+// # Errors
+//
+// [Lifecycle.Replay]'s, naming the slot, but for [ErrTokenMismatch]: there is no token to
+// mismatch. A slot that holds no lifecycle (a key never used, or removed): [ErrNotInstalled].
 func (s *Slots) Replay(slot Slot) error {
-	l, set, err := s.installed("replay", slot)
-	if err != nil {
-		return err
+	l := s.lookup(slot)
+	if l == nil {
+		return noLifecycle("replay", slot)
 	}
-	return l.Replay(set.token)
+	return l.replayInstalled()
 }
 
 // ReplaySegment launches one installed segment of slot by index (see
-// [Lifecycle.ReplaySegment]). It takes no lock and allocates nothing.
+// [Lifecycle.ReplaySegment]), admitted as Replay is. It takes no lock and allocates nothing.
+//
+// # Errors
+//
+// Replay's, and an index outside the installed segments: [ErrSegmentIndex].
 func (s *Slots) ReplaySegment(slot Slot, index int) error {
-	l, set, err := s.installed("replay segment", slot)
-	if err != nil {
-		return err
-	}
-	return l.ReplaySegment(set.token, index)
-}
-
-// installed returns slot's lifecycle and published set without a lock.
-func (s *Slots) installed(op string, slot Slot) (*Lifecycle, *replaySet, error) {
 	l := s.lookup(slot)
 	if l == nil {
-		return nil, nil, fmt.Errorf("%w: cannot %s slot %v: it holds no lifecycle", ErrNotInstalled, op, slot)
+		return noLifecycle("replay segment", slot)
 	}
-	set := l.replay.Load()
-	if set == nil {
-		return nil, nil, l.notInstalled(op, Token{})
-	}
-	return l, set, nil
+	return l.replaySegmentInstalled(index)
+}
+
+// noLifecycle is the error for an operation on a slot that holds no lifecycle.
+func noLifecycle(op string, slot Slot) error {
+	return fmt.Errorf("%w: cannot %s slot %v: it holds no lifecycle", ErrNotInstalled, op, slot)
 }
 
 // Reset resets slot's installed generation (see [Lifecycle.Reset]) and reports whether it
@@ -320,10 +333,20 @@ func (s *Slots) Close() error {
 			errs = append(errs, err)
 			if errors.Is(err, ErrCaptureActive) {
 				m[k] = l
+				continue
 			}
 		}
+		s.retireGenerationsLocked(l)
 	}
 	s.keyed.Store(&m)
 	s.closed = len(errs) == 0
 	return errors.Join(errs...)
+}
+
+// retireGenerationsLocked makes the keyed lifecycles made from now on start past every
+// generation l used or will use (it is closed).
+func (s *Slots) retireGenerationsLocked(l *Lifecycle) {
+	l.lock()
+	defer l.mu.Unlock()
+	s.keyedGen = max(s.keyedGen, l.st.nextGeneration)
 }

@@ -89,7 +89,9 @@ func (t Token) Owner() Owner { return t.owner }
 // Slot returns the slot the token names.
 func (t Token) Slot() Slot { return t.slot }
 
-// Generation returns the installation generation, counted from 1 per lifecycle.
+// Generation returns the installation generation, counted from 1 per lifecycle. A keyed
+// lifecycle that a [Slots] makes for a key used before (and removed) counts on from past the
+// generations of the lifecycles it removed, so that their tokens never name its own.
 func (t Token) Generation() uint64 { return t.generation }
 
 // IsZero reports whether t is the zero Token.
