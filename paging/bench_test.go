@@ -15,6 +15,7 @@ import (
 	"github.com/cudaep/cudaep/cudadrv/drivertest"
 	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/paging"
+	"github.com/cudaep/cudaep/paging/pagingtest"
 )
 
 // The overlap benchmark (the seed's one_slot_vs_two_slot_overlap_probe, extended). It prints a
@@ -26,7 +27,7 @@ import (
 // CUDAEP_BENCH_SHRINK=N divides the layer sizes (4, 64 and 256 MiB) by N; on the sim it
 // defaults to 4 so the run stays short.
 //
-// The compute proxy is a kernel of fixed duration C, paging_spin (helpers_test.go): on the GPU
+// The compute proxy is a kernel of fixed duration C, pagingtest's spin kernel: on the GPU
 // hand-written PTX that spins one thread on %globaltimer for the requested nanoseconds, on the
 // sim a Go kernel that sleeps as long. C is set to the time the raw pinned H2D copy of one
 // layer takes (measured first, in the same run), so that copy and compute are balanced and
@@ -105,32 +106,16 @@ func sizeName(n uint64) string {
 	return fmt.Sprintf("%dKiB", n>>10)
 }
 
-// benchFile writes layers of layerBytes each, every layer a distinct non-zero pattern, and
-// returns the mapped source and the weights.
+// benchFile writes benchLayers layers of layerBytes each (a pagingtest.LayerFile, the one the
+// benchmark driver pages too) and returns the mapped source and the weights.
 func benchFile(t *testing.T, layerBytes uint64) (*paging.MmapSource, []*paging.LazyWeight) {
+	f := pagingtest.LayerFile{RegionBytes: int(layerBytes), RegionsPerLayer: 1, Layers: benchLayers}
 	path := filepath.Join(t.TempDir(), "bench.bin")
-	f, err := os.Create(path)
+	require.NoError(t, f.Create(path))
+	l, err := f.Open(path)
 	require.NoError(t, err)
-	block := make([]byte, min(layerBytes, mib))
-	var weights []*paging.LazyWeight
-	for l := 0; l < benchLayers; l++ {
-		for i := range block {
-			block[i] = patternByte(l+1, i, 0)
-		}
-		for off := uint64(0); off < layerBytes; off += uint64(len(block)) {
-			_, err := f.Write(block[:min(uint64(len(block)), layerBytes-off)])
-			require.NoError(t, err)
-		}
-		w, err := paging.NewLazyWeight(paging.WeightSpec{Boundary: paging.BoundaryBlockQuantizedMoe, DType: paging.Uint8,
-			Shape: []int64{int64(layerBytes)}, Regions: []paging.Region{{Mapping: 1, Offset: uint64(l) * layerBytes, Len: layerBytes}}})
-		require.NoError(t, err)
-		weights = append(weights, w)
-	}
-	require.NoError(t, f.Close())
-	src := paging.NewMmapSource()
-	require.NoError(t, src.Open(1, path))
-	t.Cleanup(func() { _ = src.Close() })
-	return src, weights
+	t.Cleanup(func() { _ = l.Close() })
+	return l.Source, l.Weights
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -8,7 +8,7 @@
 //   - [LazyWeight] describes one weight that lives in such files: dtype, shape, [Boundary] and
 //     an ordered list of regions whose concatenation is the weight's device image.
 //   - [DoubleBuffer] is the generic two-slot state machine (tickets, generations, fences,
-//     cancellation, quarantine) over a [Transfer]; [CUDATransfer] is the real one, moving the
+//     cancellation, quarantine and its explicit recovery) over a [Transfer]; [CUDATransfer] is the real one, moving the
 //     bytes either through the pinned [StagingPool] or zero-copy from registered file extents.
 //   - [Residency] routes a provider's lazy weights through one pipeline with typed [Decline]s,
 //     hands out [PagedWeight]s and keeps statistics.

@@ -14,12 +14,13 @@ type LayerID uint64
 
 // SlotState is where one slot of a DoubleBuffer is in its cycle:
 // Free → Filling → Ready → InUse → Draining → Filling (reuse) …, or Quarantined after a failed
-// fill.
+// fill, and from there back to Free only through DoubleBuffer.Recover.
 type SlotState int
 
 // The slot states.
 const (
-	// SlotFree has never held a layer.
+	// SlotFree holds no layer: it never held one, or Recover reset it after a quarantine (every
+	// copy and fence it had outstanding complete).
 	SlotFree SlotState = iota
 	// SlotFilling holds a layer whose copy is queued and not known to have completed.
 	SlotFilling
@@ -30,7 +31,8 @@ const (
 	// SlotDraining holds a released or cancelled layer: its release fence is recorded, and a
 	// fill that reuses the slot is ordered after it.
 	SlotDraining
-	// SlotQuarantined failed a fill and is never handed out again.
+	// SlotQuarantined failed a fill (or the fence or release of its layer) and is not handed out
+	// again until Recover resets it.
 	SlotQuarantined
 )
 
@@ -81,22 +83,47 @@ type SlotView struct {
 	Layer LayerID           // the layer it holds
 	Slot  int               // the slot index
 	Path  Path              // how the bytes were moved
+	// Fallback says why the layer was staged after trying zero-copy (Path is PathFallback);
+	// nil for any other path. Shared and read-only.
+	Fallback *Fallback
 }
 
-// Metrics count what a DoubleBuffer did. Every counter only grows.
+// Fallback is one fill that tried zero-copy, failed to register its file extents with the
+// driver, and staged the layer (or the rest of it) instead: the bytes are exact, the copy only
+// slower. A Fallback is immutable once reported.
+type Fallback struct {
+	Layer   LayerID   // the layer filled
+	Slot    int       // the slot it was filled into
+	Mapping MappingID // the file whose extent could not be registered
+	// Reason is the registration error's text, such as "cudadrv: cuMemHostRegister_v2:
+	// CUDA_ERROR_NOT_PERMITTED (800)", kept so that a host reading metrics sees the cause.
+	Reason string
+	Err    error // the registration error itself (errors.As finds a *cudadrv.Error)
+}
+
+// String names the layer, slot, file and reason.
+func (f *Fallback) String() string {
+	return fmt.Sprintf("layer %d (slot %d) staged after zero-copy failed on mapping %d: %s", f.Layer, f.Slot, f.Mapping, f.Reason)
+}
+
+// Metrics count what a DoubleBuffer did. Every counter only grows; LastFallback is replaced by
+// each later fallback.
 type Metrics struct {
 	LayersPrefetched uint64 // fills queued successfully
 	LayersConsumed   uint64 // Waits that fenced the compute stream
 	LayersReleased   uint64 // Releases
 	Cancelled        uint64 // Cancels of a filling, ready or in-use layer
 	StaleRejected    uint64 // tickets refused for a stale generation
-	Poisoned         uint64 // failed fills (each quarantined its slot)
+	Poisoned         uint64 // failed fills, fences or releases (each quarantined its slot)
+	Recovered        uint64 // quarantined slots that Recover reset to free
 	SlotReuses       uint64 // fills ordered after an earlier layer's release fence
 	DrainedAtClose   uint64 // layers still filling, ready or in use when Close drained them
 	BytesPrefetched  uint64 // image bytes of the fills queued successfully
 	ZeroCopyLayers   uint64 // fills that copied from registered file extents only
 	StagingLayers    uint64 // fills that went through pinned staging only
 	FallbackLayers   uint64 // fills that tried zero-copy and staged after a registration error
+	// LastFallback is the latest of those fills and why it fell back; nil when none did.
+	LastFallback *Fallback
 }
 
 type slot struct {
@@ -105,7 +132,13 @@ type slot struct {
 	layer      LayerID
 	bytes      uint64
 	path       Path
-	releaseSeq uint64 // order of the release, to reuse the oldest draining slot first
+	fallback   *Fallback // why the layer's fill fell back to staging, if it did
+	failure    error     // the *FillError that quarantined the slot
+	releaseSeq uint64    // order of the release, to reuse the oldest draining slot first
+	// pins keep the files of the slot's fills from being unmapped (see MmapSource.Close) until
+	// the slot's latest fill is known complete: the copy stream is in order, so that fill
+	// completing means every earlier one did, and its registrations were dropped with it.
+	pins []*filePin
 }
 
 // pipelineIDs numbers pipelines so that a ticket from one is refused by another.
@@ -119,6 +152,15 @@ var pipelineIDs atomic.Uint64
 // compute stream is fenced on N's copy, the host does not block); queue N's kernels; Release(N)
 // (records the release fence that a later reuse of the slot waits for). Cancel abandons a
 // layer at any point before its release without quarantining the slot.
+//
+// # Quarantine
+//
+// A slot whose fill (or fence, or release) failed is quarantined: its layer is never served
+// and the slot is not handed out again, while the pipeline keeps serving with the other slot.
+// Quarantine lasts until the host calls Recover, which waits for whatever the failure left
+// outstanding on the slot and returns it to SlotFree. The pipeline never recovers on its own:
+// a device that keeps failing is not retried behind the host's back, and a host that wants to
+// retry calls Recover when it chooses (after each failure, or once both slots are out).
 //
 // A DoubleBuffer is safe for concurrent use; its methods serialize. Close it to drain and free
 // its slots; closing it closes its Transfer.
@@ -227,7 +269,84 @@ func (d *DoubleBuffer) quarantineLocked(i int, err error) error {
 	s := &d.slots[i]
 	s.state = SlotQuarantined
 	d.metrics.Poisoned++
-	return &FillError{Layer: s.layer, Slot: i, Err: err}
+	s.failure = &FillError{Layer: s.layer, Slot: i, Err: err}
+	return s.failure
+}
+
+// Recover resets every quarantined slot to SlotFree, so that the pipeline can use both slots
+// again after failed fills, and returns how many it reset. For each slot it first waits, on
+// the host, for what the failure left outstanding: the copies the failed fill had queued, and
+// the compute and release fences of a layer whose release failed. Tickets issued for the
+// slot's failed layer become stale (a *StaleGenerationError). Counters are kept: Poisoned
+// still counts the failures, Recovered counts the slots reset.
+//
+// # Errors
+//
+// ErrClosed after Close. A slot whose outstanding work cannot be waited for (a faulted
+// context, say) stays quarantined; its error names the slot, and the other slot is still
+// reset.
+func (d *DoubleBuffer) Recover() (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	var errs []error
+	for i := range d.slots {
+		s := &d.slots[i]
+		if s.state != SlotQuarantined {
+			continue
+		}
+		if err := d.t.Recover(i); err != nil {
+			errs = append(errs, fmt.Errorf("paging: recover slot %d (quarantined by layer %d): %w", i, s.layer, err))
+			continue
+		}
+		d.unpinLocked(i)
+		s.gen++ // the failed layer's tickets are stale from now on
+		s.state, s.bytes, s.path, s.fallback, s.failure = SlotFree, 0, 0, nil, nil
+		d.metrics.Recovered++
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// reapPinsLocked releases the file pins of every slot whose latest fill is known to have
+// completed, querying the transfer without blocking. A filling slot found complete becomes
+// ready; one whose copy failed is quarantined (as SlotState would). Quarantined slots keep
+// their pins until Recover or Close has waited for their copies.
+func (d *DoubleBuffer) reapPinsLocked() {
+	for i := range d.slots {
+		s := &d.slots[i]
+		if len(s.pins) == 0 || s.state == SlotQuarantined {
+			continue
+		}
+		if s.state == SlotFilling {
+			if d.pollLocked(i) != nil || s.state != SlotReady {
+				continue
+			}
+		} else if done, err := d.t.FillDone(i); err != nil || !done {
+			continue
+		}
+		d.unpinLocked(i)
+	}
+}
+
+func (d *DoubleBuffer) unpinLocked(i int) {
+	for _, p := range d.slots[i].pins {
+		p.release()
+	}
+	d.slots[i].pins = nil
+}
+
+// pollPins is the callback a pinned file's Close uses to ask whether the fills reading it have
+// completed since the pipeline last looked.
+func (d *DoubleBuffer) pollPins() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.reapPinsLocked()
+	}
 }
 
 // Prefetch queues layer's image (w's regions read from src, concatenated) into a slot and
@@ -237,6 +356,9 @@ func (d *DoubleBuffer) quarantineLocked(i int, err error) error {
 // slot is claimed: a bad region, a truncated file or an image larger than Capacity is an error
 // with no device work done and no slot touched. A free slot is preferred; otherwise the
 // draining slot released longest ago is reused and the fill is ordered after its release fence.
+//
+// With an *MmapSource, the files the layer is read from stay pinned from here until the fill
+// is known to have completed (MmapSource.Close refuses to unmap them meanwhile).
 //
 // # Errors
 //
@@ -257,34 +379,51 @@ func (d *DoubleBuffer) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) 
 	if w.bytes > d.capacity {
 		return Ticket{}, &LayerSizeError{Layer: layer, LayerBytes: w.bytes, Capacity: d.capacity}
 	}
+	d.reapPinsLocked()
+	// Pin the files before resolving: the segments point into their mappings.
+	var pin *filePin
+	if ps, ok := src.(*MmapSource); ok {
+		var err error
+		if pin, err = ps.pin(w.regions, layer, d.pollPins); err != nil {
+			return Ticket{}, err
+		}
+	}
 	segs, err := resolveSegments(w, src)
+	if err == nil && d.claimLocked() < 0 {
+		err = fmt.Errorf("%w for layer %d: slots are %s", ErrNoFreeSlot, layer, d.statesLocked())
+	}
 	if err != nil {
+		pin.release()
 		return Ticket{}, err
 	}
 	i := d.claimLocked()
-	if i < 0 {
-		return Ticket{}, fmt.Errorf("%w for layer %d: slots are %s", ErrNoFreeSlot, layer, d.statesLocked())
-	}
 	s := &d.slots[i]
 	reuse := s.state == SlotDraining
 	s.gen++
-	s.state, s.layer, s.bytes, s.path = SlotFilling, layer, w.bytes, 0
+	s.state, s.layer, s.bytes, s.path, s.fallback = SlotFilling, layer, w.bytes, 0, nil
+	if pin != nil {
+		// Held even when the fill fails: part of it may have been queued.
+		s.pins = append(s.pins, pin)
+	}
 	req := &FillRequest{Layer: layer, Weight: w, Source: src, Reuse: reuse, Segments: segs}
-	path, err := d.t.Fill(i, req)
+	res, err := d.t.Fill(i, req)
 	if err != nil {
 		return Ticket{}, d.quarantineLocked(i, err)
 	}
-	s.path = path
+	s.path, s.fallback = res.Path, res.Fallback
 	d.metrics.LayersPrefetched++
 	d.metrics.BytesPrefetched += w.bytes
 	if reuse {
 		d.metrics.SlotReuses++
 	}
-	switch path {
+	switch res.Path {
 	case PathZeroCopy:
 		d.metrics.ZeroCopyLayers++
 	case PathFallback:
 		d.metrics.FallbackLayers++
+		if res.Fallback != nil {
+			d.metrics.LastFallback = res.Fallback
+		}
 	default:
 		d.metrics.StagingLayers++
 	}
@@ -333,6 +472,9 @@ func (d *DoubleBuffer) checkLocked(t Ticket) (*slot, error) {
 		return nil, &StaleGenerationError{Layer: t.layer, Slot: t.slot, TicketGen: t.gen, CurrentGen: s.gen}
 	}
 	if s.state == SlotQuarantined {
+		if s.failure != nil {
+			return nil, s.failure
+		}
 		return nil, fmt.Errorf("%w: slot %d of layer %d", ErrQuarantined, t.slot, t.layer)
 	}
 	return s, nil
@@ -354,7 +496,7 @@ func (d *DoubleBuffer) Wait(t Ticket) (SlotView, error) {
 	if err != nil {
 		return SlotView{}, err
 	}
-	view := SlotView{Ptr: d.t.SlotPtr(t.slot), Len: s.bytes, Layer: s.layer, Slot: t.slot, Path: s.path}
+	view := SlotView{Ptr: d.t.SlotPtr(t.slot), Len: s.bytes, Layer: s.layer, Slot: t.slot, Path: s.path, Fallback: s.fallback}
 	switch s.state {
 	case SlotInUse:
 		return view, nil
@@ -396,6 +538,7 @@ func (d *DoubleBuffer) Release(t Ticket) error {
 		return err
 	}
 	d.metrics.LayersReleased++
+	d.reapPinsLocked()
 	return nil
 }
 
@@ -462,6 +605,10 @@ func (d *DoubleBuffer) Close() error {
 		}
 		d.closed = true
 		errs = append(errs, d.t.Close())
+		// The transfer waited for every copy and undid every registration: no file is in use.
+		for i := range d.slots {
+			d.unpinLocked(i)
+		}
 		d.closeErr = errors.Join(errs...)
 	})
 	return d.closeErr

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/paging"
+	"github.com/cudaep/cudaep/paging/pagingtest"
 )
 
 // CPU unit tests of the generic state machine over the deterministic fake transfer.
@@ -247,6 +248,104 @@ func TestFakeFailedFillQuarantinesAndPipelineKeepsServing(t *testing.T) {
 	assert.Equal(t, 1, db.Quarantined())
 }
 
+// Recover puts a quarantined slot back in service: it waits for what the failed fill left on
+// the device, returns the slot to free, makes the failed layer's tickets stale and keeps the
+// counters. Without Recover the pipeline would be down to one slot for good.
+func TestFakeRecoverResetsQuarantinedSlots(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 6, 0x19)
+	db, f := newFakePipeline(t, l.weights[0].Bytes())
+
+	n, err := db.Recover()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing to recover on a healthy pipeline")
+
+	// Both slots fail: the first synchronously, the second on the device.
+	f.failFill = errors.New("injected H2D failure")
+	_, err = db.Prefetch(0, l.weights[0], l.src)
+	require.ErrorIs(t, err, paging.ErrQuarantined)
+	failed, err := db.Prefetch(1, l.weights[1], l.src)
+	require.NoError(t, err)
+	f.failFillDone = errors.New("copy failed on the device")
+	_, err = db.Wait(failed)
+	var fe *paging.FillError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, paging.LayerID(1), fe.Layer)
+	assert.Equal(t, 2, db.Quarantined())
+	_, err = db.Prefetch(2, l.weights[2], l.src)
+	require.ErrorIs(t, err, paging.ErrNoFreeSlot, "both slots quarantined")
+
+	// A slot whose device work cannot be waited for stays quarantined; the other is reset.
+	f.failRecover = errors.New("context is faulted")
+	n, err = db.Recover()
+	assert.Equal(t, 1, n)
+	require.ErrorContains(t, err, "context is faulted")
+	assert.ErrorContains(t, err, "recover slot 0", "the error names the slot that stays quarantined")
+	assert.Equal(t, 1, db.Quarantined())
+	n, err = db.Recover()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, db.Quarantined())
+	assert.Equal(t, paging.SlotFree, db.SlotState(0))
+	assert.Equal(t, paging.SlotFree, db.SlotState(1))
+	assert.Equal(t, []string{"recover 0", "recover 1", "recover 0"}, recoverCalls(f.callLog()))
+
+	_, err = db.Wait(failed)
+	var stale *paging.StaleGenerationError
+	assert.ErrorAs(t, err, &stale, "the failed layer's ticket is stale after the reset")
+	assert.ErrorAs(t, db.Cancel(failed), &stale)
+
+	// Both slots serve again, byte-identical, across reuse.
+	pending, err := db.Prefetch(2, l.weights[2], l.src)
+	require.NoError(t, err)
+	slots := map[int]bool{}
+	for layer := 2; layer < 6; layer++ {
+		tk := pending
+		if layer+1 < 6 {
+			pending, err = db.Prefetch(paging.LayerID(layer+1), l.weights[layer+1], l.src)
+			require.NoError(t, err, "look-ahead prefetch of layer %d after recovery", layer+1)
+		}
+		v, err := db.Wait(tk)
+		require.NoError(t, err)
+		assert.Equal(t, canonical(t, l.src, l.weights[layer]), fakeView(t, f, v), "layer %d", layer)
+		slots[tk.Slot()] = true
+		require.NoError(t, db.Release(tk))
+	}
+	assert.Len(t, slots, 2, "both slots back in service")
+	m := db.Metrics()
+	assert.Equal(t, uint64(2), m.Poisoned, "the failures are still counted")
+	assert.Equal(t, uint64(2), m.Recovered)
+	assert.Equal(t, uint64(4), m.LayersConsumed)
+}
+
+func recoverCalls(calls []string) []string {
+	var out []string
+	for _, c := range calls {
+		if len(c) > 8 && c[:8] == "recover " {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A file stays open while the fake device has not run a fill read from it (or a fill sits
+// unconsumed whose completion the pipeline has not seen): Close refuses with ErrFileBusy, then
+// succeeds once the copy ran, asking the pipeline rather than waiting for its next call.
+func TestFakeFileCloseWaitsForTheFill(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 2, 0)
+	db, f := newFakePipeline(t, l.weights[0].Bytes())
+	tk, err := db.Prefetch(1, l.weights[1], l.src)
+	require.NoError(t, err)
+	err = l.src.Close(l.id)
+	require.ErrorIs(t, err, paging.ErrFileBusy)
+	assert.ErrorContains(t, err, "layers [1]")
+	f.complete(tk.Slot())
+	require.NoError(t, l.src.Close(l.id))
+	v, err := db.Wait(tk)
+	require.NoError(t, err, "the copied layer is still served")
+	assert.Equal(t, byte(pagingtest.PatternByte(2, 0, 0)), fakeView(t, f, v)[0])
+	require.NoError(t, db.Release(tk))
+}
+
 func TestFakeAsyncFillFailureQuarantines(t *testing.T) {
 	l := writeLayered(t, 64<<10, 1, 1, 0)
 	db, f := newFakePipeline(t, l.weights[0].Bytes())
@@ -319,7 +418,7 @@ func TestFakeRefusesBeforeAnyDeviceWork(t *testing.T) {
 
 	past, err := paging.NewLazyWeight(paging.WeightSpec{
 		Boundary: paging.BoundaryBlockQuantizedMoe, DType: paging.Uint8, Shape: []int64{4096},
-		Regions: []paging.Region{{Mapping: mappingID, Offset: prefix + 2*(64<<10) - 100, Len: 4096}},
+		Regions: []paging.Region{{Mapping: l.id, Offset: prefix + 2*(64<<10) - 100, Len: 4096}},
 	})
 	require.NoError(t, err)
 	_, err = db.Prefetch(1, past, l.src)

@@ -12,7 +12,8 @@ var (
 	ErrClosed = errors.New("paging: closed")
 
 	// ErrNoFreeSlot is returned by a prefetch when no slot can take a new layer: every slot
-	// holds a layer that is being filled, waiting to be consumed or in use, or is quarantined.
+	// holds a layer that is being filled, waiting to be consumed or in use, or is quarantined
+	// (until DoubleBuffer.Recover resets it).
 	ErrNoFreeSlot = errors.New("paging: no free slot")
 
 	// ErrForeignTicket is returned when a ticket issued by another pipeline is presented.
@@ -21,6 +22,12 @@ var (
 	// ErrQuarantined is returned for a ticket whose slot was quarantined after its fill failed.
 	ErrQuarantined = errors.New("paging: slot quarantined")
 
+	// ErrFileBusy is returned by MmapSource.Close for the last reference to a file that a fill
+	// may still be reading, or whose pages are still registered with the driver: unmapping it
+	// then would pull the bytes from under a copy. Nothing is changed; close it again once the
+	// layers read from it have been waited for and released (or their pipeline closed).
+	ErrFileBusy = errors.New("paging: external-data file in use")
+
 	// ErrNotPrefetched is returned by Residency.Page for a layer that was not routed through
 	// the pipeline (declined, failed, already paged or cancelled).
 	ErrNotPrefetched = errors.New("paging: layer was not prefetched")
@@ -28,7 +35,9 @@ var (
 	// ErrReleased is returned by a second PagedWeight.Release.
 	ErrReleased = errors.New("paging: paged weight already released")
 
-	// ErrDeclined matches every *Decline with errors.Is.
+	// ErrDeclined matches a *PoolCapacityError with errors.Is: a pipeline too large for the
+	// staging pool is declined, not failed. Residency.Prefetch does not return its declines
+	// as errors: it returns them as a Decline value beside a nil error.
 	ErrDeclined = errors.New("paging: declined")
 
 	// ErrStaleGeneration matches every *StaleGenerationError with errors.Is.
@@ -68,7 +77,8 @@ func (e *SlotStateError) Error() string {
 }
 
 // FillError is a failed fill: the transfer could not land the layer's bytes in its slot. The
-// slot is quarantined (never handed out again); the pipeline keeps serving with the others.
+// slot is quarantined (not handed out again until DoubleBuffer.Recover or Residency.Recover
+// resets it); the pipeline keeps serving with the other.
 type FillError struct {
 	Layer LayerID // the layer whose fill failed
 	Slot  int     // the slot now quarantined

@@ -33,6 +33,7 @@ type fakeTransfer struct {
 	failFillDone error // the next FillDone of a pending copy fails with it
 	failFence    error
 	failRelease  error
+	failRecover  error
 	violations   []string
 }
 
@@ -71,7 +72,7 @@ func (f *fakeTransfer) SlotPtr(slot int) cudadrv.DevicePtr {
 	return fakeBase + cudadrv.DevicePtr(slot)*0x1000_0000
 }
 
-func (f *fakeTransfer) Fill(slot int, req *paging.FillRequest) (paging.Path, error) {
+func (f *fakeTransfer) Fill(slot int, req *paging.FillRequest) (paging.FillResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.log("fill %d layer %d reuse=%v", slot, req.Layer, req.Reuse)
@@ -100,10 +101,29 @@ func (f *fakeTransfer) Fill(slot int, req *paging.FillRequest) (paging.Path, err
 		err := f.failFill
 		f.failFill = nil
 		f.queued[slot] = img[:len(img)/2] // a partial copy was queued before the failure
-		return 0, err
+		return paging.FillResult{}, err
 	}
 	f.queued[slot] = img
-	return paging.PathStaging, nil
+	return paging.FillResult{Path: paging.PathStaging}, nil
+}
+
+// Recover lets the failed fill's partial copy land and the compute that may read the slot
+// finish (the host waits for both), then forgets the slot's history: its next fill is a
+// first fill.
+func (f *fakeTransfer) Recover(slot int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log("recover %d", slot)
+	if err := f.failRecover; err != nil {
+		f.failRecover = nil
+		return err
+	}
+	if q := f.queued[slot]; q != nil {
+		copy(f.mem[slot], q)
+		f.queued[slot] = nil
+	}
+	f.fenced[slot], f.releaseOK[slot], f.fills[slot] = false, false, 0
+	return nil
 }
 
 // complete runs slot's queued copy on the fake device.

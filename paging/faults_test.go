@@ -1,9 +1,9 @@
 package paging_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,13 +75,13 @@ func TestInjectedH2DFailureThroughResidency(t *testing.T) {
 	l := writeLayered(t, mib, 1, 3, 0)
 	res := r.residency(t, 0, paging.GateOn, paging.ModeStaging)
 	r.env.Sim.InjectFault(sim.OpMemcpyHtoDAsync, 1, cudadrv.ErrorInvalidValue)
-	err := res.Prefetch(0, l.weights[0], l.src)
+	d, err := res.Prefetch(0, l.weights[0], l.src)
 	assert.ErrorIs(t, err, paging.ErrQuarantined)
-	assert.NotErrorIs(t, err, paging.ErrDeclined, "a failed fill is an error, not a decline")
+	assert.False(t, d.Declined(), "a failed fill is an error, not a decline")
 	_, err = res.Page(0)
 	assert.ErrorIs(t, err, paging.ErrNotPrefetched)
 	for layer := 1; layer < 3; layer++ {
-		require.NoError(t, res.Prefetch(paging.LayerID(layer), l.weights[layer], l.src))
+		requireRouted(t)(res.Prefetch(paging.LayerID(layer), l.weights[layer], l.src))
 		p, err := res.Page(paging.LayerID(layer))
 		require.NoError(t, err)
 		assertPaged(t, r, p, l.src, l.weights[layer])
@@ -117,6 +117,9 @@ func TestInjectedRegistrationFailureFallsBackToStaging(t *testing.T) {
 			m := db.Metrics()
 			assert.Equal(t, uint64(1), m.FallbackLayers)
 			assert.Equal(t, uint64(1), m.ZeroCopyLayers)
+			require.NotNil(t, m.LastFallback, "the fallback's reason is kept")
+			assert.Equal(t, paging.LayerID(0), m.LastFallback.Layer)
+			assert.Contains(t, m.LastFallback.Reason, "CUDA_ERROR_NOT_PERMITTED")
 			assert.Zero(t, db.Quarantined())
 			tm := db.Transfer().(*paging.CUDATransfer).Metrics()
 			assert.Equal(t, uint64(1), tm.RegistrationFailures)
@@ -133,17 +136,18 @@ func TestInjectedRegistrationFailureFallsBackToStaging(t *testing.T) {
 	}
 }
 
-// Cancelling layers whose copies are still in flight (held there behind a spinning kernel on
-// the copy stream) frees their slots without quarantine; the reused slot pages the new layer
+// Cancelling layers whose copies are still in flight (held there behind a closed gate on the
+// copy stream) frees their slots without quarantine; the reused slot pages the new layer
 // exactly and nothing leaks.
 func TestCancelMidTransfer(t *testing.T) {
 	modes(t, func(t *testing.T, mode paging.TransferMode) {
 		r := newRig(t, sim.Options{}, 0)
 		l := writeLayered(t, mib, 1, 3, 0)
+		r.kernels(t) // before the baseline: the gates' words stay allocated to the end
 		baseline := r.live(t)
 		db := r.pipeline(t, mib, mode)
 
-		r.spin(t, r.copy, 300*time.Millisecond)
+		gate := r.gate(t, r.copy)
 		first, err := db.Prefetch(0, l.weights[0], l.src)
 		require.NoError(t, err)
 		second, err := db.Prefetch(1, l.weights[1], l.src)
@@ -160,6 +164,8 @@ func TestCancelMidTransfer(t *testing.T) {
 		assert.Zero(t, db.Quarantined(), "cancel mid-transfer does not quarantine")
 		assert.Equal(t, uint64(2), db.Metrics().Cancelled)
 
+		// Staging reuses the slot's staging buffer, which waits for the abandoned copy.
+		require.NoError(t, gate.Open())
 		reuse, err := db.Prefetch(2, l.weights[2], l.src)
 		require.NoError(t, err)
 		assert.Equal(t, first.Slot(), reuse.Slot(), "the slot cancelled first is reused first")
@@ -182,7 +188,7 @@ func TestTruncatedExternalDataFailsBeforeDeviceWork(t *testing.T) {
 
 	before := r.ctx.Counters()
 	res := r.residency(t, 0, paging.GateOn, paging.ModeZeroCopy)
-	err := res.Prefetch(1, l.weights[1], l.src)
+	_, err := res.Prefetch(1, l.weights[1], l.src)
 	var te *paging.TruncatedError
 	require.ErrorAs(t, err, &te)
 	assert.Contains(t, err.Error(), l.path)
@@ -235,11 +241,17 @@ func TestCallsFromAnUnboundGoroutine(t *testing.T) {
 		res := r.residency(t, 0, paging.GateOn, mode)
 		errc := make(chan error, 1)
 		go func() {
-			err := res.Prefetch(0, l.weights[0], l.src)
-			if err == nil {
-				err = res.Prefetch(1, l.weights[1], l.src)
+			for layer := paging.LayerID(0); layer < 2; layer++ {
+				d, err := res.Prefetch(layer, l.weights[layer], l.src)
+				if err == nil && d.Declined() {
+					err = fmt.Errorf("layer %d: %v", layer, d)
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
 			}
-			errc <- err
+			errc <- nil
 		}()
 		require.NoError(t, <-errc)
 		pages := make(chan *paging.PagedWeight, 2)
@@ -262,4 +274,145 @@ func TestCallsFromAnUnboundGoroutine(t *testing.T) {
 			require.NoError(t, <-errc)
 		}
 	})
+}
+
+// After failed fills have quarantined both slots, the residency declines every layer as busy
+// (saying the slots are quarantined) until Recover puts them back: then it routes layers again
+// through both slots and serves their exact bytes. The failures stay counted.
+func TestResidencyRecoversQuarantinedSlots(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		needSim(t, r, "fault injection")
+		l := writeLayered(t, mib, 2, 6, 0x2D)
+		baseline := r.live(t)
+		res, err := paging.NewResidency(paging.ResidencyConfig{
+			Context: r.ctx, CopyStream: r.copy, ComputeStream: r.compute, Pool: r.pool,
+			DoubleBuffer: paging.GateOn, Mode: mode, RegisterChunkBytes: mib, StagingChunkBytes: 512 << 10,
+		})
+		require.NoError(t, err)
+
+		n, err := res.Recover()
+		require.NoError(t, err)
+		assert.Zero(t, n, "no pipeline yet, nothing to recover")
+		for layer := range 2 { // mid-layer: part of each copy was queued before the failure
+			r.env.Sim.InjectFault(sim.OpMemcpyHtoDAsync, 2, cudadrv.ErrorInvalidValue)
+			d, err := res.Prefetch(paging.LayerID(layer), l.weights[layer], l.src)
+			require.ErrorIs(t, err, paging.ErrQuarantined, "layer %d", layer)
+			assert.False(t, d.Declined())
+		}
+		d := requireDecline(t, paging.DeclineBusy)(res.Prefetch(2, l.weights[2], l.src))
+		assert.Equal(t, 2, d.Quarantined, "the decline says why the residency is busy")
+		assert.Contains(t, d.String(), "2 slot(s) quarantined")
+		st, _ := res.Stats()
+		assert.Equal(t, 2, st.Quarantined)
+
+		n, err = res.Recover()
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		requireRouted(t, "a recovered residency routes again")(res.Prefetch(2, l.weights[2], l.src))
+		slots := map[cudadrv.DevicePtr]bool{}
+		for layer := 2; layer < 6; layer++ {
+			if layer+1 < 6 {
+				requireRouted(t, "look-ahead prefetch of layer %d", layer+1)(res.Prefetch(paging.LayerID(layer+1), l.weights[layer+1], l.src))
+			}
+			p, err := res.Page(paging.LayerID(layer))
+			require.NoError(t, err)
+			assertPaged(t, r, p, l.src, l.weights[layer])
+			slots[p.Ptr()] = true
+			require.NoError(t, p.Release())
+		}
+		assert.Len(t, slots, 2, "both slots serve again")
+		st, _ = res.Stats()
+		assert.Zero(t, st.Quarantined)
+		assert.Equal(t, uint64(2), st.FillErrors, "the failures are still counted")
+		assert.Equal(t, uint64(2), st.Quarantines)
+		assert.Equal(t, uint64(2), st.Recovered)
+		assert.Equal(t, uint64(4), st.Routed)
+		assert.Equal(t, uint64(4), st.Consumed)
+		require.NoError(t, res.Close())
+		assert.Equal(t, baseline, r.live(t), "nothing leaks, recovered slots included")
+	})
+}
+
+// A fill whose completion event could not be recorded leaves copies (and, on the zero-copy
+// path, registrations) that only the copy stream witnesses: Recover drains them before the
+// slot is reused, and the slot then pages exact bytes.
+func TestRecoverAfterTheCompletionEventFailed(t *testing.T) {
+	modes(t, func(t *testing.T, mode paging.TransferMode) {
+		r := newRig(t, sim.Options{}, 0)
+		needSim(t, r, "fault injection")
+		l := writeLayered(t, mib, 1, 3, 0x3E)
+		db := r.pipeline(t, mib, mode)
+		r.env.Sim.InjectFault(sim.OpEventRecord, 1, cudadrv.ErrorInvalidValue)
+		_, err := db.Prefetch(0, l.weights[0], l.src)
+		var fe *paging.FillError
+		require.ErrorAs(t, err, &fe)
+		var ce *cudadrv.Error
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, sim.OpEventRecord, ce.Op)
+
+		n, err := db.Recover()
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		assert.Zero(t, r.ctx.Counters().RegisteredLiveBytes, "the failed fill's registrations are undone")
+		assert.Equal(t, paging.SlotFree, db.SlotState(fe.Slot))
+		for layer := 1; layer < 3; layer++ {
+			tk, err := db.Prefetch(paging.LayerID(layer), l.weights[layer], l.src)
+			require.NoError(t, err)
+			v, err := db.Wait(tk)
+			require.NoError(t, err)
+			assert.Equal(t, canonical(t, l.src, l.weights[layer]), r.readback(t, v.Ptr, v.Len), "layer %d", layer)
+			require.NoError(t, db.Release(tk))
+		}
+		assert.Equal(t, uint64(1), db.Metrics().Recovered)
+	})
+}
+
+// A fill that falls back from zero-copy to staging keeps its reason where a host reads it:
+// the layer's own view and paged weight, the pipeline's metrics and the residency's stats
+// name the layer, the file and the driver error.
+func TestFallbackReasonNamesTheDriverError(t *testing.T) {
+	r := newRig(t, sim.Options{}, 0)
+	needSim(t, r, "fault injection")
+	l := writeLayered(t, mib, 1, 3, 0x4F)
+	res := r.residency(t, 0, paging.GateOn, paging.ModeZeroCopy)
+	requireRouted(t)(res.Prefetch(0, l.weights[0], l.src))
+	r.env.Sim.InjectFault(sim.OpMemHostRegister, 1, cudadrv.ErrorNotPermitted)
+	requireRouted(t, "a registration error is never a failed fill")(res.Prefetch(1, l.weights[1], l.src))
+	for layer := paging.LayerID(0); layer < 2; layer++ {
+		p, err := res.Page(layer)
+		require.NoError(t, err)
+		assertPaged(t, r, p, l.src, l.weights[layer])
+		if layer == 0 {
+			assert.Equal(t, paging.PathZeroCopy, p.Path())
+			assert.Nil(t, p.Fallback())
+		} else {
+			assert.Equal(t, paging.PathFallback, p.Path())
+			fb := p.Fallback()
+			require.NotNil(t, fb, "the paged weight says why it was staged")
+			assert.Equal(t, paging.LayerID(1), fb.Layer)
+			assert.Equal(t, l.id, fb.Mapping)
+			assert.Contains(t, fb.Reason, "CUDA_ERROR_NOT_PERMITTED")
+			assert.Contains(t, fb.Reason, sim.OpMemHostRegister)
+		}
+		require.NoError(t, p.Release())
+	}
+	requireRouted(t)(res.Prefetch(2, l.weights[2], l.src))
+	p, err := res.Page(2)
+	require.NoError(t, err)
+	assert.Equal(t, paging.PathZeroCopy, p.Path(), "later layers go zero-copy again")
+	require.NoError(t, p.Release())
+
+	st, _ := res.Stats()
+	assert.Equal(t, uint64(1), st.FallbackLayers)
+	fb := st.LastFallback
+	require.NotNil(t, fb, "the stats keep the last fallback after later layers")
+	assert.Equal(t, paging.LayerID(1), fb.Layer)
+	assert.Contains(t, fb.Reason, "CUDA_ERROR_NOT_PERMITTED")
+	var ce *cudadrv.Error
+	require.ErrorAs(t, fb.Err, &ce)
+	assert.Equal(t, sim.OpMemHostRegister, ce.Op)
+	assert.Equal(t, cudadrv.ErrorNotPermitted, ce.Result)
+	assert.Contains(t, fb.String(), "layer 1")
+	assert.Same(t, fb, res.Pipeline().Metrics().LastFallback)
 }

@@ -1,7 +1,6 @@
 package paging_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,75 +11,36 @@ import (
 	"github.com/cudaep/cudaep/cudadrv/drivertest"
 	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/paging"
+	"github.com/cudaep/cudaep/paging/pagingtest"
 )
 
 const (
-	mib       = 1 << 20
-	mappingID = paging.MappingID(42)
-	prefix    = 4096 // a non-zero padding prefix, so that no region starts at offset 0
+	mib    = 1 << 20
+	prefix = 4096 // a non-zero padding prefix, so that no region starts at offset 0
 )
-
-// patternByte is byte i of region idx of a weight set salted with salt: never zero, different
-// across regions, offsets and salts, so that a short, shifted, misordered, zero or foreign copy
-// fails a byte-identity check.
-func patternByte(idx, i int, salt byte) byte {
-	return byte((i*31+idx*17+int(salt)*101)%255) + 1
-}
 
 // layered is a real external-data file of whole-layer weights and its mapping.
 type layered struct {
 	path    string
 	src     *paging.MmapSource
+	id      paging.MappingID // the file's mapping in src
 	weights []*paging.LazyWeight
 }
 
 // writeLayered writes layers whole-layer BlockQuantizedMoe weights of regionsPerLayer
-// back-to-back regions of regionBytes each into a temp file after a 0xAB prefix, maps it under
-// mappingID and returns the weights (uint8 [layerBytes], the regions in order). The source is
-// closed at cleanup, after every pipeline built later in the test.
+// back-to-back regions of regionBytes each into a temp file after a 0xAB prefix (a
+// pagingtest.LayerFile), maps it in a source of its own and returns the weights (uint8
+// [layerBytes], the regions in order). The source is closed at cleanup, after every pipeline
+// built later in the test.
 func writeLayered(t testing.TB, regionBytes, regionsPerLayer, layers int, salt byte) *layered {
 	t.Helper()
+	f := pagingtest.LayerFile{Prefix: prefix, RegionBytes: regionBytes, RegionsPerLayer: regionsPerLayer, Layers: layers, Salt: salt}
 	path := filepath.Join(t.TempDir(), "weights.bin")
-	f, err := os.Create(path)
+	require.NoError(t, f.Create(path))
+	l, err := f.Open(path)
 	require.NoError(t, err)
-	pad := make([]byte, prefix)
-	for i := range pad {
-		pad[i] = 0xAB
-	}
-	_, err = f.Write(pad)
-	require.NoError(t, err)
-	buf := make([]byte, regionBytes)
-	var weights []paging.WeightSpec
-	off := uint64(prefix)
-	for l := 0; l < layers; l++ {
-		spec := paging.WeightSpec{
-			Boundary: paging.BoundaryBlockQuantizedMoe,
-			DType:    paging.Uint8,
-			Shape:    []int64{int64(regionBytes * regionsPerLayer)},
-		}
-		for r := 0; r < regionsPerLayer; r++ {
-			idx := 1 + l*regionsPerLayer + r
-			for i := range buf {
-				buf[i] = patternByte(idx, i, salt)
-			}
-			_, err = f.Write(buf)
-			require.NoError(t, err)
-			spec.Regions = append(spec.Regions, paging.Region{Mapping: mappingID, Offset: off, Len: uint64(regionBytes)})
-			off += uint64(regionBytes)
-		}
-		weights = append(weights, spec)
-	}
-	require.NoError(t, f.Close())
-	src := paging.NewMmapSource()
-	require.NoError(t, src.Open(mappingID, path))
-	t.Cleanup(func() { _ = src.Close() })
-	out := &layered{path: path, src: src}
-	for _, spec := range weights {
-		w, err := paging.NewLazyWeight(spec)
-		require.NoError(t, err)
-		out.weights = append(out.weights, w)
-	}
-	return out
+	t.Cleanup(func() { _ = l.Close() })
+	return &layered{path: path, src: l.Source, id: l.ID, weights: l.Weights}
 }
 
 // canonical is the layer's source of truth: its regions concatenated in order.
@@ -98,8 +58,7 @@ type rig struct {
 	ctx           *cudadrv.Context
 	copy, compute *cudadrv.Stream
 	pool          *paging.StagingPool
-	spinFn        *cudadrv.Function
-	spinArgs      *cudadrv.KernelArgs
+	k             *pagingtest.Kernels
 }
 
 func newRig(t *testing.T, opts sim.Options, poolCap uint64) *rig {
@@ -173,58 +132,38 @@ func (r *rig) readback(t testing.TB, p cudadrv.DevicePtr, n uint64) []byte {
 	return out
 }
 
-// spinPTX is paging_spin(ns): one thread spins on %globaltimer until ns nanoseconds have
-// passed, a kernel of fixed duration whatever the clocks. The sim runs the Go version below.
-const spinPTX = `.version 7.8
-.target sm_75
-.address_size 64
-
-.visible .entry paging_spin(
-	.param .u64 paging_spin_ns
-)
-{
-	.reg .pred %p<2>;
-	.reg .b64 %rd<5>;
-
-	ld.param.u64 %rd1, [paging_spin_ns];
-	mov.u64 %rd2, %globaltimer;
-SPIN:
-	mov.u64 %rd3, %globaltimer;
-	sub.s64 %rd4, %rd3, %rd2;
-	setp.lt.u64 %p1, %rd4, %rd1;
-	@%p1 bra SPIN;
-	ret;
-}
-`
-
-func init() {
-	sim.RegisterKernel("paging_spin", func(l *sim.Launch) error {
-		time.Sleep(time.Duration(l.U64Arg(0)))
-		return nil
-	})
-}
-
-// spin queues paging_spin(d) on s: a kernel that occupies s for d on either backend (used to
-// hold copies in flight, and as the benchmark's compute proxy).
-func (r *rig) spin(t testing.TB, s *cudadrv.Stream, d time.Duration) {
+// kernels loads pagingtest's stream-holding kernels once per rig; they are unloaded at
+// cleanup, after both streams drained (a module must outlive the kernels queued from it).
+func (r *rig) kernels(t testing.TB) *pagingtest.Kernels {
 	t.Helper()
-	if r.spinFn == nil {
-		mod, err := r.ctx.LoadModule([]byte(spinPTX))
+	if r.k == nil {
+		k, err := pagingtest.LoadKernels(r.ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() {
-			// A module must outlive the kernels queued from it.
 			require.NoError(t, r.copy.Synchronize())
 			require.NoError(t, r.compute.Synchronize())
-			require.NoError(t, mod.Unload())
+			require.NoError(t, k.Close())
 		})
-		r.spinFn, err = mod.Function("paging_spin")
-		require.NoError(t, err)
-		r.spinArgs = new(cudadrv.KernelArgs)
+		r.k = k
 	}
-	r.spinArgs.Reset()
-	r.spinArgs.U64(uint64(d))
-	one := cudadrv.Dim3{X: 1, Y: 1, Z: 1}
-	require.NoError(t, s.Launch(r.spinFn, one, one, 0, r.spinArgs))
+	return r.k
+}
+
+// gate queues a closed gate on s: work queued on s afterwards waits until the test opens it,
+// on either backend, so tests order events instead of timing them. The gate is opened at
+// cleanup if the test did not (before the pipelines built earlier drain at their cleanup).
+func (r *rig) gate(t testing.TB, s *cudadrv.Stream) *pagingtest.Gate {
+	t.Helper()
+	g, err := r.kernels(t).Gate(s)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Open() })
+	return g
+}
+
+// spin queues pagingtest's spin kernel for d on s: the benchmark's compute proxy.
+func (r *rig) spin(t testing.TB, s *cudadrv.Stream, d time.Duration) {
+	t.Helper()
+	require.NoError(t, r.kernels(t).Spin(s, d))
 }
 
 // modes runs f once per transfer mode, as subtests sharing nothing.

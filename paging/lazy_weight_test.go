@@ -11,6 +11,7 @@ import (
 )
 
 func TestLazyWeightValidation(t *testing.T) {
+	const mappingID = paging.MappingID(42) // specs only: nothing is read
 	reg := func(lens ...uint64) []paging.Region {
 		var rs []paging.Region
 		off := uint64(prefix)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -66,10 +68,14 @@ func (e *TruncatedError) Error() string {
 
 // mappedFile is one file mapped whole, shared and read-only.
 type mappedFile struct {
-	path string
-	file *os.File // kept open to re-check the size (fstat) before each layer
-	mem  []byte   // the mapping: file size rounded up to the page size; nil for an empty file
-	size uint64   // file size at mapping time
+	id   MappingID
+	path string      // as first opened
+	info os.FileInfo // the file's identity (os.SameFile), to share one mapping per file
+	file *os.File    // kept open to re-check the size (fstat) before each layer
+	mem  []byte      // the mapping: file size rounded up to the page size; nil for an empty file
+	size uint64      // file size at mapping time
+	refs int         // Opens not yet matched by a Close
+	pins map[*filePin]struct{}
 }
 
 // MmapSource maps ONNX external-data files and resolves regions of them. Each file is mapped
@@ -77,11 +83,27 @@ type mappedFile struct {
 // mapping for zero-copy transfers, and registering a private mapping can hang the machine;
 // read-only, because weights are never written.
 //
-// An MmapSource is safe for concurrent use. Closing it unmaps every file: close it only after
-// every pipeline that reads from it has been closed.
+// # Files and ids
+//
+// Open maps a file and names it with a MappingID the source chooses. A file is mapped once:
+// opening it again, by the same path or another one that reaches it (a symbolic link, a hard
+// link, "a/../b"), returns the same id and takes one more reference. Close(id) drops one
+// reference and unmaps the file at the last one; ids are never reused, so a region naming a
+// closed id fails with a *RegionError that says so, and reopening the file gives a new id.
+//
+// A file is in use while a DoubleBuffer fill reads from it: from the Prefetch that resolves
+// its regions until the pipeline knows the copy completed (which is also when the zero-copy
+// path has unregistered its pages). Close refuses to unmap a file in use (ErrFileBusy).
+// Only pipelines reading this source directly are seen; a wrapper around the source hides
+// them.
+//
+// An MmapSource is safe for concurrent use. CloseAll unmaps every file at teardown: call it
+// only after every pipeline that reads from the source has been closed.
 type MmapSource struct {
 	mu     sync.RWMutex
 	files  map[MappingID]*mappedFile
+	gone   map[MappingID]string // closed ids and their paths, for clear errors
+	last   MappingID            // the latest id handed out
 	closed bool
 }
 
@@ -92,51 +114,200 @@ var (
 
 // NewMmapSource returns an empty source; add files with Open.
 func NewMmapSource() *MmapSource {
-	return &MmapSource{files: map[MappingID]*mappedFile{}}
+	return &MmapSource{files: map[MappingID]*mappedFile{}, gone: map[MappingID]string{}}
 }
 
-// Open maps the file at path under id.
+// Open maps the file at path, read-only and shared, and returns its id with one reference
+// taken. When the file is already open (by this path or any other that reaches the same
+// file), no second mapping is made: the existing id is returned, with the mapping as it was
+// made, and one more reference taken. Every successful Open is matched by one Close.
 //
 // # Errors
 //
-// A missing or unreadable file is an error naming the mapping and the path that wraps the
-// *os.PathError (errors.Is(err, fs.ErrNotExist) holds for a missing one). An id already in use
-// and a closed source are errors too.
-func (s *MmapSource) Open(id MappingID, path string) error {
+// A missing or unreadable file, or one that is not a regular file, is an error naming the
+// path that wraps the *os.PathError (errors.Is(err, fs.ErrNotExist) holds for a missing one).
+// ErrClosed after CloseAll.
+func (s *MmapSource) Open(path string) (MappingID, error) {
+	// The file's identity is its device and inode (os.SameFile), not its name: that catches
+	// every spelling of one file, links included, and tells a file replaced under the same
+	// name from the one mapped before.
+	path = filepath.Clean(path)
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("paging: external data for mapping %d: %w", id, err)
+		return 0, fmt.Errorf("paging: external data: %w", err)
 	}
-	mf, err := mapFile(f, path)
+	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return fmt.Errorf("paging: external data for mapping %d: %w", id, err)
+		return 0, fmt.Errorf("paging: external data: %w", err)
+	}
+	if id, err := s.share(st); id != 0 || err != nil {
+		_ = f.Close()
+		return id, err
+	}
+	mf, err := mapFile(f, path, st)
+	if err != nil {
+		_ = f.Close()
+		return 0, fmt.Errorf("paging: external data: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		err = ErrClosed
-	case s.files[id] != nil:
-		err = fmt.Errorf("paging: mapping %d is already open (%s)", id, s.files[id].path)
+	if s.closed {
+		return 0, errors.Join(ErrClosed, mf.unmap())
 	}
-	if err != nil {
-		_ = mf.unmap()
-		return err
+	if other := s.sameLocked(st); other != nil {
+		// A concurrent Open of the same file mapped it first: share that mapping.
+		other.refs++
+		return other.id, mf.unmap()
 	}
-	s.files[id] = mf
+	s.last++
+	mf.id, mf.refs = s.last, 1
+	s.files[mf.id] = mf
+	return mf.id, nil
+}
+
+// share takes a reference to the open mapping of the file st describes and returns its id, or
+// 0 when the file is not open.
+func (s *MmapSource) share(st os.FileInfo) (MappingID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if mf := s.sameLocked(st); mf != nil {
+		mf.refs++
+		return mf.id, nil
+	}
+	return 0, nil
+}
+
+func (s *MmapSource) sameLocked(st os.FileInfo) *mappedFile {
+	for _, mf := range s.files {
+		if os.SameFile(mf.info, st) {
+			return mf
+		}
+	}
 	return nil
 }
 
-func mapFile(f *os.File, path string) (*mappedFile, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+// Close drops one reference to the file opened as id and, at the last one, unmaps and closes
+// it. Bytes returned for its regions become invalid then, and every later use of id fails
+// with a *RegionError naming the closed mapping.
+//
+// Before refusing a busy file, Close asks the pipelines reading it whether their copies have
+// completed since they last looked (a non-blocking query of the device), so a file whose
+// layers were all waited for, released and copied is closed without closing any pipeline.
+//
+// # Errors
+//
+//   - ErrFileBusy, wrapped with the mapping, the path and the layers still being copied from
+//     it, when the last reference would be dropped while a fill may still read the file or
+//     holds its pages registered with the driver. Nothing changes: the reference is kept.
+//   - A *RegionError for an id that is not open (never opened, or already closed).
+//   - ErrClosed after CloseAll.
+func (s *MmapSource) Close(id MappingID) error {
+	for polled := false; ; polled = true {
+		s.mu.Lock()
+		mf, err := s.lookupLocked(id)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if mf.refs > 1 {
+			mf.refs--
+			s.mu.Unlock()
+			return nil
+		}
+		if len(mf.pins) == 0 {
+			delete(s.files, id)
+			s.gone[id] = mf.path
+			s.mu.Unlock()
+			if err := mf.unmap(); err != nil {
+				return fmt.Errorf("paging: mapping %d (%s): %w", id, mf.path, err)
+			}
+			return nil
+		}
+		if polled {
+			err := mf.busyError()
+			s.mu.Unlock()
+			return err
+		}
+		polls := make([]func(), 0, len(mf.pins))
+		for p := range mf.pins {
+			polls = append(polls, p.poll)
+		}
+		s.mu.Unlock()
+		// Without the source's lock: a pipeline's poll takes its own lock, then this one.
+		for _, poll := range polls {
+			poll()
+		}
 	}
+}
+
+func (mf *mappedFile) busyError() error {
+	var layers []LayerID
+	for p := range mf.pins {
+		layers = append(layers, p.layer)
+	}
+	slices.Sort(layers)
+	return fmt.Errorf("%w: mapping %d (%s): the copies of layers %v may still read it or hold its pages registered with the driver; close it after they complete (wait for and release them, or close their pipeline)",
+		ErrFileBusy, mf.id, mf.path, slices.Compact(layers))
+}
+
+// filePin marks the files of one fill in use until the pipeline knows the fill completed.
+type filePin struct {
+	src   *MmapSource
+	files []*mappedFile
+	layer LayerID
+	poll  func() // asks the pipeline to look again whether its fills completed
+}
+
+// pin marks the files of regions in use by layer's fill; poll lets Close ask the pipeline
+// whether the fill has completed. It fails, pinning nothing, when a region names a mapping
+// that is not open.
+func (s *MmapSource) pin(regions []Region, layer LayerID, poll func()) (*filePin, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := &filePin{src: s, layer: layer, poll: poll}
+	for _, r := range regions {
+		mf, err := s.lookupLocked(r.Mapping)
+		if err != nil {
+			if re, ok := err.(*RegionError); ok {
+				re.Offset, re.Len = r.Offset, r.Len
+			}
+			return nil, err
+		}
+		if !slices.Contains(p.files, mf) {
+			p.files = append(p.files, mf)
+		}
+	}
+	for _, mf := range p.files {
+		if mf.pins == nil {
+			mf.pins = map[*filePin]struct{}{}
+		}
+		mf.pins[p] = struct{}{}
+	}
+	return p, nil
+}
+
+// release ends the pin; it is safe on a nil pin and after CloseAll.
+func (p *filePin) release() {
+	if p == nil {
+		return
+	}
+	p.src.mu.Lock()
+	defer p.src.mu.Unlock()
+	for _, mf := range p.files {
+		delete(mf.pins, p)
+	}
+	p.files = nil
+}
+
+func mapFile(f *os.File, path string, st os.FileInfo) (*mappedFile, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	mf := &mappedFile{path: path, file: f, size: uint64(st.Size())}
+	mf := &mappedFile{path: path, info: st, file: f, size: uint64(st.Size())}
 	if mf.size == 0 {
 		return mf, nil
 	}
@@ -165,11 +336,19 @@ func (mf *mappedFile) unmap() error {
 func (s *MmapSource) lookup(id MappingID) (*mappedFile, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.lookupLocked(id)
+}
+
+// lookupLocked finds id's file; s.mu is held (either way).
+func (s *MmapSource) lookupLocked(id MappingID) (*mappedFile, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
 	mf := s.files[id]
 	if mf == nil {
+		if path, ok := s.gone[id]; ok {
+			return nil, &RegionError{Mapping: id, Path: path, Reason: "the mapping was closed (MmapSource.Close); reopen the file for a new id"}
+		}
 		return nil, &RegionError{Mapping: id, Reason: "unknown mapping"}
 	}
 	return mf, nil
@@ -315,9 +494,10 @@ func (s *MmapSource) Advise(regions []Region, a Advice) error {
 	return first
 }
 
-// Close unmaps every file and closes it. Bytes returned earlier become invalid. A second
-// Close returns ErrClosed.
-func (s *MmapSource) Close() error {
+// CloseAll unmaps and closes every file, whatever its references, for teardown: bytes
+// returned earlier become invalid. Close every pipeline reading the source first. A second
+// CloseAll returns ErrClosed.
+func (s *MmapSource) CloseAll() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

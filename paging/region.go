@@ -23,7 +23,7 @@ func (r Region) End() (uint64, bool) {
 }
 
 // RegionSource resolves regions to host bytes. Implementations must be safe for concurrent
-// use; the bytes returned stay valid, and unchanged, until the source is closed.
+// use; the bytes returned stay valid, and unchanged, until their file or the source is closed.
 type RegionSource interface {
 	// RegionBytes returns exactly r.Len bytes of the region, or an error (typically a
 	// *RegionError) when the mapping is unknown or the range is out of bounds.

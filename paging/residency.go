@@ -42,8 +42,10 @@ type DeclineReason int
 
 // The decline reasons.
 const (
+	// DeclineNone is the zero reason: the weight was routed, nothing was declined.
+	DeclineNone DeclineReason = iota
 	// DeclineDisabled: double buffering is off (the default).
-	DeclineDisabled DeclineReason = iota + 1
+	DeclineDisabled
 	// DeclineBoundary: the weight's boundary is not eligible for paging.
 	DeclineBoundary
 	// DeclineOversize: the layer is larger than the pipeline's slots (sized by the first
@@ -52,13 +54,16 @@ const (
 	// DeclinePoolCapacity: two staging buffers for the layer exceed the pinned pool's
 	// retention cap.
 	DeclinePoolCapacity
-	// DeclineBusy: every slot holds a layer not yet released (or is quarantined).
+	// DeclineBusy: every slot holds a layer not yet released, or is quarantined (see
+	// Decline.Quarantined and Residency.Recover).
 	DeclineBusy
 )
 
 // String names the reason.
 func (r DeclineReason) String() string {
 	switch r {
+	case DeclineNone:
+		return "none"
 	case DeclineDisabled:
 		return "disabled"
 	case DeclineBoundary:
@@ -73,36 +78,45 @@ func (r DeclineReason) String() string {
 	return fmt.Sprintf("DeclineReason(%d)", int(r))
 }
 
-// Decline is a typed refusal to route a weight through the double buffer: the caller loads the
-// weight the ordinary way. A decline never builds the pipeline when it is not built yet, and
-// never changes a built one. errors.Is(err, ErrDeclined) matches every Decline.
+// Decline is the outcome of Residency.Prefetch: the zero Decline (Reason DeclineNone) means
+// the weight was routed through the double buffer; any other is a typed refusal, and the
+// caller loads the weight the ordinary way. A decline is a normal result, not a failure: it is
+// returned beside a nil error. It never builds the pipeline when it is not built yet, and never
+// changes a built one.
 type Decline struct {
-	Reason   DeclineReason // why
+	Reason   DeclineReason // why; DeclineNone when routed
 	Layer    LayerID       // the layer declined
 	Boundary Boundary      // the weight's boundary (DeclineBoundary)
 	// LayerBytes and Capacity are the layer's image size and the most a layer may have
 	// (DeclineOversize, DeclinePoolCapacity).
 	LayerBytes, Capacity uint64
-	Err                  error // the underlying error (DeclinePoolCapacity, DeclineBusy)
+	// Quarantined is the number of slots quarantined when the layer was declined
+	// (DeclineBusy): Residency.Recover puts them back in service.
+	Quarantined int
+	Err         error // the underlying error (DeclinePoolCapacity, DeclineBusy)
 }
 
-// Error names the layer and the reason with its figures.
-func (d *Decline) Error() string {
+// Declined reports whether the weight was declined (Reason is not DeclineNone).
+func (d Decline) Declined() bool { return d.Reason != DeclineNone }
+
+// String names the layer and the reason with its figures.
+func (d Decline) String() string {
+	if !d.Declined() {
+		return fmt.Sprintf("paging: layer %d routed", d.Layer)
+	}
 	s := fmt.Sprintf("paging: layer %d declined: %s", d.Layer, d.Reason)
 	switch d.Reason {
 	case DeclineBoundary:
 		s += fmt.Sprintf(" (%s weights are not paged)", d.Boundary)
 	case DeclineOversize, DeclinePoolCapacity:
 		s += fmt.Sprintf(" (%d bytes, capacity %d)", d.LayerBytes, d.Capacity)
+	case DeclineBusy:
+		if d.Quarantined > 0 {
+			s += fmt.Sprintf(" (%d slot(s) quarantined: Recover puts them back in service)", d.Quarantined)
+		}
 	}
 	return s
 }
-
-// Is matches ErrDeclined.
-func (d *Decline) Is(target error) bool { return target == ErrDeclined }
-
-// Unwrap returns the underlying error, if any.
-func (d *Decline) Unwrap() error { return d.Err }
 
 // ResidencyConfig configures a Residency. Context, CopyStream, ComputeStream and Pool are
 // required and not owned by the residency.
@@ -132,10 +146,16 @@ type ResidencyStats struct {
 	DeclinedOversize uint64 // DeclineOversize declines
 	DeclinedBusy     uint64 // DeclineBusy declines
 	FillErrors       uint64 // fills that failed (each quarantined a slot)
+	Quarantines      uint64 // slots quarantined so far, recovered or not (Metrics.Poisoned)
 	Quarantined      int    // slots quarantined now
+	Recovered        uint64 // quarantined slots put back in service by Recover
 	ZeroCopyLayers   uint64 // fills by PathZeroCopy
 	StagingLayers    uint64 // fills by PathStaging
 	FallbackLayers   uint64 // fills by PathFallback
+	// LastFallback is the latest fill that fell back from zero-copy to staging, with the layer
+	// and the registration error's text; nil when none did. PagedWeight.Path and
+	// PagedWeight.Fallback give each layer's own.
+	LastFallback *Fallback
 }
 
 type pendingLayer struct {
@@ -151,6 +171,14 @@ type pendingLayer struct {
 // Several residencies may share a context, streams and staging pool; each has its own
 // pipeline and never sees another's bytes. A Residency is safe for concurrent use. Close it
 // when the prefill is done; PagedWeights still held keep it alive until they are released.
+//
+// # Quarantine
+//
+// A failed fill quarantines its slot (Prefetch or Page returns the *FillError) and the
+// residency goes on with the other slot; with both quarantined, every Prefetch declines
+// DeclineBusy with Decline.Quarantined = 2. Quarantine lasts until the host calls Recover:
+// the residency never retries on its own, so the host decides when a failing device is tried
+// again.
 type Residency struct {
 	cfg     ResidencyConfig
 	enabled bool
@@ -192,8 +220,9 @@ func (r *Residency) Active() bool {
 }
 
 // Prefetch routes layer's weight through the double buffer: it queues the copy of its image
-// into a free slot and returns nil, or returns a *Decline saying why the caller must load it
-// the ordinary way. Prefetching a layer already pending with the same weight is a no-op.
+// into a free slot and returns the zero Decline, or returns a Decline saying why the caller
+// must load it the ordinary way; either way with a nil error. Prefetching a layer already
+// pending with the same weight routes nothing new and returns the zero Decline.
 //
 // Declines, in the order checked: DeclineDisabled, DeclineBoundary, DeclineOversize (a layer
 // larger than half the budget before the pipeline exists, or than its slots after),
@@ -201,66 +230,103 @@ func (r *Residency) Active() bool {
 //
 // # Errors
 //
-// Besides declines: ErrClosed; a *RegionError, *TruncatedError or source error for a region
-// that cannot be read (before any device work); a *FillError when the copy failed (its slot is
-// quarantined; the pipeline keeps serving with the other); a driver error while building.
-func (r *Residency) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) error {
+// Errors are failures only, never declines, and come with the zero Decline: ErrClosed; a
+// *RegionError, *TruncatedError or source error for a region that cannot be read (before any
+// device work); a *FillError when the copy failed (its slot is quarantined; the pipeline keeps
+// serving with the other); a driver error while building.
+func (r *Residency) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) (Decline, error) {
 	if w == nil || src == nil {
-		return errors.New("paging: prefetch needs a weight and a source")
+		return Decline{}, errors.New("paging: prefetch needs a weight and a source")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return ErrClosed
+		return Decline{}, ErrClosed
 	}
 	if !r.enabled {
-		return &Decline{Reason: DeclineDisabled, Layer: layer}
+		return Decline{Reason: DeclineDisabled, Layer: layer}, nil
 	}
 	if !w.Pageable() {
-		return &Decline{Reason: DeclineBoundary, Layer: layer, Boundary: w.Boundary()}
+		return Decline{Reason: DeclineBoundary, Layer: layer, Boundary: w.Boundary()}, nil
 	}
 	if p, ok := r.pending[layer]; ok {
 		if p.weight == w {
-			return nil
+			return Decline{}, nil
 		}
-		return fmt.Errorf("paging: layer %d is already prefetched with another weight", layer)
+		return Decline{}, fmt.Errorf("paging: layer %d is already prefetched with another weight", layer)
 	}
 	if r.db == nil {
 		if b := r.cfg.BudgetBytes; b > 0 && w.Bytes() > b/SlotCount {
 			r.stats.DeclinedOversize++
-			return &Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: b / SlotCount}
+			return Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: b / SlotCount}, nil
 		}
 		// A bad region or a truncated file is reported before the first device allocation.
 		if _, err := resolveSegments(w, src); err != nil {
-			return err
+			return Decline{}, err
 		}
 		if err := r.buildLocked(w.Bytes()); err != nil {
 			var pc *PoolCapacityError
 			if errors.As(err, &pc) {
-				return &Decline{Reason: DeclinePoolCapacity, Layer: layer, LayerBytes: w.Bytes(),
-					Capacity: pc.RetentionCap / SlotCount, Err: err}
+				return Decline{Reason: DeclinePoolCapacity, Layer: layer, LayerBytes: w.Bytes(),
+					Capacity: pc.RetentionCap / SlotCount, Err: err}, nil
 			}
-			return err
+			return Decline{}, err
 		}
 	}
 	if c := r.db.Capacity(); w.Bytes() > c {
 		r.stats.DeclinedOversize++
-		return &Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: c}
+		return Decline{Reason: DeclineOversize, Layer: layer, LayerBytes: w.Bytes(), Capacity: c}, nil
 	}
 	t, err := r.db.Prefetch(layer, w, src)
 	switch {
 	case errors.Is(err, ErrNoFreeSlot):
 		r.stats.DeclinedBusy++
-		return &Decline{Reason: DeclineBusy, Layer: layer, Err: err}
+		return Decline{Reason: DeclineBusy, Layer: layer, Quarantined: r.db.Quarantined(), Err: err}, nil
 	case errors.As(err, new(*FillError)):
 		r.stats.FillErrors++
-		return err
+		return Decline{}, err
 	case err != nil:
-		return err
+		return Decline{}, err
 	}
 	r.pending[layer] = pendingLayer{ticket: t, weight: w}
 	r.stats.Routed++
-	return nil
+	return Decline{}, nil
+}
+
+// Recover puts the pipeline's quarantined slots back in service (see DoubleBuffer.Recover)
+// and returns how many it reset; 0 when none was quarantined or the pipeline is not built. It
+// blocks the host until the copies and fences the failures left outstanding have completed.
+// A layer still pending on a reset slot is forgotten: Page returns ErrNotPrefetched for it.
+// The counters are kept: FillErrors and Quarantines still count the failures, Recovered the
+// slots reset.
+//
+// # Errors
+//
+// ErrClosed; a slot whose outstanding work cannot be waited for stays quarantined and its
+// error is returned (the other slot is still reset).
+func (r *Residency) Recover() (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, ErrClosed
+	}
+	if r.db == nil || r.down {
+		return 0, nil
+	}
+	var stuck []LayerID
+	for layer, p := range r.pending {
+		if r.db.SlotState(p.ticket.Slot()) == SlotQuarantined {
+			stuck = append(stuck, layer)
+		}
+	}
+	n, err := r.db.Recover()
+	for _, layer := range stuck {
+		if r.db.SlotState(r.pending[layer].ticket.Slot()) == SlotFree {
+			delete(r.pending, layer)
+		}
+	}
+	r.stats.Recovered += uint64(n)
+	return n, err
 }
 
 func (r *Residency) buildLocked(slotBytes uint64) error {
@@ -344,6 +410,7 @@ func (r *Residency) Stats() (ResidencyStats, bool) {
 	}
 	m := r.db.Metrics()
 	s.ZeroCopyLayers, s.StagingLayers, s.FallbackLayers = m.ZeroCopyLayers, m.StagingLayers, m.FallbackLayers
+	s.Quarantines, s.LastFallback = m.Poisoned, m.LastFallback
 	s.Quarantined = r.db.Quarantined()
 	return s, true
 }
@@ -409,6 +476,10 @@ func (p *PagedWeight) Weight() *LazyWeight { return p.weight }
 
 // Path is how its bytes were moved.
 func (p *PagedWeight) Path() Path { return p.view.Path }
+
+// Fallback is why the weight was staged after trying zero-copy (Path is PathFallback: the
+// layer, the file and the registration error's text), or nil for any other path.
+func (p *PagedWeight) Fallback() *Fallback { return p.view.Fallback }
 
 // Released reports whether Release was called.
 func (p *PagedWeight) Released() bool {

@@ -12,13 +12,27 @@ import (
 
 // The seed's provider-wiring tests: the pipeline routed through a Residency.
 
-func requireDecline(t *testing.T, err error, reason paging.DeclineReason) *paging.Decline {
-	t.Helper()
-	var d *paging.Decline
-	require.ErrorAs(t, err, &d, "want a %s decline", reason)
-	require.Equal(t, reason, d.Reason, "decline: %v", err)
-	require.ErrorIs(t, err, paging.ErrDeclined)
-	return d
+// requireDecline checks a Residency.Prefetch outcome, passed as requireDecline(t,
+// reason)(res.Prefetch(…)): declined for reason, as a result beside a nil error.
+func requireDecline(t *testing.T, reason paging.DeclineReason) func(paging.Decline, error) paging.Decline {
+	return func(d paging.Decline, err error) paging.Decline {
+		t.Helper()
+		require.NoError(t, err, "a decline is a result, not an error")
+		require.True(t, d.Declined(), "want a %s decline, the layer was routed", reason)
+		require.Equal(t, reason, d.Reason, "decline: %v", d)
+		return d
+	}
+}
+
+// requireRouted checks a Residency.Prefetch outcome, passed as requireRouted(t,
+// msg…)(res.Prefetch(…)): routed, with no decline and no error.
+func requireRouted(t *testing.T, msgAndArgs ...any) func(paging.Decline, error) {
+	return func(d paging.Decline, err error) {
+		t.Helper()
+		require.NoError(t, err, msgAndArgs...)
+		require.Equal(t, paging.DeclineNone, d.Reason, "want routed, got %v", d)
+		require.False(t, d.Declined())
+	}
 }
 
 func assertPaged(t *testing.T, r *rig, p *paging.PagedWeight, src paging.RegionSource, w *paging.LazyWeight) {
@@ -31,16 +45,16 @@ func TestDisabledByDefaultDeclines(t *testing.T) {
 	r := newRig(t, sim.Options{}, 0)
 	l := writeLayered(t, 2*mib, 1, 1, 0)
 	res := r.residency(t, 0, paging.GateFromEnv, paging.ModeZeroCopy)
-	err := res.Prefetch(0, l.weights[0], l.src)
+	d, err := res.Prefetch(0, l.weights[0], l.src)
 	if paging.DoubleBufferFromEnv() {
-		require.NoError(t, err, "with the env gate set, the gated entry must route")
+		requireRouted(t, "with the env gate set, the gated entry must route")(d, err)
 		assert.True(t, res.Active())
 		p, err := res.Page(0)
 		require.NoError(t, err)
 		require.NoError(t, p.Release())
 		return
 	}
-	requireDecline(t, err, paging.DeclineDisabled)
+	requireDecline(t, paging.DeclineDisabled)(d, err)
 	assert.False(t, res.Enabled())
 	assert.False(t, res.Active(), "the default-off gate never builds the pipeline")
 }
@@ -73,11 +87,10 @@ func TestProviderDoubleBuffersAcrossWraparound(t *testing.T) {
 		l := writeLayered(t, regionBytes, 2, layers, 0)
 		res := r.residency(t, 2*regionBytes*2, paging.GateOn, mode)
 
-		require.NoError(t, res.Prefetch(0, l.weights[0], l.src), "cold prime prefetch must route")
+		requireRouted(t, "cold prime prefetch must route")(res.Prefetch(0, l.weights[0], l.src))
 		for layer := 0; layer < layers; layer++ {
 			if layer+1 < layers {
-				require.NoError(t, res.Prefetch(paging.LayerID(layer+1), l.weights[layer+1], l.src),
-					"look-ahead prefetch of layer %d must route", layer+1)
+				requireRouted(t, "look-ahead prefetch of layer %d must route", layer+1)(res.Prefetch(paging.LayerID(layer+1), l.weights[layer+1], l.src))
 			}
 			p, err := res.Page(paging.LayerID(layer))
 			require.NoError(t, err, "an in-pipeline layer must page")
@@ -106,7 +119,7 @@ func TestProviderSingleLayerPagesAndReleases(t *testing.T) {
 	r := newRig(t, sim.Options{}, 0)
 	l := writeLayered(t, 4*mib, 1, 1, 0)
 	res := r.residency(t, 8*mib, paging.GateOn, paging.ModeZeroCopy)
-	require.NoError(t, res.Prefetch(0, l.weights[0], l.src))
+	requireRouted(t)(res.Prefetch(0, l.weights[0], l.src))
 	p, err := res.Page(0)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4*mib), p.Len())
@@ -125,7 +138,7 @@ func TestDisabledProviderPathBuildsNoPipeline(t *testing.T) {
 	l := writeLayered(t, 2*mib, 1, 2, 0)
 	before := r.ctx.Counters()
 	res := r.residency(t, 4*mib, paging.GateOff, paging.ModeZeroCopy)
-	requireDecline(t, res.Prefetch(0, l.weights[0], l.src), paging.DeclineDisabled)
+	requireDecline(t, paging.DeclineDisabled)(res.Prefetch(0, l.weights[0], l.src))
 	assert.False(t, res.Active(), "the disabled path must not build the pipeline")
 	_, ok := res.Stats()
 	assert.False(t, ok, "no pipeline means no wiring stats")
@@ -144,8 +157,8 @@ func TestOversizeLaterLayerDeclinesTypedAndPipelineSurvives(t *testing.T) {
 	large := writeLayered(t, 8*mib, 1, 1, 0x33)
 	res := r.residency(t, 8*mib*4, paging.GateOn, paging.ModeZeroCopy)
 
-	require.NoError(t, res.Prefetch(0, small.weights[0], small.src), "the first small layer builds and sizes the pipeline")
-	d := requireDecline(t, res.Prefetch(1, large.weights[0], large.src), paging.DeclineOversize)
+	requireRouted(t, "the first small layer builds and sizes the pipeline")(res.Prefetch(0, small.weights[0], small.src))
+	d := requireDecline(t, paging.DeclineOversize)(res.Prefetch(1, large.weights[0], large.src))
 	assert.Equal(t, uint64(8*mib), d.LayerBytes)
 	assert.Equal(t, uint64(2*mib), d.Capacity)
 	st, _ := res.Stats()
@@ -166,7 +179,7 @@ func TestBudgetDeclinesOversizeBeforeBuilding(t *testing.T) {
 	r := newRig(t, sim.Options{}, 0)
 	l := writeLayered(t, 4*mib, 1, 1, 0)
 	res := r.residency(t, 6*mib, paging.GateOn, paging.ModeZeroCopy)
-	d := requireDecline(t, res.Prefetch(0, l.weights[0], l.src), paging.DeclineOversize)
+	d := requireDecline(t, paging.DeclineOversize)(res.Prefetch(0, l.weights[0], l.src))
 	assert.Equal(t, uint64(4*mib), d.LayerBytes)
 	assert.Equal(t, uint64(3*mib), d.Capacity)
 	assert.False(t, res.Active())
@@ -180,11 +193,11 @@ func TestResidencyPoolCapacityDeclineBuildsNothing(t *testing.T) {
 	l := writeLayered(t, 5*mib, 1, 1, 0)
 	before := r.ctx.Counters()
 	res := r.residency(t, 0, paging.GateOn, paging.ModeZeroCopy)
-	d := requireDecline(t, res.Prefetch(0, l.weights[0], l.src), paging.DeclinePoolCapacity)
+	d := requireDecline(t, paging.DeclinePoolCapacity)(res.Prefetch(0, l.weights[0], l.src))
 	assert.Equal(t, uint64(5*mib), d.LayerBytes)
 	assert.Equal(t, uint64(4*mib), d.Capacity)
 	var pc *paging.PoolCapacityError
-	assert.ErrorAs(t, d, &pc)
+	assert.ErrorAs(t, d.Err, &pc)
 	assert.False(t, res.Active())
 	assert.Equal(t, before, r.ctx.Counters(), "nothing reserved")
 }
@@ -197,11 +210,11 @@ func TestIneligibleBoundaryDeclinesTypedWithoutBuilding(t *testing.T) {
 	// streams them), and the embedding table read by Gather is the one that stays resident.
 	table, err := paging.NewLazyWeight(paging.WeightSpec{
 		Boundary: paging.BoundaryGather, DType: paging.Uint8, Shape: []int64{1024},
-		Regions: []paging.Region{{Mapping: mappingID, Offset: prefix, Len: 1024}},
+		Regions: []paging.Region{{Mapping: l.id, Offset: prefix, Len: 1024}},
 	})
 	require.NoError(t, err)
 	res := r.residency(t, mib, paging.GateOn, paging.ModeZeroCopy)
-	d := requireDecline(t, res.Prefetch(7, table, l.src), paging.DeclineBoundary)
+	d := requireDecline(t, paging.DeclineBoundary)(res.Prefetch(7, table, l.src))
 	assert.Equal(t, paging.BoundaryGather, d.Boundary)
 	assert.Equal(t, paging.LayerID(7), d.Layer)
 	assert.False(t, res.Active(), "an ineligible-boundary decline must not build the pipeline")
@@ -217,7 +230,7 @@ func TestTwoEnabledResidenciesAreIsolated(t *testing.T) {
 		resA := r.residency(t, 4*mib*layers, paging.GateOn, mode)
 		resB := r.residency(t, 4*mib*layers, paging.GateOn, mode)
 		read := func(res *paging.Residency, layer int, l *layered) {
-			require.NoError(t, res.Prefetch(paging.LayerID(layer), l.weights[layer], l.src), "layer %d must route", layer)
+			requireRouted(t, "layer %d must route", layer)(res.Prefetch(paging.LayerID(layer), l.weights[layer], l.src))
 			p, err := res.Page(paging.LayerID(layer))
 			require.NoError(t, err)
 			assertPaged(t, r, p, l.src, l.weights[layer])
@@ -247,8 +260,8 @@ func TestTeardownWithInflightAndUnconsumedSlotsNoLeak(t *testing.T) {
 			ComputeStream: r.compute, Pool: r.pool, BudgetBytes: 4 * mib, DoubleBuffer: paging.GateOn, Mode: mode})
 		require.NoError(t, err)
 
-		require.NoError(t, res.Prefetch(0, l.weights[0], l.src))
-		require.NoError(t, res.Prefetch(1, l.weights[1], l.src))
+		requireRouted(t)(res.Prefetch(0, l.weights[0], l.src))
+		requireRouted(t)(res.Prefetch(1, l.weights[1], l.src))
 		paged0, err := res.Page(0)
 		require.NoError(t, err)
 		st, _ := res.Stats()
@@ -280,18 +293,21 @@ func TestResidencyBookkeeping(t *testing.T) {
 	other := writeLayered(t, mib, 1, 1, 0x7)
 	res := r.residency(t, 0, paging.GateOn, paging.ModeZeroCopy)
 
-	require.NoError(t, res.Prefetch(0, l.weights[0], l.src))
-	require.NoError(t, res.Prefetch(0, l.weights[0], l.src), "prefetching a pending layer again is a no-op")
-	assert.Error(t, res.Prefetch(0, other.weights[0], other.src), "a pending layer id with another weight")
-	require.NoError(t, res.Prefetch(1, l.weights[1], l.src))
-	d := requireDecline(t, res.Prefetch(2, l.weights[2], l.src), paging.DeclineBusy)
-	assert.ErrorIs(t, d, paging.ErrNoFreeSlot)
+	requireRouted(t)(res.Prefetch(0, l.weights[0], l.src))
+	requireRouted(t, "prefetching a pending layer again is a no-op")(res.Prefetch(0, l.weights[0], l.src))
+	d, err := res.Prefetch(0, other.weights[0], other.src)
+	assert.Error(t, err, "a pending layer id with another weight")
+	assert.False(t, d.Declined(), "a failure is not a decline")
+	requireRouted(t)(res.Prefetch(1, l.weights[1], l.src))
+	d = requireDecline(t, paging.DeclineBusy)(res.Prefetch(2, l.weights[2], l.src))
+	assert.ErrorIs(t, d.Err, paging.ErrNoFreeSlot)
+	assert.Zero(t, d.Quarantined, "busy with layers, not with quarantined slots")
 
 	require.NoError(t, res.Cancel(1))
 	assert.ErrorIs(t, res.Cancel(1), paging.ErrNotPrefetched)
-	_, err := res.Page(1)
+	_, err = res.Page(1)
 	assert.ErrorIs(t, err, paging.ErrNotPrefetched, "a cancelled layer does not page")
-	require.NoError(t, res.Prefetch(2, l.weights[2], l.src), "the cancelled slot is reused")
+	requireRouted(t, "the cancelled slot is reused")(res.Prefetch(2, l.weights[2], l.src))
 	for _, layer := range []paging.LayerID{2, 0} {
 		p, err := res.Page(layer)
 		require.NoError(t, err)

@@ -2,7 +2,6 @@ package paging_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,7 +120,7 @@ func TestZeroCopySharesPagesBetweenAdjacentLayers(t *testing.T) {
 	l := writeLayered(t, 3000, 3, 5, 0x5A)
 	layerBytes := l.weights[0].Bytes()
 	db := pipelineOver(t, r.transferWith(t, paging.CUDATransferConfig{Mode: paging.ModeZeroCopy, RegisterChunkBytes: 4096}), layerBytes)
-	r.spin(t, r.copy, 200*time.Millisecond) // hold layer 0's copy in flight
+	gate := r.gate(t, r.copy) // hold layer 0's copy in flight
 	pending, err := db.Prefetch(0, l.weights[0], l.src)
 	require.NoError(t, err)
 	for layer := 0; layer < 5; layer++ {
@@ -134,6 +133,7 @@ func TestZeroCopySharesPagesBetweenAdjacentLayers(t *testing.T) {
 			idle, err := r.copy.Query()
 			require.NoError(t, err)
 			require.False(t, idle, "layer 0's copy, and so its registrations, are live while layer 1 registers")
+			require.NoError(t, gate.Open())
 		}
 		v, err := db.Wait(tk)
 		require.NoError(t, err)

@@ -50,10 +50,19 @@ type FillRequest struct {
 	Segments []Segment
 }
 
+// FillResult is what a Transfer's successful Fill reports.
+type FillResult struct {
+	Path Path // how the bytes are moved
+	// Fallback is why a PathFallback fill staged instead of copying zero-copy (nil for any
+	// other path).
+	Fallback *Fallback
+}
+
 // Transfer does a DoubleBuffer's device work: it owns the slots' device buffers and moves
 // layer images into them, ordered against the consumer. The DoubleBuffer serializes its calls
 // and guarantees the state machine's order: Admit, Reserve, then per slot Fill, [FillDone …],
-// Fence, Release, Fill (reuse) …, and finally Close.
+// Fence, Release, Fill (reuse) …, Recover after a failure quarantined the slot, and finally
+// Close.
 type Transfer interface {
 	// Admit is the capacity gate, checked before anything is reserved: it declines (with a
 	// typed error) slots of slotBytes that the transfer cannot serve.
@@ -66,7 +75,7 @@ type Transfer interface {
 	// Fill queues req's image into slot (after the slot's release fence when req.Reuse) and
 	// returns the path taken. It must not block on the device copy. An error makes the
 	// DoubleBuffer quarantine the slot.
-	Fill(slot int, req *FillRequest) (Path, error)
+	Fill(slot int, req *FillRequest) (FillResult, error)
 	// FillDone reports, without blocking, whether slot's last fill has completed; an error
 	// means it failed (the slot is quarantined).
 	FillDone(slot int) (bool, error)
@@ -75,6 +84,11 @@ type Transfer interface {
 	Fence(slot int) error
 	// Release records slot's release fence after the consumer's work queued so far.
 	Release(slot int) error
+	// Recover makes a quarantined slot fillable again, as if it had never held a layer: it
+	// waits (blocking the host) for every copy the failed fill queued and every fence of the
+	// slot still outstanding, and drops what they held. After an error the slot stays
+	// quarantined.
+	Recover(slot int) error
 	// Close waits for every outstanding copy and fence and frees everything.
 	Close() error
 }
@@ -301,58 +315,63 @@ func (t *CUDATransfer) dropRegsLocked(s *cudaSlot) error {
 }
 
 // Fill queues req's image into slot. See Transfer.
-func (t *CUDATransfer) Fill(slot int, req *FillRequest) (Path, error) {
+func (t *CUDATransfer) Fill(slot int, req *FillRequest) (FillResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.slot(slot)
 	if err != nil {
-		return 0, err
+		return FillResult{}, err
 	}
 	b, err := bind(t.cfg.Context)
 	if err != nil {
-		return 0, err
+		return FillResult{}, err
 	}
 	defer b.done()
 	t.reapLocked()
 	if s.syncCopyOnDrain {
-		return 0, errors.New("paging: slot's previous fill failed")
+		return FillResult{}, errors.New("paging: slot's previous fill failed")
 	}
 	if req.Reuse && s.releaseRecorded {
 		if err := t.cfg.CopyStream.WaitEvent(s.released); err != nil {
-			return 0, err
+			return FillResult{}, err
 		}
 	}
 	// The previous fill's registrations stay held until this fill's completion: the copy
 	// stream is in order, so this fill completing implies the previous one did.
-	path, ferr := t.fillLocked(s, req)
+	res, ferr := t.fillLocked(slot, s, req)
 	if rerr := s.copied.Record(t.cfg.CopyStream); rerr != nil {
 		s.syncCopyOnDrain = true
-		return 0, errors.Join(ferr, rerr)
+		return FillResult{}, errors.Join(ferr, rerr)
 	}
 	s.fillRecorded, s.fillPending = true, true
-	return path, ferr
+	return res, ferr
 }
 
-func (t *CUDATransfer) fillLocked(s *cudaSlot, req *FillRequest) (Path, error) {
+func (t *CUDATransfer) fillLocked(slot int, s *cudaSlot, req *FillRequest) (FillResult, error) {
 	dst := s.buf.Ptr()
 	ms, zeroCopy := req.Source.(MappingSource)
 	if t.cfg.Mode != ModeZeroCopy || !zeroCopy {
-		return PathStaging, t.stageLocked(s, dst, req.Segments, 0, 0)
+		return FillResult{Path: PathStaging}, t.stageLocked(s, dst, req.Segments, 0, 0)
 	}
 	k, pos, err := t.zeroCopyLocked(s, dst, ms, req.Segments)
 	if err == nil {
-		return PathZeroCopy, nil
+		return FillResult{Path: PathZeroCopy}, nil
 	}
 	var regErr *registrationError
 	if !errors.As(err, &regErr) {
-		return PathZeroCopy, err
+		return FillResult{Path: PathZeroCopy}, err
 	}
 	t.metrics.RegistrationFailures++
-	return PathFallback, t.stageLocked(s, dst, req.Segments, k, pos)
+	fb := &Fallback{Layer: req.Layer, Slot: slot, Mapping: regErr.mapping, Reason: regErr.Error(), Err: regErr.err}
+	return FillResult{Path: PathFallback, Fallback: fb}, t.stageLocked(s, dst, req.Segments, k, pos)
 }
 
-// registrationError marks the errors of the zero-copy path that fall back to staging.
-type registrationError struct{ err error }
+// registrationError marks the errors of the zero-copy path that fall back to staging, with
+// the mapping whose extent could not be registered.
+type registrationError struct {
+	mapping MappingID
+	err     error
+}
 
 func (e *registrationError) Error() string { return e.err.Error() }
 func (e *registrationError) Unwrap() error { return e.err }
@@ -365,13 +384,13 @@ func (t *CUDATransfer) zeroCopyLocked(s *cudaSlot, dst cudadrv.DevicePtr, ms Map
 	for k, sg := range segs {
 		mem, err := ms.Mapping(sg.Region.Mapping)
 		if err != nil {
-			return k, 0, &registrationError{err}
+			return k, 0, &registrationError{sg.Region.Mapping, err}
 		}
 		start, end := sg.Region.Offset, sg.Region.Offset+sg.Region.Len
 		if end > uint64(len(mem)) || &mem[start] != &sg.Src[0] {
 			// The source's region bytes are not a view of its mapping: never register
 			// anything else than the bytes copied.
-			return k, 0, &registrationError{fmt.Errorf("paging: mapping %d does not hold the region's bytes", sg.Region.Mapping)}
+			return k, 0, &registrationError{sg.Region.Mapping, fmt.Errorf("paging: mapping %d does not hold the region's bytes", sg.Region.Mapping)}
 		}
 		base := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 		for pos := start; pos < end; {
@@ -379,7 +398,7 @@ func (t *CUDATransfer) zeroCopyLocked(s *cudaSlot, dst cudadrv.DevicePtr, ms Map
 			lo, hi := alignDown(pos, pageSize), min(alignUp(next, pageSize), uint64(len(mem)))
 			entries, err := t.cfg.Pool.regs.acquire(t.cfg.Context, mem[lo:hi:hi], base+uintptr(lo))
 			if err != nil {
-				return k, pos - start, &registrationError{err}
+				return k, pos - start, &registrationError{sg.Region.Mapping, err}
 			}
 			s.regs = append(s.regs, entries...)
 			for _, e := range entries {
@@ -505,6 +524,49 @@ func (t *CUDATransfer) Release(slot int) error {
 		return err
 	}
 	s.releaseRecorded, s.fenced = true, false
+	return nil
+}
+
+// Recover waits for everything slot's failed fill, fence or release left outstanding and makes
+// the slot fillable again. See Transfer.
+func (t *CUDATransfer) Recover(slot int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.slot(slot)
+	if err != nil {
+		return err
+	}
+	b, err := bind(t.cfg.Context)
+	if err != nil {
+		return err
+	}
+	defer b.done()
+	if s.syncCopyOnDrain {
+		// The fill failed before its completion event was recorded: the copy stream itself
+		// is the only witness of the copies it had queued.
+		if err := t.cfg.CopyStream.Synchronize(); err != nil {
+			return err
+		}
+	} else if s.fillRecorded {
+		if err := s.copied.Synchronize(); err != nil {
+			return err
+		}
+	}
+	if s.fenced {
+		// Consumed and its release failed: the compute stream may still read the buffer.
+		if err := t.cfg.ComputeStream.Synchronize(); err != nil {
+			return err
+		}
+	}
+	if s.releaseRecorded {
+		if err := s.released.Synchronize(); err != nil {
+			return err
+		}
+	}
+	if err := t.dropRegsLocked(s); err != nil {
+		return err
+	}
+	s.syncCopyOnDrain, s.fillPending, s.fenced, s.stagingBusy = false, false, false, false
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/paging"
+	"github.com/cudaep/cudaep/paging/pagingtest"
 )
 
 // The paging rows drive package paging directly — a DoubleBuffer over a CUDATransfer, with a
@@ -24,7 +25,8 @@ import (
 //
 //	raw  cuMemcpyHtoDAsync of one layer from one pinned buffer, back to back: the link's rate
 //	C    the compute proxy alone: a kernel spinning on %globaltimer for the raw copy time of a
-//	     layer, so copy and compute are balanced and overlap matters most
+//	     layer (pagingtest's spin kernel), so copy and compute are balanced and overlap matters
+//	     most
 //	X    the copy path alone: the pipelined loop with no compute
 //	S    serial one-slot: prefetch, wait, compute, release, and the host waits for the compute
 //	     before the next prefetch, so no copy overlaps compute
@@ -36,42 +38,6 @@ import (
 
 // simCopyRate is the simulated device's modelled link for the paging rows, bytes per second.
 const simCopyRate = 4e9
-
-// spinEntry is the compute proxy's entry point, in spinPTX and in the simulator.
-const spinEntry = "cudaep_bench_spin"
-
-// spinPTX is cudaep_bench_spin(u64 ns): one thread reads %globaltimer (nanoseconds) until ns
-// have passed since it started, so the kernel lasts ns whatever the clocks do.
-const spinPTX = `.version 7.8
-.target sm_75
-.address_size 64
-
-.visible .entry cudaep_bench_spin(
-	.param .u64 cudaep_bench_spin_ns
-)
-{
-	.reg .pred %p<2>;
-	.reg .b64 %rd<5>;
-
-	ld.param.u64 %rd1, [cudaep_bench_spin_ns];
-	mov.u64 %rd2, %globaltimer;
-AGAIN:
-	mov.u64 %rd3, %globaltimer;
-	sub.u64 %rd4, %rd3, %rd2;
-	setp.ge.u64 %p1, %rd4, %rd1;
-	@!%p1 bra AGAIN;
-	ret;
-}
-`
-
-func init() {
-	// The simulator's body of the compute proxy: it occupies its stream's worker for the
-	// requested time.
-	sim.RegisterKernel(spinEntry, func(l *sim.Launch) error {
-		time.Sleep(time.Duration(l.U64Arg(0)))
-		return nil
-	})
-}
 
 // pagingMode is one transfer path of the paging rows.
 type pagingMode struct {
@@ -91,14 +57,12 @@ type pagingEnv struct {
 	ctx           *cudadrv.Context
 	copy, compute *cudadrv.Stream
 	pool          *paging.StagingPool
-	spinModule    *cudadrv.Module
-	spin          *cudadrv.Function
-	spinArgs      *cudadrv.KernelArgs
-	simDevice     *sim.Device // non-nil when the env owns a simulated device
+	kernels       *pagingtest.Kernels // the compute proxy
+	simDevice     *sim.Device         // non-nil when the env owns a simulated device
 }
 
 func (b *bench) openPagingEnv() (*pagingEnv, error) {
-	env := &pagingEnv{ctx: b.ctx, spinArgs: new(cudadrv.KernelArgs)}
+	env := &pagingEnv{ctx: b.ctx}
 	if !b.onGPU {
 		env.simDevice = sim.New(sim.Options{CopyBandwidth: simCopyRate})
 		drv, err := cudadrv.NewDriver(env.simDevice)
@@ -130,10 +94,7 @@ func (b *bench) openPagingEnv() (*pagingEnv, error) {
 	if env.pool, err = paging.NewStagingPool(env.ctx, paging.DefaultRetentionCap); err != nil {
 		return nil, errors.Join(err, env.close(b))
 	}
-	if env.spinModule, err = env.ctx.LoadModule([]byte(spinPTX)); err != nil {
-		return nil, errors.Join(err, env.close(b))
-	}
-	if env.spin, err = env.spinModule.Function(spinEntry); err != nil {
+	if env.kernels, err = pagingtest.LoadKernels(env.ctx); err != nil {
 		return nil, errors.Join(err, env.close(b))
 	}
 	return env, nil
@@ -147,8 +108,8 @@ func (env *pagingEnv) close(b *bench) error {
 			errs = append(errs, s.Synchronize())
 		}
 	}
-	if env.spinModule != nil {
-		errs = append(errs, env.spinModule.Unload())
+	if env.kernels != nil {
+		errs = append(errs, env.kernels.Close())
 	}
 	if env.pool != nil {
 		errs = append(errs, env.pool.Close())
@@ -175,10 +136,7 @@ func (env *pagingEnv) drain() error {
 
 // compute queues the proxy for d on the compute stream.
 func (env *pagingEnv) computeFor(d time.Duration) error {
-	env.spinArgs.Reset()
-	env.spinArgs.U64(uint64(d))
-	one := cudadrv.Dim3{X: 1, Y: 1, Z: 1}
-	return env.compute.Launch(env.spin, one, one, 0, env.spinArgs)
+	return env.kernels.Spin(env.compute, d)
 }
 
 // pagingRows measures every selected (path, size) pair.
@@ -210,44 +168,28 @@ func (b *bench) pagingRows() ([]Row, error) {
 	return rows, errors.Join(errs...)
 }
 
-// pagingFile writes layers layers of layerBytes each (every layer a distinct non-zero byte
-// pattern), maps it, and returns the source, the weights and a cleanup that unmaps and
-// removes it.
+// pagingFile writes layers layers of layerBytes each (a pagingtest.LayerFile: every layer a
+// distinct non-zero byte pattern), maps it, and returns the source, the weights and a cleanup
+// that unmaps and removes it.
 func (b *bench) pagingFile(layerBytes uint64, layers int) (*paging.MmapSource, []*paging.LazyWeight, func() error, error) {
+	lf := pagingtest.LayerFile{RegionBytes: int(layerBytes), RegionsPerLayer: 1, Layers: layers}
 	f, err := os.CreateTemp(b.cfg.tmp, "cudaep-bench-weights-*.bin")
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("create the weight file (see -tmp): %w", err)
 	}
 	path := f.Name()
 	remove := func() error { return os.Remove(path) }
-	block := make([]byte, min(layerBytes, 1<<20))
-	var weights []*paging.LazyWeight
-	for l := range layers {
-		for i := range block {
-			block[i] = byte((i*7+l*29)%251) + 1
-		}
-		for off := uint64(0); off < layerBytes; off += uint64(len(block)) {
-			if _, err := f.Write(block[:min(uint64(len(block)), layerBytes-off)]); err != nil {
-				return nil, nil, nil, errors.Join(fmt.Errorf("write %s: %w", path, err), f.Close(), remove())
-			}
-		}
-		w, err := paging.NewLazyWeight(paging.WeightSpec{
-			Boundary: paging.BoundaryBlockQuantizedMoe, DType: paging.Uint8, Shape: []int64{int64(layerBytes)},
-			Regions: []paging.Region{{Mapping: 1, Offset: uint64(l) * layerBytes, Len: layerBytes}},
-		})
-		if err != nil {
-			return nil, nil, nil, errors.Join(err, f.Close(), remove())
-		}
-		weights = append(weights, w)
+	if _, err := lf.WriteTo(f); err != nil {
+		return nil, nil, nil, errors.Join(fmt.Errorf("write %s: %w", path, err), f.Close(), remove())
 	}
 	if err := f.Close(); err != nil {
 		return nil, nil, nil, errors.Join(err, remove())
 	}
-	src := paging.NewMmapSource()
-	if err := src.Open(1, path); err != nil {
+	l, err := lf.Open(path)
+	if err != nil {
 		return nil, nil, nil, errors.Join(err, remove())
 	}
-	return src, weights, func() error { return errors.Join(src.Close(), remove()) }, nil
+	return l.Source, l.Weights, func() error { return errors.Join(l.Close(), remove()) }, nil
 }
 
 // pagingSize measures one layer size: the raw link and the compute proxy once, then the three
@@ -563,7 +505,11 @@ func (b *bench) pagingMode(env *pagingEnv, m pagingMode, layerBytes uint64, src 
 	row.Derived["p_ideal_over_max_cx"] = 1 + min(c, x)/(float64(layers)*max(c, x))
 	row.Derived["p_over_ideal"] = p / (max(c, x) + min(c, x)/float64(layers))
 	if dm.FallbackLayers > 0 {
-		row.Notes = append(row.Notes, fmt.Sprintf("%d layers fell back from zero-copy to staging", dm.FallbackLayers))
+		note := fmt.Sprintf("%d layers fell back from zero-copy to staging", dm.FallbackLayers)
+		if fb := dm.LastFallback; fb != nil {
+			note += fmt.Sprintf(" (the last, layer %d: %s)", fb.Layer, fb.Reason)
+		}
+		row.Notes = append(row.Notes, note)
 	}
 	return row, nil
 }
