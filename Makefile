@@ -6,6 +6,7 @@
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
 #   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
 #   make bench           cmd/cudaep-bench on the available backend (on sim: not performance numbers)
+#   make python-decls    regenerate python/cudaep/_cudaep_h.py (ctypes declarations) from the header
 #   make help            this list, and the single layers (make test-c, …)
 
 SHELL := /bin/bash
@@ -27,13 +28,22 @@ VERSION := $(shell sed -n 's/^const Version = "\([^"]*\)"$$/\1/p' ep/*.go 2>/dev
 # build/ when it is unset).
 export CUDAEP_LIBRARY := $(abspath $(LIB))
 
-LAYERS := gofmt vet go abi nocgo c python
+LAYERS := gofmt vet go fuzz abi nocgo c python
+
+# The fuzz layer runs each target for FUZZTIME, as PACKAGE:FuzzName (one package and one exact
+# target per `go test -fuzz` run). Append new targets here.
+FUZZTIME ?= 8s
+FUZZ_TARGETS := \
+	./capi/handles:FuzzHandleLookup \
+	./cudadrv/sim:FuzzParsePTX \
+	./ep:FuzzParseEntries \
+	./ep:FuzzOptionValue
 
 # The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
 CARRY := $(BUILD)/ctests
 
-.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) ctest-build demo bench install clean help
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) python-decls ctest-build demo bench install clean help
 
 all: lib
 
@@ -79,6 +89,15 @@ test-vet:
 test-go:
 	CUDAEP_TEST_BACKEND=$${CUDAEP_TEST_BACKEND:-sim} $(GO) test -race ./...
 
+# go test -fuzz takes one package and one target: run them in turn, stopping at the first
+# failure (its crasher is saved under the package's testdata/fuzz/ for `go test` to replay).
+test-fuzz:
+	@set -e; for target in $(FUZZ_TARGETS); do \
+	  pkg=$${target%%:*}; name=$${target#*:}; \
+	  echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
 test-abi:
 	scripts/abi-check.sh
 	@$(MAKE) --no-print-directory lib
@@ -94,6 +113,11 @@ test-c: lib
 
 test-python: lib
 	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh
+
+# The ctypes declarations are generated from the header; python/tests/test_generated.py fails
+# while the committed file is stale.
+python-decls:
+	python3 scripts/gen_ctypes.py
 
 # --- carrying the C tests to a GPU machine ----------------------------------------------------
 

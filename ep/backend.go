@@ -8,6 +8,7 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/cuda"
 	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
 
@@ -63,7 +64,7 @@ func acquireBackend(name string) (*sharedBackend, string, error) {
 	switch {
 	case b != nil:
 	case kind == BackendSim:
-		b = sim.New(sim.Options{})
+		b = sim.New(sim.Options{Kernels: kernels.SimKernels()})
 	default:
 		cb, err := cuda.Open()
 		if err != nil {

@@ -9,13 +9,14 @@ one bad argument, the others valid (from fixture.h), and checks the documented s
   * a handle parameter: zero, released, a live handle of another type, and two forged values
     (the next generation of a live handle, and a number never issued): INVALID_HANDLE or
     STALE_HANDLE;
-  * a pointer parameter (read from its CUDAEP_IN / _IN_OPT / _OUT / _OUT_OPT / _INOUT
-    annotation): NULL, and for a struct with struct_size a size that is too short;
+  * a pointer parameter (by its CUDAEP_IN / _IN_OPT / _OUT / _OUT_OPT / _INOUT annotation):
+    NULL, and for a struct with struct_size a size that is too short;
   * a size, offset, count, index or enum parameter: the values that overflow or lie outside
     what it accepts (the tables SCALARS and SCALAR_OVERRIDES below);
 
 and after every failing call that the out-parameters were left exactly as they were. After each
-function's cases it checks that the library is still usable and holds no leaked handle.
+function's cases it checks that the library is still usable and holds no leaked handle. It reads
+the header through scripts/cheader.py, the reader the Python bindings and tests share.
 
 The generator refuses to run when the header has something it does not know: a parameter
 without a rule (a new scalar name, a pointer without an annotation or without a fixture value),
@@ -25,13 +26,16 @@ function cannot be added to the header without its misuse cases. CMake runs it a
 """
 
 import argparse
+import os
 import re
 import sys
 
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import cheader  # noqa: E402  the one reader of include/cudaep.h
+
 IA, IH, SH, OK = "CUDAEP_INVALID_ARGUMENT", "CUDAEP_INVALID_HANDLE", "CUDAEP_STALE_HANDLE", "CUDAEP_OK"
 DECLINED = "CUDAEP_DECLINED"
-
-ANNOTATIONS = {"CUDAEP_IN", "CUDAEP_IN_OPT", "CUDAEP_OUT", "CUDAEP_OUT_OPT", "CUDAEP_INOUT"}
 
 # The handle types and the fixture field naming a live (or released) one.
 HANDLES = {
@@ -216,39 +220,40 @@ class GenError(Exception):
 
 
 class Param:
-    def __init__(self, func, text):
-        words = text.replace("*", " * ").split()
-        self.annotation = words.pop(0) if words and words[0] in ANNOTATIONS else None
-        if not words:
-            raise GenError(f"{func}: cannot read parameter {text!r}")
-        self.name = words[-1]
-        self.type = " ".join(words[:-1]).replace(" *", "*")
-        self.pointer = "*" in self.type
+    """A parameter as the generator uses it: cheader's, checked against the annotation rules."""
+
+    def __init__(self, func, p):
+        self.annotation, self.name, self.type = p.annotation, p.name, p.type
+        self.pointer = p.pointer
         if self.pointer and self.annotation is None:
             raise GenError(f"{func}: pointer parameter {self.name} has no CUDAEP_IN/OUT annotation")
         if not self.pointer and self.annotation is not None:
             raise GenError(f"{func}: {self.annotation} on the non-pointer parameter {self.name}")
+        self._p = p
 
     @property
     def pointee(self):
-        return self.type[: self.type.rindex("*")].strip()
+        return self._p.pointee
 
 
 class Function:
-    def __init__(self, name, ret, params):
-        self.name = name
-        self.returns_status = "CudaEpStatus*" in ret.replace(" ", "")
-        self.params = [Param(name, p.strip()) for p in params.split(",") if p.strip() not in ("", "void")]
+    def __init__(self, fn):
+        self.name = fn.name
+        self.returns_status = fn.returns_status
+        self.params = [Param(fn.name, p) for p in fn.params]
 
 
 def parse_header(text):
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    funcs = []
-    for m in re.finditer(r"^CUDAEP_API\b(.*?)\b(CudaEp\w+)\s*\((.*?)\)\s*;", text, flags=re.S | re.M):
-        funcs.append(Function(m.group(2), m.group(1), m.group(3)))
-    if not funcs:
+    try:
+        header = cheader.parse(text)
+    except cheader.HeaderError as e:
+        raise GenError(f"include/cudaep.h: {e}") from e
+    if not header.functions:
         raise GenError("no CUDAEP_API declarations found")
-    return funcs
+    unknown = sorted(header.handles - set(HANDLES))
+    if unknown:
+        raise GenError(f"handle types without a fixture field in HANDLES: {', '.join(unknown)}")
+    return [Function(f) for f in header.functions]
 
 
 class Emitter:

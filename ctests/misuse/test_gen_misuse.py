@@ -52,6 +52,14 @@ class GeneratorRulesTest(unittest.TestCase):
         finally:
             del gen_misuse.STATES["CudaEpFrobnicate"]
 
+    def test_a_declaration_the_header_reader_cannot_read_is_refused(self):
+        with self.assertRaisesRegex(gen_misuse.GenError, "function pointers are not supported"):
+            self.generate("CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpFrobnicate(void (*callback)(void));")
+
+    def test_a_new_handle_type_needs_a_fixture(self):
+        with self.assertRaisesRegex(gen_misuse.GenError, "CudaEpWidget"):
+            self.generate("typedef uint64_t CudaEpWidget;")
+
     def test_a_state_case_must_exist(self):
         saved = gen_misuse.STATES["CudaEpReplay"]
         gen_misuse.STATES["CudaEpReplay"] = ["no_such_case"]

@@ -1,8 +1,15 @@
 // Package drivertest opens the device that the project's test suites run against: the
 // simulated device by default, the real GPU when CUDAEP_TEST_BACKEND=cuda.
+//
+// # Notes
+//
+// It is test support, not a layer: only tests import it (internal/layers enforces that), and
+// it imports ep/kernels so that the simulated device it opens runs the library's kernels, as
+// the one a provider opens does.
 package drivertest
 
 import (
+	"maps"
 	"os"
 	"runtime"
 	"strconv"
@@ -11,6 +18,7 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/cuda"
 	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/ep/kernels"
 )
 
 // EnvBackend is the environment variable that selects the backend: "sim" (default) or "cuda".
@@ -44,7 +52,9 @@ func Open(t testing.TB) *Env {
 	return OpenWith(t, sim.Options{})
 }
 
-// OpenWith is Open with options for the simulated device (ignored on the real GPU).
+// OpenWith is Open with options for the simulated device (ignored on the real GPU). The
+// simulated device runs the library's kernels (kernels.SimKernels) and add_one (AddOnePTX);
+// opts.Kernels adds bodies or replaces them by name.
 func OpenWith(t testing.TB, opts sim.Options) *Env {
 	t.Helper()
 	runtime.LockOSThread()
@@ -57,6 +67,7 @@ func OpenWith(t testing.TB, opts sim.Options) *Env {
 		}
 		b = cb
 	} else {
+		opts.Kernels = SimKernels(opts.Kernels)
 		env.Sim = sim.New(opts)
 		b = env.Sim
 	}
@@ -94,6 +105,15 @@ func OpenWith(t testing.TB, opts sim.Options) *Env {
 		runtime.UnlockOSThread()
 	})
 	return env
+}
+
+// SimKernels returns the Go bodies a test's simulated device runs: the library's
+// (kernels.SimKernels), add_one, then extra's, which win by name. The map is new.
+func SimKernels(extra map[string]cudadrv.KernelBody) map[string]cudadrv.KernelBody {
+	m := kernels.SimKernels()
+	m["add_one"] = addOne
+	maps.Copy(m, extra)
+	return m
 }
 
 // Leaks describes every kind of object created through the wrappers and not destroyed, or ""

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/cudaep/cudaep/cudadrv"
-	"github.com/cudaep/cudaep/cudadrv/sim"
 )
 
 // AddOnePTX is the test kernel add_one(const float* x, float* y, unsigned long long n):
@@ -48,12 +47,8 @@ DONE:
 }
 `
 
-func init() {
-	sim.RegisterKernel("add_one", addOne)
-}
-
 // addOne is add_one for the simulated device: the same arithmetic over the same index space.
-func addOne(l *sim.Launch) error {
+func addOne(l *cudadrv.KernelLaunch) error {
 	n := l.U64Arg(2)
 	threads := uint64(l.Grid.X) * uint64(l.Block.X)
 	if threads < n {

@@ -252,7 +252,7 @@ func (d *Device) matrix(base cudadrv.DevicePtr, batch int, stride int64, rows, c
 	if addr < 0 {
 		return nil, &AccessError{Addr: cudadrv.DevicePtr(addr), Len: uint64(n) * 4}
 	}
-	return typed[float32](d, cudadrv.DevicePtr(addr), n)
+	return cudadrv.ViewOf[float32](d.kernelMemory(), cudadrv.DevicePtr(addr), n)
 }
 
 // runGemm executes a GEMM op without d.mu held.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -41,6 +42,12 @@ type Options struct {
 	// KernelDuration is added to every kernel launch and GEMM a stream worker executes
 	// (0: none).
 	KernelDuration time.Duration
+	// Kernels are the Go bodies of PTX entry points, by entry name: a module's entry runs the
+	// body of its name (ep/kernels.SimKernels returns the library's). New copies the map. An
+	// entry with no body here falls back to RegisterKernel's process-wide registrations; with
+	// neither, ModuleGetFunction fails with CUDA_ERROR_NOT_FOUND naming the entry, so a
+	// kernel the simulator cannot run is never launched.
+	Kernels map[string]cudadrv.KernelBody
 }
 
 // Device is a simulated CUDA driver with one or more GPUs. It implements cudadrv.Backend;
@@ -74,6 +81,10 @@ type Device struct {
 	fault faults
 
 	workers sync.WaitGroup
+
+	// sleepHook, set only by tests (export_test.go) before any work is queued, replaces
+	// time.Sleep for modelled time so that tests observe and order it without reading clocks.
+	sleepHook func(time.Duration)
 }
 
 var _ cudadrv.Backend = (*Device)(nil)
@@ -104,6 +115,7 @@ func New(opts Options) *Device {
 	if opts.TotalMemory == 0 {
 		opts.TotalMemory = DefaultTotalMemory
 	}
+	opts.Kernels = maps.Clone(opts.Kernels) // the caller may change its map afterwards
 	d := &Device{
 		opts:       opts,
 		nextHandle: 0x1000,
@@ -363,5 +375,5 @@ func (d *Device) CompilePTX(source, name string, options []string) ([]byte, erro
 	if ferr != nil {
 		return nil, ferr
 	}
-	return nil, fmt.Errorf("%w: the sim backend has no NVRTC and cannot compile %q; load PTX whose entry points are registered with sim.RegisterKernel, or use backend=cuda", cudadrv.ErrUnsupported, name)
+	return nil, fmt.Errorf("%w: the sim backend has no NVRTC and cannot compile %q; load PTX whose entry points have Go bodies (sim.Options.Kernels, sim.RegisterKernel), or use backend=cuda", cudadrv.ErrUnsupported, name)
 }

@@ -18,9 +18,10 @@
 // range fail at enqueue with CUDA_ERROR_INVALID_VALUE, and a kernel that touches memory
 // outside an allocation faults the context with the sticky CUDA_ERROR_ILLEGAL_ADDRESS.
 //
-// Kernels are Go functions registered with [RegisterKernel] under their PTX entry names; a
-// PTX module is loaded by parsing its entry declarations. cuBLAS SGEMM is implemented in Go
-// with cuBLAS's column-major semantics. NVRTC is not available.
+// Kernels are Go functions under their PTX entry names, handed to [New] in [Options].Kernels
+// (or registered process-wide with [RegisterKernel], for tests); a PTX module is loaded by
+// parsing its entry declarations. cuBLAS SGEMM is implemented in Go with cuBLAS's column-major
+// semantics. NVRTC is not available.
 //
 // Stream capture records work as graph nodes instead of running it, with CUDA's rules for
 // capture modes, invalidation, wrong-thread ends, isolation, fork and join (below); graphs

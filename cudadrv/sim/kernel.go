@@ -11,15 +11,15 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 )
 
-// KernelFunc is the Go body of a simulated kernel. It is called once per launch, on the
-// launching stream's worker goroutine, and covers the whole grid itself (l.Grid and l.Block
-// give the extents). It reads its arguments and device memory through l, which is valid only
-// during the call. Returning an error faults the launch's context with a sticky error: an
-// *AccessError from one of l's views gives CUDA_ERROR_ILLEGAL_ADDRESS (or
-// CUDA_ERROR_MISALIGNED_ADDRESS), an error carrying a sticky cudadrv.Result gives that
-// result, anything else CUDA_ERROR_LAUNCH_FAILED. A panic is recovered and becomes
-// CUDA_ERROR_LAUNCH_FAILED.
-type KernelFunc func(l *Launch) error
+// KernelFunc is the Go body of a simulated kernel (cudadrv.KernelBody, which it is). It is
+// called once per launch, on the launching stream's worker goroutine, and covers the whole grid
+// itself (l.Grid and l.Block give the extents). It reads its arguments and device memory
+// through l, which is valid only during the call. Returning an error faults the launch's
+// context with a sticky error: an *AccessError from one of l's views gives
+// CUDA_ERROR_ILLEGAL_ADDRESS (or CUDA_ERROR_MISALIGNED_ADDRESS), an error carrying a sticky
+// cudadrv.Result gives that result, anything else CUDA_ERROR_LAUNCH_FAILED. A panic is
+// recovered and becomes CUDA_ERROR_LAUNCH_FAILED.
+type KernelFunc = cudadrv.KernelBody
 
 var kernels = struct {
 	sync.RWMutex
@@ -27,9 +27,15 @@ var kernels = struct {
 }{m: map[string]KernelFunc{}}
 
 // RegisterKernel registers fn as the body of the PTX entry point name, process-wide, for
-// every Device. Registering a name again replaces it for functions looked up afterwards
-// (ModuleGetFunction binds the body at lookup); a nil fn removes the registration. Safe for
-// concurrent use.
+// every Device whose Options.Kernels has no body of that name. Registering a name again
+// replaces it for functions looked up afterwards (ModuleGetFunction binds the body at lookup);
+// a nil fn removes the registration. Safe for concurrent use.
+//
+// # Notes
+//
+// It is for tests and tools that bring a kernel of their own. A library hands its kernels to
+// the devices it opens in Options.Kernels instead, so that nothing depends on which packages'
+// init functions ran.
 func RegisterKernel(name string, fn KernelFunc) {
 	kernels.Lock()
 	defer kernels.Unlock()
@@ -40,7 +46,12 @@ func RegisterKernel(name string, fn KernelFunc) {
 	kernels.m[name] = fn
 }
 
-func lookupKernel(name string) KernelFunc {
+// lookupKernel returns the body of the entry point name: the device's own (Options.Kernels),
+// else the process-wide registration, else nil.
+func (d *Device) lookupKernel(name string) KernelFunc {
+	if fn := d.opts.Kernels[name]; fn != nil {
+		return fn
+	}
 	kernels.RLock()
 	defer kernels.RUnlock()
 	return kernels.m[name]
@@ -160,13 +171,13 @@ func (d *Device) ModuleUnload(h cudadrv.RawModule) error {
 	return stickyOf(OpModuleUnload, c)
 }
 
-// ModuleGetFunction returns the entry point name of module m, bound to the Go body
-// registered under that name. The same name gives the same handle.
+// ModuleGetFunction returns the entry point name of module m, bound to the Go body of that
+// name (Options.Kernels, else RegisterKernel). The same name gives the same handle.
 //
 // # Errors
 //
-// CUDA_ERROR_NOT_FOUND when the PTX declares no such entry, or declares it but no kernel is
-// registered under the name; the detail says which.
+// CUDA_ERROR_NOT_FOUND when the PTX declares no such entry, or declares it but the simulator
+// has no body of that name; the detail says which.
 func (d *Device) ModuleGetFunction(h cudadrv.RawModule, name string) (cudadrv.RawFunction, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -190,9 +201,9 @@ func (d *Device) ModuleGetFunction(h cudadrv.RawModule, name string) (cudadrv.Ra
 		sort.Strings(names)
 		return 0, fail(OpModuleGetFunction, cudadrv.ErrorNotFound, "the module has no entry %q (entries: %s)", name, strings.Join(names, ", "))
 	}
-	fn := lookupKernel(name)
+	fn := d.lookupKernel(name)
 	if fn == nil {
-		return 0, fail(OpModuleGetFunction, cudadrv.ErrorNotFound, "entry %q is in the PTX but no sim kernel is registered under that name (sim.RegisterKernel)", name)
+		return 0, fail(OpModuleGetFunction, cudadrv.ErrorNotFound, "entry %q is in the PTX but no sim kernel is registered under that name (pass its Go body in sim.Options.Kernels, or sim.RegisterKernel it)", name)
 	}
 	f := &function{handle: cudadrv.RawFunction(d.handle()), module: m, name: name, params: params, fn: fn}
 	m.functions[name] = f

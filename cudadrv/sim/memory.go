@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -27,35 +26,10 @@ const (
 )
 
 // AccessError describes a device-memory access outside a single live allocation, or a
-// misaligned typed view. Kernels receive it from the Launch views and return it; the launch
-// then faults its context (see Launch). Enqueue-time range checks use it as the detail of
-// CUDA_ERROR_INVALID_VALUE.
-type AccessError struct {
-	Addr cudadrv.DevicePtr // first byte accessed
-	Len  uint64            // bytes accessed
-	// Base and Size name the allocation the access starts in, or else the nearest live one
-	// below it; Size is zero when there is none.
-	Base cudadrv.DevicePtr
-	Size uint64
-	// Freed says Base and Size name an allocation that was already freed.
-	Freed bool
-	// Misaligned says the address is not a multiple of Align, the element size of the view.
-	Misaligned bool
-	Align      uint64
-}
-
-// Error describes the access and the allocation it missed.
-func (e *AccessError) Error() string {
-	switch {
-	case e.Misaligned:
-		return fmt.Sprintf("misaligned access at %#x: %d-byte elements need %d-byte alignment", uint64(e.Addr), e.Align, e.Align)
-	case e.Freed:
-		return fmt.Sprintf("access [%#x, +%d) falls in freed allocation (base %#x, size %d)", uint64(e.Addr), e.Len, uint64(e.Base), e.Size)
-	case e.Size == 0:
-		return fmt.Sprintf("access [%#x, +%d) touches no allocation", uint64(e.Addr), e.Len)
-	}
-	return fmt.Sprintf("access [%#x, +%d) is outside allocation (base %#x, size %d)", uint64(e.Addr), e.Len, uint64(e.Base), e.Size)
-}
+// misaligned typed view (see cudadrv.AccessError, which it is). Kernels receive it from the
+// Launch views and return it; the launch then faults its context (see Options.Kernels).
+// Enqueue-time range checks use it as the detail of CUDA_ERROR_INVALID_VALUE.
+type AccessError = cudadrv.AccessError
 
 // allocation is one live or freed device allocation.
 type allocation struct {

@@ -33,7 +33,7 @@ type stream struct {
 	capVer  uint64             // operations this stream recorded into its capture
 	capDeps map[*stream]uint64 // for each capture member, the version this stream is ordered after
 
-	launch *Launch // reused by the worker for every kernel it runs
+	launch *Launch // reused by the worker for every kernel it runs (overwritten per launch)
 }
 
 // blocking reports whether s synchronizes implicitly with the legacy stream.
@@ -43,7 +43,7 @@ func (s *stream) blocking() bool { return !s.legacy && s.flags&cudadrv.StreamNon
 func (d *Device) newStream(c *context, flags cudadrv.StreamFlags, priority int, legacy bool) *stream {
 	s := &stream{ctx: c, flags: flags, priority: priority, legacy: legacy}
 	s.wake = sync.NewCond(&d.mu)
-	s.launch = &Launch{d: d}
+	s.launch = new(Launch)
 	if !legacy {
 		s.handle = cudadrv.RawStream(d.handle())
 		d.streams[s.handle] = s

@@ -277,9 +277,9 @@ func (d *Device) runKernel(s *stream, o *op) (r cudadrv.Result, detail string) {
 	}
 	d.sleep(d.opts.KernelDuration)
 	l := s.launch
-	l.set(o)
+	*l = cudadrv.NewKernelLaunch(d.kernelMemory(), o.fn.name, o.grid, o.block, o.shared, o.args[:o.nargs])
 	defer func() {
-		l.clear()
+		*l = Launch{} // drop the argument words and the memory until the next launch
 		if p := recover(); p != nil {
 			r, detail = cudadrv.ErrorLaunchFailed, fmt.Sprintf("kernel %q panicked: %v", o.fn.name, p)
 		}
@@ -297,8 +297,14 @@ func (d *Device) modelCopy(n uint64) {
 	}
 }
 
+// sleep spends modelled time t on the calling worker: time.Sleep, or the test's clock.
 func (d *Device) sleep(t time.Duration) {
-	if t > 0 {
-		time.Sleep(t)
+	if t <= 0 {
+		return
 	}
+	if d.sleepHook != nil {
+		d.sleepHook(t)
+		return
+	}
+	time.Sleep(t)
 }

@@ -3,58 +3,63 @@ package kernels
 import (
 	"fmt"
 
-	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/cudadrv"
 )
 
-// The PTX entry points as Go kernels for the simulated device: the same names and argument
-// lists as cuda/*.cu, the element arithmetic from reference.go. Each checks what the CUDA
-// kernel relies on (consistent sizes, block shapes its warp reductions need) and fails the
-// launch, as a faulting kernel would, when the Go side passed something else.
-
-func init() {
+// SimKernels returns the Go bodies of the library's PTX entry points (cuda/*.cu), by entry
+// name, for a backend that runs kernels in Go: pass them to the simulator as
+// sim.Options{Kernels: kernels.SimKernels()}. They have the same names and argument lists as
+// the CUDA kernels and the element arithmetic of reference.go. Each checks what the CUDA kernel
+// relies on (consistent sizes, block shapes its warp reductions need) and fails the launch, as
+// a faulting kernel would, when the Go side passed something else.
+//
+// Each call returns a new map, which the caller owns. The bodies are safe for concurrent use.
+func SimKernels() map[string]cudadrv.KernelBody {
+	m := map[string]cudadrv.KernelBody{}
 	for op, entry := range map[string]string{"Add": "cudaep_add", "Sub": "cudaep_sub", "Mul": "cudaep_mul", "Div": "cudaep_div"} {
 		f := refBinaryOps[op]
-		sim.RegisterKernel(entry+"_f32", func(l *sim.Launch) error { return simBinarySame(l, f) })
-		sim.RegisterKernel(entry+"_bcast_f32", func(l *sim.Launch) error { return simBinaryBcast(l, f) })
+		m[entry+"_f32"] = func(l *cudadrv.KernelLaunch) error { return simBinarySame(l, f) }
+		m[entry+"_bcast_f32"] = func(l *cudadrv.KernelLaunch) error { return simBinaryBcast(l, f) }
 	}
 	for op, entry := range map[string]string{
 		"Relu": "cudaep_relu_f32", "Sigmoid": "cudaep_sigmoid_f32", "Tanh": "cudaep_tanh_f32",
 		"Gelu": "cudaep_gelu_f32", "GeluTanh": "cudaep_gelu_tanh_f32",
 	} {
 		f := refUnaryOps[op]
-		sim.RegisterKernel(entry, func(l *sim.Launch) error { return simUnary(l, f) })
+		m[entry] = func(l *cudadrv.KernelLaunch) error { return simUnary(l, f) }
 	}
-	sim.RegisterKernel("cudaep_expand_f32", simExpand)
-	sim.RegisterKernel("cudaep_softmax_rows_f32", simSoftmaxRows)
-	sim.RegisterKernel("cudaep_softmax_cols_f32", simSoftmaxCols)
-	sim.RegisterKernel("cudaep_nonzero_f32", func(l *sim.Launch) error {
+	m["cudaep_expand_f32"] = simExpand
+	m["cudaep_softmax_rows_f32"] = simSoftmaxRows
+	m["cudaep_softmax_cols_f32"] = simSoftmaxCols
+	m["cudaep_nonzero_f32"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Float32s(l.PtrArg(0), n)
 			return func(i int) bool { return x[i] != 0 }, err
 		})
-	})
-	sim.RegisterKernel("cudaep_nonzero_i32", func(l *sim.Launch) error {
+	}
+	m["cudaep_nonzero_i32"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Int32s(l.PtrArg(0), n)
 			return func(i int) bool { return x[i] != 0 }, err
 		})
-	})
-	sim.RegisterKernel("cudaep_nonzero_i64", func(l *sim.Launch) error {
+	}
+	m["cudaep_nonzero_i64"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Int64s(l.PtrArg(0), n)
 			return func(i int) bool { return x[i] != 0 }, err
 		})
-	})
-	sim.RegisterKernel("cudaep_nonzero_b8", func(l *sim.Launch) error {
+	}
+	m["cudaep_nonzero_b8"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Bytes(l.PtrArg(0), uint64(n))
 			return func(i int) bool { return x[i] != 0 }, err
 		})
-	})
+	}
+	return m
 }
 
 // simViews returns float32 views of count elements at each pointer argument in args.
-func simViews(l *sim.Launch, count []int, args ...int) ([][]float32, error) {
+func simViews(l *cudadrv.KernelLaunch, count []int, args ...int) ([][]float32, error) {
 	views := make([][]float32, len(args))
 	for i, a := range args {
 		v, err := l.Float32s(l.PtrArg(a), count[i])
@@ -67,7 +72,7 @@ func simViews(l *sim.Launch, count []int, args ...int) ([][]float32, error) {
 }
 
 // simBinarySame is cudaep_<op>_f32(out, a, b, n).
-func simBinarySame(l *sim.Launch, f func(a, b float64) float64) error {
+func simBinarySame(l *cudadrv.KernelLaunch, f func(a, b float64) float64) error {
 	n := int(l.U64Arg(3))
 	v, err := simViews(l, []int{n, n, n}, 0, 1, 2)
 	if err != nil {
@@ -82,7 +87,7 @@ func simBinarySame(l *sim.Launch, f func(a, b float64) float64) error {
 
 // simLayout reads maxBroadcastDims dimensions starting at argument first, then one stride
 // array of maxBroadcastDims per operand, and checks that the dimensions multiply to n.
-func simLayout(l *sim.Launch, n uint64, first, operands int) (dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, err error) {
+func simLayout(l *cudadrv.KernelLaunch, n uint64, first, operands int) (dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, err error) {
 	strides = make([][maxBroadcastDims]int64, operands)
 	total := uint64(1)
 	for i := range dims {
@@ -141,7 +146,7 @@ func simWalk(dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, vi
 }
 
 // simBinaryBcast is cudaep_<op>_bcast_f32(out, a, b, n, dims[6], aStrides[6], bStrides[6]).
-func simBinaryBcast(l *sim.Launch, f func(a, b float64) float64) error {
+func simBinaryBcast(l *cudadrv.KernelLaunch, f func(a, b float64) float64) error {
 	n := l.U64Arg(3)
 	dims, strides, err := simLayout(l, n, 4, 2)
 	if err != nil {
@@ -159,7 +164,7 @@ func simBinaryBcast(l *sim.Launch, f func(a, b float64) float64) error {
 }
 
 // simExpand is cudaep_expand_f32(out, in, n, dims[6], strides[6]).
-func simExpand(l *sim.Launch) error {
+func simExpand(l *cudadrv.KernelLaunch) error {
 	n := l.U64Arg(2)
 	dims, strides, err := simLayout(l, n, 3, 1)
 	if err != nil {
@@ -175,7 +180,7 @@ func simExpand(l *sim.Launch) error {
 }
 
 // simUnary is cudaep_<activation>_f32(out, x, n).
-func simUnary(l *sim.Launch, f func(x float64) float64) error {
+func simUnary(l *cudadrv.KernelLaunch, f func(x float64) float64) error {
 	n := int(l.U64Arg(2))
 	v, err := simViews(l, []int{n, n}, 0, 1)
 	if err != nil {
@@ -190,7 +195,7 @@ func simUnary(l *sim.Launch, f func(x float64) float64) error {
 
 // simWarpBlock checks a block shape the warp-level reductions accept: one-dimensional, a
 // whole number of warps, at most 1024 threads.
-func simWarpBlock(l *sim.Launch) error {
+func simWarpBlock(l *cudadrv.KernelLaunch) error {
 	if b := l.Block; b.Y != 1 || b.Z != 1 || b.X%32 != 0 || b.X > 1024 {
 		return fmt.Errorf("%s: block %v: the kernel needs a one-dimensional block of whole warps", l.Name, b)
 	}
@@ -198,7 +203,7 @@ func simWarpBlock(l *sim.Launch) error {
 }
 
 // simSoftmax normalizes the lines of [outer, length, inner] in x into out.
-func simSoftmax(l *sim.Launch, outer, length, inner uint64) error {
+func simSoftmax(l *cudadrv.KernelLaunch, outer, length, inner uint64) error {
 	total := int(outer * length * inner)
 	v, err := simViews(l, []int{total, total}, 0, 1)
 	if err != nil {
@@ -222,7 +227,7 @@ func simSoftmax(l *sim.Launch, outer, length, inner uint64) error {
 }
 
 // simSoftmaxRows is cudaep_softmax_rows_f32(out, x, rows, length).
-func simSoftmaxRows(l *sim.Launch) error {
+func simSoftmaxRows(l *cudadrv.KernelLaunch) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}
@@ -230,13 +235,13 @@ func simSoftmaxRows(l *sim.Launch) error {
 }
 
 // simSoftmaxCols is cudaep_softmax_cols_f32(out, x, outer, length, inner).
-func simSoftmaxCols(l *sim.Launch) error {
+func simSoftmaxCols(l *cudadrv.KernelLaunch) error {
 	return simSoftmax(l, l.U64Arg(2), l.U64Arg(3), l.U64Arg(4))
 }
 
 // simNonZero is cudaep_nonzero_<t>(x, indices, count, n, rank, dims[8]); input returns the
 // predicate "element i is non-zero" over a view of n elements.
-func simNonZero(l *sim.Launch, input func(n int) (func(int) bool, error)) error {
+func simNonZero(l *cudadrv.KernelLaunch, input func(n int) (func(int) bool, error)) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
 package layers_test
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,105 +16,383 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const module = "github.com/cudaep/cudaep/"
+const module = "github.com/cudaep/cudaep"
 
-// allowed lists, per package directory, every non-standard import its shipped (non-test)
-// files may have: the data flows cudadrv ← graphs, paging ← ep ← capi, and nothing imports
-// upward or sideways. A package missing from the table fails the test, so a new package is
-// placed in the layering on purpose.
-var allowed = map[string][]string{
-	"cudadrv":                        {},
-	"cudadrv/cuda":                   {"cudadrv", "github.com/ebitengine/purego", "golang.org/x/sys/unix"},
-	"cudadrv/cuda/internal/mkcuda":   {"cudadrv/cuda/internal/protogen"},
-	"cudadrv/cuda/internal/protogen": {},
-	"cudadrv/sim":                    {"cudadrv", "golang.org/x/sys/unix"},
-	"cudadrv/drivertest":             {"cudadrv", "cudadrv/cuda", "cudadrv/sim"},
-	"graphs":                         {"cudadrv", "golang.org/x/sys/unix"},
-	"paging":                         {"cudadrv", "golang.org/x/sys/unix"},
-	"ep/kernels":                     {"cudadrv", "cudadrv/sim", "graphs"},
-	"ep":                             {"cudadrv", "cudadrv/cuda", "cudadrv/sim", "ep/kernels", "graphs", "paging"},
-	"capi":                           {"capi/abi", "capi/handles", "cudadrv", "ep", "ep/kernels", "graphs", "paging", "C"},
-	"capi/abi":                       {},
-	"capi/handles":                   {},
-	"cmd/cudaep-demo":                {"capi/abi", "cudadrv", "ep", "ep/kernels", "graphs", "paging"},
-	"cmd/cudaep-bench":               {"capi/abi", "cudadrv", "cudadrv/sim", "ep", "ep/kernels", "graphs", "paging"},
-	"internal/layers":                {},
+// layer is where a package of the module sits in DESIGN.md's layout. Data flows up:
+// cudadrv ← graphs, paging ← ep ← front ends; programs (cmd/) and internal/ tools sit on top.
+type layer int
+
+const (
+	unplaced    layer = iota
+	driverLayer       // cudadrv and its subpackages
+	graphsLayer       // graphs/...
+	pagingLayer       // paging/...
+	epLayer           // ep and its subpackages (ep/kernels)
+	frontEnd          // capi and its subpackages (the ORT adapter), but not its helpers
+	frontHelper       // capi/handles, capi/abi: the front ends' own helpers
+	program           // cmd/...
+	tooling           // internal/...
+	testSupport       // a package named ...test (drivertest, pagingtest): only for tests
+)
+
+var layerNames = map[layer]string{
+	unplaced: "no layer", driverLayer: "cudadrv", graphsLayer: "graphs", pagingLayer: "paging", epLayer: "ep",
+	frontEnd: "front end", frontHelper: "front-end helper", program: "program", tooling: "internal tool",
+	testSupport: "test support",
 }
 
-// packageImports returns the imports of dir's shipped Go files, or nil when it has none.
-func packageImports(t *testing.T, dir string) (imports []string, hasGo bool) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	require.NoError(t, err)
-	seen := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+func (l layer) String() string { return layerNames[l] }
+
+// frontHelpers are the packages under capi/ that are the front ends' own helpers rather than
+// front ends: front ends may import them.
+var frontHelpers = map[string]bool{"capi/handles": true, "capi/abi": true}
+
+// within reports whether pkg is dir or below it.
+func within(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// layerOf places a module package (path relative to the module) in its layer. Test support is
+// recognised by name, as the standard library's httptest and fstest are.
+func layerOf(pkg string) layer {
+	switch {
+	case strings.HasSuffix(path.Base(pkg), "test"):
+		return testSupport
+	case within(pkg, "cudadrv"):
+		return driverLayer
+	case within(pkg, "graphs"):
+		return graphsLayer
+	case within(pkg, "paging"):
+		return pagingLayer
+	case within(pkg, "ep"):
+		return epLayer
+	case frontHelpers[pkg]:
+		return frontHelper
+	case within(pkg, "capi"):
+		return frontEnd
+	case within(pkg, "cmd"):
+		return program
+	case within(pkg, "internal"):
+		return tooling
+	}
+	return unplaced
+}
+
+// library reports whether pkg ships in the library: not a program, a tool or test support.
+func library(pkg string) bool {
+	switch layerOf(pkg) {
+	case program, tooling, testSupport:
+		return false
+	}
+	return true
+}
+
+// cgo is the pseudo-package of `import "C"`.
+const cgo = "C"
+
+// rule is one named constraint on what packages reach through their imports. The checker
+// walks each package the rule applies to along import edges between the module's packages
+// (and into "C"); an edge to a package forbidden for the walk's origin is a violation and is
+// not followed further; other packages are followed when through allows it.
+type rule struct {
+	name string
+	// applies selects the packages whose imports the rule constrains.
+	applies func(pkg string) bool
+	// forbidden reports whether pkg may not reach dep.
+	forbidden func(pkg, dep string) bool
+	// through reports whether the walk from pkg continues into dep's own imports; nil means
+	// always (a fully transitive rule).
+	through func(pkg, dep string) bool
+	// why is the rule's reason, printed with each violation.
+	why string
+}
+
+// rank orders the data layers: a package may import only lower ranks (graphs and paging share
+// one; programs and tools are on top).
+func rank(l layer) int {
+	switch l {
+	case driverLayer:
+		return 0
+	case graphsLayer, pagingLayer:
+		return 1
+	case epLayer:
+		return 2
+	case frontEnd, frontHelper:
+		return 3
+	}
+	return 4
+}
+
+// rules are DESIGN.md's "Layout" table and CONVENTIONS.md's dependency rules, each checked
+// transitively.
+var rules = []rule{
+	{
+		name:    "nothing imports upward",
+		applies: func(pkg string) bool { return layerOf(pkg) != testSupport && rank(layerOf(pkg)) < 4 },
+		forbidden: func(pkg, dep string) bool {
+			// Test support is the business of "only tests use test support".
+			return dep != cgo && layerOf(dep) != testSupport &&
+				(layerOf(dep) == unplaced || rank(layerOf(dep)) > rank(layerOf(pkg)))
+		},
+		why: "data flows cudadrv ← graphs, paging ← ep ← front ends; a package imports only layers below its own",
+	},
+	{
+		name:    "graphs and paging never import each other",
+		applies: func(pkg string) bool { return layerOf(pkg) == graphsLayer || layerOf(pkg) == pagingLayer },
+		forbidden: func(pkg, dep string) bool {
+			return (layerOf(pkg) == graphsLayer && layerOf(dep) == pagingLayer) ||
+				(layerOf(pkg) == pagingLayer && layerOf(dep) == graphsLayer)
+		},
+		why: "graphs and paging are siblings over cudadrv; ep wires them together",
+	},
+	{
+		name:    "front ends import only ep and their helpers",
+		applies: func(pkg string) bool { return layerOf(pkg) == frontEnd },
+		forbidden: func(pkg, dep string) bool {
+			return dep != cgo && dep != "ep" && !frontHelpers[dep] && layerOf(dep) != frontEnd
+		},
+		through: func(pkg, dep string) bool { return dep != "ep" },
+		why:     "ep is the only door: front ends reach graphs, paging, cudadrv and ep/kernels through ep, never directly",
+	},
+	{
+		name:      "ep/kernels never imports the simulator",
+		applies:   func(pkg string) bool { return within(pkg, "ep/kernels") },
+		forbidden: func(pkg, dep string) bool { return within(dep, "cudadrv/sim") },
+		why:       "the kernels hand their Go bodies out (kernels.SimKernels); which backend runs them is the caller's choice",
+	},
+	{
+		name:      "only tests use test support",
+		applies:   library,
+		forbidden: func(pkg, dep string) bool { return layerOf(dep) == testSupport },
+		why:       "cudadrv/drivertest and other ...test packages are for tests (and programs that measure the library)",
+	},
+	{
+		name:      "only front ends use cgo",
+		applies:   func(pkg string) bool { return library(pkg) && layerOf(pkg) != frontEnd },
+		forbidden: func(pkg, dep string) bool { return dep == cgo },
+		why:       "everything below the front ends builds with CGO_ENABLED=0 (drivers are loaded with purego)",
+	},
+}
+
+// graph is the module's import graph: package → its direct imports, paths relative to the
+// module ("C" for cgo), edges to other modules and the standard library dropped.
+type graph map[string][]string
+
+// violation is one forbidden reach: the import path from the rule's package to the package it
+// must not reach. Its last edge is the forbidden one.
+type violation struct {
+	rule string
+	path []string
+	why  string
+}
+
+func (v violation) String() string {
+	return fmt.Sprintf("%s: %s (%s)", v.rule, strings.Join(v.path, " → "), v.why)
+}
+
+// check returns every violation of rules in g, in a stable order.
+func check(g graph, rules []rule) []violation {
+	var out []violation
+	pkgs := make([]string, 0, len(g))
+	for p := range g {
+		pkgs = append(pkgs, p)
+	}
+	slices.Sort(pkgs)
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if r.applies(p) {
+				out = append(out, walk(g, r, p)...)
+			}
 		}
-		hasGo = true
-		parsed, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
-		require.NoError(t, err)
-		for _, imp := range parsed.Imports {
-			path, err := strconv.Unquote(imp.Path.Value)
+	}
+	return out
+}
+
+// walk is a breadth-first walk of g from pkg under r, reporting each forbidden edge once with
+// the shortest import path that leads to it. It does not walk into test support packages.
+func walk(g graph, r rule, pkg string) []violation {
+	var out []violation
+	parent := map[string]string{pkg: ""}
+	reported := map[string]bool{}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		from := queue[0]
+		queue = queue[1:]
+		for _, dep := range g[from] {
+			if r.forbidden(pkg, dep) {
+				edge := from + " " + dep
+				if !reported[edge] {
+					reported[edge] = true
+					p := []string{dep}
+					for at := from; at != ""; at = parent[at] {
+						p = append([]string{at}, p...)
+					}
+					out = append(out, violation{rule: r.name, path: p, why: r.why})
+				}
+				continue
+			}
+			if _, seen := parent[dep]; seen || dep == cgo || layerOf(dep) == testSupport {
+				continue // what test support imports is not the library's: its own rule reports reaching it
+			}
+			if r.through != nil && !r.through(pkg, dep) {
+				continue
+			}
+			parent[dep] = from
+			queue = append(queue, dep)
+		}
+	}
+	return out
+}
+
+// listModule runs `go list -deps -json` over the module and returns its import graph.
+func listModule(t *testing.T) graph {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH: the dependency rules need `go list -deps` to read the import graph")
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-deps", "-json=ImportPath,Imports,Module,Error", module+"/...")
+	// cgo files count: capi's imports are in them.
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "go list: %s", stderr.String())
+	g := graph{}
+	dec := json.NewDecoder(&stdout)
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+			Module     *struct{ Path string }
+			Error      *struct{ Err string }
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
 			require.NoError(t, err)
-			first, _, _ := strings.Cut(path, "/")
-			if path != "C" && !strings.Contains(first, ".") {
-				continue // the standard library
-			}
-			path = strings.TrimPrefix(path, module)
-			if !seen[path] {
-				seen[path] = true
-				imports = append(imports, path)
+		}
+		if p.Module == nil || p.Module.Path != module {
+			continue // the standard library and other modules
+		}
+		if p.Error != nil {
+			// A package that does not build still lists its imports; its own tests report why.
+			t.Logf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		rel := relative(p.ImportPath)
+		g[rel] = nil
+		for _, imp := range p.Imports {
+			if imp == cgo || within(imp, module) {
+				g[rel] = append(g[rel], relative(imp))
 			}
 		}
 	}
-	sort.Strings(imports)
-	return imports, hasGo
+	require.NotEmpty(t, g, "go list found no package of %s", module)
+	return g
 }
 
-// TestPackagesImportOnlyTheirLayer walks every package of the module and checks its imports
-// against the table. It reads the sources (no go toolchain needed), so it also runs where
-// only test binaries travel.
-func TestPackagesImportOnlyTheirLayer(t *testing.T) {
-	root := filepath.Join("..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Skip("the module's sources are not beside this test binary")
+func relative(importPath string) string {
+	if importPath == module {
+		return "."
 	}
-	checked := 0
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		name := d.Name()
-		if rel != "." && (strings.HasPrefix(name, ".") || name == "build" || name == "testdata" || name == "python") {
-			return filepath.SkipDir
-		}
-		imports, hasGo := packageImports(t, path)
-		if !hasGo {
-			return nil
-		}
-		rel = filepath.ToSlash(rel)
-		want, ok := allowed[rel]
-		if !assert.True(t, ok, "package %s is not in the layering table: place it on purpose", rel) {
-			return nil
-		}
-		permitted := map[string]bool{}
-		for _, w := range want {
-			permitted[w] = true
-		}
-		for _, imp := range imports {
-			assert.True(t, permitted[imp], "%s imports %s, which its layer does not allow", rel, imp)
-			if imp == "C" {
-				assert.Equal(t, "capi", rel, "only capi may use cgo")
+	return strings.TrimPrefix(importPath, module+"/")
+}
+
+// TestEveryPackageHasALayer: a new package is placed in the layering on purpose (here and in
+// DESIGN.md's Layout table), never by accident.
+func TestEveryPackageHasALayer(t *testing.T) {
+	g := listModule(t)
+	assert.GreaterOrEqual(t, len(g), 12, "go list must reach every package")
+	for pkg := range g {
+		assert.NotEqual(t, unplaced, layerOf(pkg), "package %s is in no layer: place it in layerOf and DESIGN.md", pkg)
+	}
+}
+
+// TestImportRules checks every rule over the module's transitive import graph. A failure
+// lists exactly the forbidden edges, each with the import path that reaches it.
+func TestImportRules(t *testing.T) {
+	g := listModule(t)
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			applied := 0
+			for pkg := range g {
+				if r.applies(pkg) {
+					applied++
+				}
 			}
-		}
-		checked++
-		return nil
-	})
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, checked, 12, "the walk must reach every package")
+			require.NotZero(t, applied, "the rule applies to no package of the module")
+			var lines []string
+			for _, v := range check(g, []rule{r}) {
+				lines = append(lines, v.String())
+			}
+			if len(lines) > 0 {
+				t.Errorf("forbidden imports:\n%s", strings.Join(lines, "\n"))
+			}
+		})
+	}
+}
+
+// cleanModule is a synthetic import graph that keeps every rule, shaped like the real module.
+func cleanModule() graph {
+	return graph{
+		"cudadrv": nil, "cudadrv/sim": {"cudadrv"}, "cudadrv/drivertest": {"cudadrv", "cudadrv/sim", "ep/kernels"},
+		"graphs": {"cudadrv"}, "paging": {"cudadrv"}, "paging/pagingtest": {"cudadrv/sim", "paging"},
+		"ep/kernels": {"cudadrv", "graphs"}, "ep": {"cudadrv", "cudadrv/sim", "ep/kernels", "graphs", "paging"},
+		"capi/handles": nil, "capi/abi": nil, "capi": {"C", "capi/abi", "capi/handles", "ep"},
+		"capi/ort": {"C", "capi/handles", "ep"}, "cmd/cudaep-bench": {"cudadrv/sim", "ep", "paging/pagingtest"},
+		"internal/layers": nil,
+	}
+}
+
+// TestRuleCheckerReportsForbiddenEdges feeds the checker synthetic modules, each the clean one
+// plus forbidden edges, and checks it reports exactly those edges, with the import path that
+// reaches each.
+func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
+	require.Empty(t, check(cleanModule(), rules), "a module that keeps the rules")
+	tests := []struct {
+		name  string
+		edges map[string][]string // added imports
+		want  []string            // rule: import path
+	}{
+		{"a front end imports graphs", map[string][]string{"capi": {"graphs"}},
+			[]string{"front ends import only ep and their helpers: capi → graphs"}},
+		{"a front end imports ep/kernels", map[string][]string{"capi/ort": {"ep/kernels"}},
+			[]string{"front ends import only ep and their helpers: capi/ort → ep/kernels"}},
+		{"a front-end helper leaks paging", map[string][]string{"capi/handles": {"paging"}},
+			[]string{
+				"front ends import only ep and their helpers: capi → capi/handles → paging",
+				"front ends import only ep and their helpers: capi/ort → capi/handles → paging",
+			}},
+		{"ep/kernels reaches the simulator through graphs", map[string][]string{"graphs": {"cudadrv/sim"}},
+			[]string{"ep/kernels never imports the simulator: ep/kernels → graphs → cudadrv/sim"}},
+		{"ep/kernels imports the simulator", map[string][]string{"ep/kernels": {"cudadrv/sim"}},
+			[]string{"ep/kernels never imports the simulator: ep/kernels → cudadrv/sim"}},
+		{"the library imports drivertest", map[string][]string{"paging": {"cudadrv/drivertest"}},
+			[]string{
+				"only tests use test support: paging → cudadrv/drivertest",
+				"only tests use test support: ep → paging → cudadrv/drivertest",
+				"only tests use test support: capi → ep → paging → cudadrv/drivertest",
+				"only tests use test support: capi/ort → ep → paging → cudadrv/drivertest",
+			}},
+		{"cudadrv imports upward", map[string][]string{"cudadrv/sim": {"graphs"}},
+			[]string{"nothing imports upward: cudadrv/sim → graphs"}},
+		{"graphs imports paging", map[string][]string{"graphs": {"paging"}},
+			[]string{"graphs and paging never import each other: graphs → paging"}},
+		{"cgo below the front ends", map[string][]string{"paging": {"C"}},
+			[]string{
+				"only front ends use cgo: paging → C",
+				"only front ends use cgo: ep → paging → C",
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := cleanModule()
+			for pkg, deps := range tt.edges {
+				g[pkg] = append(g[pkg], deps...)
+			}
+			var got []string
+			for _, v := range check(g, rules) {
+				got = append(got, v.rule+": "+strings.Join(v.path, " → "))
+				assert.Contains(t, v.String(), strings.Join(v.path, " → "), "the message names the path and its edge")
+			}
+			assert.ElementsMatch(t, tt.want, got)
+		})
+	}
 }

@@ -1,23 +1,9 @@
 """The exceptions of cudaep: one class per CudaEpErrorCode, all deriving from :class:`Error`."""
 
-import enum
+from ._enum import header_enum
 
-
-class ErrorCode(enum.IntEnum):
-    """CudaEpErrorCode, with the header's numbers."""
-
-    OK = 0
-    FAIL = 1
-    INVALID_ARGUMENT = 2
-    INVALID_HANDLE = 3
-    STALE_HANDLE = 4
-    NOT_FOUND = 5
-    OUT_OF_MEMORY = 6
-    CUDA_ERROR = 7
-    UNSUPPORTED = 8
-    WRONG_STATE = 9
-    STALE_GENERATION = 10
-    DECLINED = 11
+ErrorCode = header_enum("ErrorCode", "CudaEpErrorCode", "CudaEpErrorCode, with the header's names and numbers.",
+                        __name__)
 
 
 class Error(Exception):

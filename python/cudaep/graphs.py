@@ -1,7 +1,9 @@
 """Graph slots, capture status and graph counters."""
 
 import dataclasses
-import enum
+
+from . import _cudaep_h as _h
+from ._enum import header_enum
 
 
 class Slot:
@@ -9,7 +11,7 @@ class Slot:
     fixed-width verify step) or :meth:`keyed` (one per int64 key, e.g. a batch size). Slots
     capture, replay and reset independently."""
 
-    PRIMARY_KIND, VERIFY_KIND, KEYED_KIND = 1, 2, 3
+    PRIMARY_KIND, VERIFY_KIND, KEYED_KIND = _h.CUDAEP_SLOT_PRIMARY, _h.CUDAEP_SLOT_VERIFY, _h.CUDAEP_SLOT_KEYED
 
     __slots__ = ("kind", "key")
 
@@ -39,12 +41,8 @@ Slot.PRIMARY = Slot(Slot.PRIMARY_KIND)
 Slot.VERIFY = Slot(Slot.VERIFY_KIND)
 
 
-class CaptureStatus(enum.IntEnum):
-    """CudaEpCaptureStatus: the compute stream's capture status."""
-
-    NONE = 0
-    ACTIVE = 1
-    INVALIDATED = 2
+CaptureStatus = header_enum("CaptureStatus", "CudaEpCaptureStatus",
+                            "CudaEpCaptureStatus: the compute stream's capture status.", __name__)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,8 @@ from . import _native
 from ._handle import HandleObject
 from .tensor import TensorInfo, fill_info, info_of, tensor_array
 
-_ATTR_INT, _ATTR_FLOAT, _ATTR_INTS, _ATTR_STRING = 1, 2, 3, 4
+_ATTR_INT, _ATTR_FLOAT = _native.CUDAEP_ATTR_INT, _native.CUDAEP_ATTR_FLOAT
+_ATTR_INTS, _ATTR_STRING = _native.CUDAEP_ATTR_INTS, _native.CUDAEP_ATTR_STRING
 
 
 def attribute_array(attrs, keep):
@@ -14,7 +15,7 @@ def attribute_array(attrs, keep):
     sequence of ints → INTS, str → STRING."""
     if not attrs:
         return None, 0
-    arr = (_native.AttributeStruct * len(attrs))()
+    arr = (_native.CudaEpAttribute * len(attrs))()
     for a, (name, value) in zip(arr, attrs.items()):
         encoded = name.encode()
         keep.append(encoded)
@@ -50,7 +51,7 @@ class Kernel(HandleObject):
     def _make(cls, provider, op, inputs, opset, attrs):
         keep = []
         infos = [info_of(i) for i in inputs]
-        arr = (_native.TensorInfoStruct * max(len(infos), 1))()
+        arr = (_native.CudaEpTensorInfo * max(len(infos), 1))()
         for c, info in zip(arr, infos):
             fill_info(c, info, None, keep)
         attr_arr, n_attrs = attribute_array(attrs or {}, keep)

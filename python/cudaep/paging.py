@@ -2,31 +2,18 @@
 
 import ctypes
 import dataclasses
-import enum
 
 from . import _native
+from ._enum import header_enum
 from ._handle import HandleObject
 from .tensor import Tensor
 
 
-class Boundary(enum.IntEnum):
-    """CudaEpBoundary: the kind of operator that consumes a weight."""
+Boundary = header_enum("Boundary", "CudaEpBoundary", "CudaEpBoundary: the kind of operator that consumes a weight.",
+                       __name__)
 
-    MATMUL = 1
-    GATHER = 2
-    BLOCK_QUANTIZED_MOE = 3
-    BLOCK_QUANTIZED_MATMUL = 4
-
-
-class DeclineReason(enum.IntEnum):
-    """CudaEpDeclineReason; NONE means the weight was routed."""
-
-    NONE = 0
-    DISABLED = 1
-    BOUNDARY = 2
-    OVERSIZE = 3
-    POOL_CAPACITY = 4
-    BUSY = 5
+DeclineReason = header_enum("DeclineReason", "CudaEpDeclineReason",
+                            "CudaEpDeclineReason; NONE means the weight was routed.", __name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,22 +32,11 @@ class Decline:
         return self.reason == DeclineReason.NONE
 
 
-class TransferMode(enum.IntEnum):
-    """CudaEpTransferMode: how a double buffer moves bytes to the device."""
+TransferMode = header_enum("TransferMode", "CudaEpTransferMode",
+                           "CudaEpTransferMode: how a double buffer moves bytes to the device.", __name__)
 
-    ZERO_COPY = 0
-    STAGING = 1
-
-
-class SlotState(enum.IntEnum):
-    """CudaEpSlotState: where a double-buffer slot is in its cycle."""
-
-    FREE = 0
-    FILLING = 1
-    READY = 2
-    IN_USE = 3
-    DRAINING = 4
-    QUARANTINED = 5
+SlotState = header_enum("SlotState", "CudaEpSlotState", "CudaEpSlotState: where a double-buffer slot is in its cycle.",
+                        __name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +143,7 @@ class DoubleBuffer(HandleObject):
 
     def metrics(self):
         """A :class:`DoubleBufferMetrics` snapshot."""
-        m = _native.new_out_struct(_native.DoubleBufferMetricsStruct)
+        m = _native.new_out_struct(_native.CudaEpDoubleBufferMetrics)
         _native.CudaEpDoubleBufferGetMetrics(self._handle, ctypes.byref(m))
         return fields_of(m, DoubleBufferMetrics)
 
@@ -209,7 +185,7 @@ class Ticket(HandleObject):
     @property
     def info(self):
         """A :class:`TicketInfo`."""
-        i = _native.new_out_struct(_native.TicketInfoStruct)
+        i = _native.new_out_struct(_native.CudaEpTicketInfo)
         _native.CudaEpTicketGetInfo(self._handle, ctypes.byref(i))
         return TicketInfo(i.slot, i.layer, i.generation)
 

@@ -93,7 +93,7 @@ class Provider(HandleObject):
 
     def device_info(self):
         """The device's :class:`DeviceInfo` (free memory is read now)."""
-        raw = _native.new_out_struct(_native.DeviceInfoStruct)
+        raw = _native.new_out_struct(_native.CudaEpDeviceInfo)
         _native.CudaEpProviderGetDeviceInfo(self._handle, ctypes.byref(raw))
         name = _native.two_call_string(_native.CudaEpProviderGetDeviceName, self._handle)
         return DeviceInfo(
@@ -104,7 +104,7 @@ class Provider(HandleObject):
 
     def stats(self):
         """The :class:`ProviderStats` device-memory counters."""
-        s = _native.new_out_struct(_native.ProviderStatsStruct)
+        s = _native.new_out_struct(_native.CudaEpProviderStats)
         _native.CudaEpProviderGetStats(self._handle, ctypes.byref(s))
         return fields_of(s, ProviderStats)
 
@@ -239,7 +239,7 @@ class Provider(HandleObject):
 
     def graph_stats(self, slot=Slot.PRIMARY):
         """The slot's :class:`GraphStats`."""
-        s = _native.new_out_struct(_native.GraphStatsStruct)
+        s = _native.new_out_struct(_native.CudaEpGraphStats)
         _native.CudaEpGetGraphStats(self._handle, *_slot_args(slot), ctypes.byref(s))
         return fields_of(s, GraphStats)
 
@@ -256,9 +256,9 @@ class Provider(HandleObject):
         concatenation is the weight's image."""
         regions = list(regions)
         shape = tuple(int(d) for d in shape)
-        rs = (_native.RegionStruct * max(len(regions), 1))(*(_native.RegionStruct(*r) for r in regions))
+        rs = (_native.CudaEpRegion * max(len(regions), 1))(*(_native.CudaEpRegion(*r) for r in regions))
         dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-        spec = _native.WeightSpecStruct(
+        spec = _native.CudaEpWeightSpec(
             boundary=int(boundary), dtype=int(dtype_of(dtype)), rank=len(shape), reserved=0,
             shape=ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)) if shape else None,
             byte_count=byte_count, regions=rs if regions else None, num_regions=len(regions))
@@ -269,7 +269,7 @@ class Provider(HandleObject):
     def prefetch_weight(self, layer, weight):
         """Routes layer's weight through the residency; returns a :class:`Decline` (``routed``
         when the upload was queued)."""
-        d = _native.new_out_struct(_native.DeclineStruct)
+        d = _native.new_out_struct(_native.CudaEpDecline)
         _native.CudaEpPrefetchWeight(self._handle, layer, weight.handle, ctypes.byref(d))
         return Decline(DeclineReason(d.reason), d.layer, Boundary(d.boundary), d.layer_bytes, d.capacity)
 
@@ -286,7 +286,7 @@ class Provider(HandleObject):
 
     def residency_stats(self):
         """The residency's :class:`ResidencyStats`."""
-        s = _native.new_out_struct(_native.ResidencyStatsStruct)
+        s = _native.new_out_struct(_native.CudaEpResidencyStats)
         _native.CudaEpGetResidencyStats(self._handle, ctypes.byref(s))
         return fields_of(s, ResidencyStats, active=bool(s.active))
 

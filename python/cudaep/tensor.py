@@ -97,7 +97,7 @@ class Tensor:
     # --- the C struct -------------------------------------------------------------------
 
     def _fill(self, c, keep):
-        """Fills a TensorStruct; keep collects the ctypes arrays it points at."""
+        """Fills a CudaEpTensor; keep collects the ctypes arrays it points at."""
         fill_info(c.info, self.info, self.strides, keep)
         c.memory = self.memory.handle
         c.offset = self.offset
@@ -112,7 +112,7 @@ def _dense_strides(shape):
 
 
 def fill_info(c, info, strides, keep):
-    """Fills a TensorInfoStruct from info (and strides); keep collects the arrays."""
+    """Fills a CudaEpTensorInfo from info (and strides); keep collects the arrays."""
     c.dtype = int(info.dtype)
     c.rank = len(info.shape)
     shape = (ctypes.c_int64 * max(len(info.shape), 1))(*info.shape)
@@ -127,10 +127,10 @@ def fill_info(c, info, strides, keep):
 
 
 def tensor_array(tensors, keep):
-    """A TensorStruct array (or None when empty) for a list of Tensors."""
+    """A CudaEpTensor array (or None when empty) for a list of Tensors."""
     if not tensors:
         return None, 0
-    arr = (_native.TensorStruct * len(tensors))()
+    arr = (_native.CudaEpTensor * len(tensors))()
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"tensor {i} is a {type(t).__name__}, not a cudaep.Tensor")

@@ -9,7 +9,9 @@ from ._handle import HandleObject
 class Arg:
     """A typed user-kernel argument (CudaEpKernelArg). Make one with the class methods."""
 
-    MEMORY, DEVICE_PTR, I32, U32, I64, U64, F32, F64 = range(1, 9)
+    MEMORY, DEVICE_PTR = _native.CUDAEP_ARG_MEMORY, _native.CUDAEP_ARG_DEVICE_PTR
+    I32, U32, I64, U64 = _native.CUDAEP_ARG_I32, _native.CUDAEP_ARG_U32, _native.CUDAEP_ARG_I64, _native.CUDAEP_ARG_U64
+    F32, F64 = _native.CUDAEP_ARG_F32, _native.CUDAEP_ARG_F64
 
     __slots__ = ("type", "value", "target")
 
@@ -102,9 +104,9 @@ class Function(HandleObject):
         """Queues the kernel over grid × block threads (ints or up to 3 extents) with typed
         :class:`Arg` arguments in declaration order (recorded instead inside a capture on this
         thread). The library checks the arguments against the PTX's parameters."""
-        cfg = _native.LaunchConfigStruct(*_dim3(grid), *_dim3(block), shared_mem, 0)
+        cfg = _native.CudaEpLaunchConfig(*_dim3(grid), *_dim3(block), shared_mem, 0)
         args = list(args)
-        arr = (_native.KernelArgStruct * max(len(args), 1))()
+        arr = (_native.CudaEpKernelArg * max(len(args), 1))()
         for c, a in zip(arr, args):
             if not isinstance(a, Arg):
                 raise TypeError(f"{a!r} is not a cudaep.Arg")

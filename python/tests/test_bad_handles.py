@@ -22,7 +22,7 @@ def options_calls(h):
 
 def provider_calls(h):
     size = ctypes.c_size_t(0)
-    info = _native.DeviceInfoStruct(struct_size=ctypes.sizeof(_native.DeviceInfoStruct))
+    info = _native.CudaEpDeviceInfo(struct_size=ctypes.sizeof(_native.CudaEpDeviceInfo))
     return {
         "backend": lambda: _native.CudaEpProviderGetBackendName(h, None, 0, ctypes.byref(size)),
         "reason": lambda: _native.CudaEpProviderGetAutoReason(h, None, 0, ctypes.byref(size)),

@@ -4,30 +4,22 @@ the generated C misuse test (ctests/misuse), derived from the header the same wa
 function is covered without editing this file."""
 
 import ctypes
-import pathlib
 import re
 
 import cudaep
 from cudaep import _native
 
+from .header import HEADER
 from .support import TestCase, provider
-from .test_abi import HANDLES, SCALARS, prototypes
 
+HANDLES = HEADER.handles
 EXEMPT = {"CudaEpCreateStatus", "CudaEpGetErrorCode", "CudaEpGetErrorMessage", "CudaEpReleaseStatus",
           "CudaEpGetErrorCodeName", "CudaEpGetVersion", "CudaEpGetLiveHandleCount", "CudaEpCreateOptions"}
 
 
 def params_of(name):
-    text = re.sub(r"/\*.*?\*/", " ", (pathlib.Path(__file__).resolve().parents[2] / "include" / "cudaep.h").read_text(),
-                  flags=re.S)
-    m = re.search(rf"\b{name}\s*\((.*?)\)\s*;", text, flags=re.S)
-    out = []
-    for p in m.group(1).split(","):
-        words = p.replace("*", " * ").split()
-        annotation = words[0] if words[0].startswith("CUDAEP_") else None
-        words = [w for w in words if not w.startswith("CUDAEP_")]
-        out.append((annotation, re.sub(r"\bconst\b", "", " ".join(words[:-1])).replace(" ", ""), words[-1]))
-    return out
+    """(annotation, type without qualifiers, name) of each parameter of the function name."""
+    return [(p.annotation, re.sub(r"\bconst\b|\s", "", p.type), p.name) for p in HEADER.function(name).params]
 
 
 def dummy(argtype, ctype):
@@ -61,7 +53,7 @@ class MisuseTest(TestCase):
                 "released buffer": (released.handle, (cudaep.InvalidHandle, cudaep.StaleHandle)),
             }
             tested = 0
-            for name, _ret, _params in prototypes():
+            for name in (f.name for f in HEADER.functions):
                 if name in EXEMPT:
                     continue
                 fn = getattr(_native, name)
@@ -98,5 +90,3 @@ class MisuseTest(TestCase):
                 with self.subTest(fn=fn.__name__), self.assertRaises(cudaep.InvalidArgument):
                     fn(*args)
 
-
-assert SCALARS  # the scalar table is shared with test_abi
