@@ -6,13 +6,11 @@ package main
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // CudaEpOpenExternalData maps an external-data file (see cudaep.h).
@@ -140,14 +138,13 @@ func CudaEpPrefetchWeight(provider C.CudaEpProvider, layer C.uint64_t, weight C.
 				return err
 			}
 			v.boundary = C.int32_t(w.w.Boundary())
-			err := p.PrefetchWeight(ep.LayerID(layer), w.w)
-			var d *paging.Decline
-			if errors.As(err, &d) {
-				v.reason = C.int32_t(d.Reason)
-				v.layer_bytes, v.capacity = C.uint64_t(d.LayerBytes), C.uint64_t(d.Capacity)
-				return nil
+			d, err := p.PrefetchWeight(ep.LayerID(layer), w.w)
+			if err != nil {
+				return err
 			}
-			return err
+			v.reason = C.int32_t(d.Reason)
+			v.layer_bytes, v.capacity = C.uint64_t(d.LayerBytes), C.uint64_t(d.Capacity)
+			return nil
 		})
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,7 +93,7 @@ func TestHostCopiesAreAtomicWithBeginCapture(t *testing.T) {
 		pattern[i] = byte(i%251) + 1
 	}
 	stop := make(chan struct{})
-	var copies, refused int
+	var copies, refused atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -108,26 +109,29 @@ func TestHostCopiesAreAtomicWithBeginCapture(t *testing.T) {
 			}
 			for _, err := range []error{p.CopyToDevice(b, 0, pattern), p.CopyToHost(got, b, 0)} {
 				if err == nil {
-					copies++
+					copies.Add(1)
 					continue
 				}
-				refused++
+				refused.Add(1)
 				if !assert.ErrorIs(t, err, ep.ErrCaptureLive) {
 					return
 				}
 			}
 		}
 	}()
-	for range 200 {
+	// Counts, not time: at least 50 capture rounds, and go on until the copier has done 400
+	// copies or refusals among them.
+	for rounds := 0; rounds < 50 || copies.Load()+refused.Load() < 400; rounds++ {
 		captureRelu(t, p, graphs.Primary, x, y)
 		require.NoError(t, p.EndCapture(graphs.Primary))
 		_, err := p.ResetGraph(graphs.Primary)
 		require.NoError(t, err)
+		runtime.Gosched()
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d copies done, %d refused during captures", copies, refused)
-	assert.Positive(t, copies)
+	t.Logf("%d copies done, %d refused during captures", copies.Load(), refused.Load())
+	assert.Positive(t, copies.Load())
 }
 
 // TestCapturingThreadDriverCallsAreRefusedBeforeTheDriver is item 5: on the capturing thread,
@@ -275,4 +279,36 @@ func TestEnteringTheWindowAllocatesNothing(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// TestRemoveGraphMakesRoomForNewKeys is issue 12's third gap: after the bound of keyed slots is
+// reached a new key fails, and removing one makes room; Primary and Verify cannot be removed.
+func TestRemoveGraphMakesRoomForNewKeys(t *testing.T) {
+	p := newProvider(t)
+	x := upload(t, p, drivertest.RandomFloat32(64))
+	y := alloc(t, p, x.Size())
+	key := int64(0)
+	for ; ; key++ {
+		_, err := p.GraphStats(ep.Keyed(key)) // does not create the slot
+		require.NoError(t, err)
+		relu := getKernel(t, p, "Relu", 14, f32(64))
+		err = p.BeginCapture(ep.Keyed(key), []*ep.Kernel{relu}, []*ep.Buffer{x, y})
+		if err != nil {
+			assert.ErrorIs(t, err, graphs.ErrTooManySlots)
+			assert.Equal(t, ep.CodeOutOfMemory, ep.Code(err))
+			break
+		}
+		require.NoError(t, relu.Execute([]ep.Tensor{tensor(x, 64)}, []ep.Tensor{tensor(y, 64)}))
+		require.NoError(t, p.EndCapture(ep.Keyed(key)))
+		require.Less(t, key, int64(1000), "no bound on keyed slots")
+	}
+	require.NoError(t, p.RemoveGraph(ep.Keyed(3)))
+	assert.False(t, p.HasExecutable(ep.Keyed(3)))
+	assert.NotContains(t, p.GraphKeys(), int64(3))
+	require.NoError(t, p.RemoveGraph(ep.Keyed(3)), "removing a key not held does nothing")
+	captureRelu(t, p, ep.Keyed(key), x, y)
+	require.NoError(t, p.EndCapture(ep.Keyed(key)), "the removed slot made room")
+	require.NoError(t, p.Replay(ep.Keyed(key)))
+	assert.ErrorIs(t, p.RemoveGraph(ep.Primary), ep.ErrInvalidArgument)
+	assert.ErrorIs(t, p.RemoveGraph(ep.Verify), ep.ErrInvalidArgument)
 }

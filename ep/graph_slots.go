@@ -165,6 +165,29 @@ func (p *Provider) ResetGraph(slot Slot) (bool, error) {
 	return had, nil
 }
 
+// RemoveGraph resets a keyed slot (as ResetGraph does) and forgets its key, making room for
+// another: a provider holds at most 128 keyed slots at a time. Removing a key that is not held
+// does nothing.
+//
+// # Errors
+//
+// Primary or Verify: ErrInvalidArgument (they are permanent; reset them instead). A live
+// capture on the provider: ErrCaptureLive.
+func (p *Provider) RemoveGraph(slot Slot) error {
+	if _, keyed := slot.Key(); !keyed {
+		return fmt.Errorf("%w: remove graph: only keyed slots can be removed, not %v (reset it instead)", ErrInvalidArgument, slot)
+	}
+	e, err := p.enter("remove a graph slot", accessDriver)
+	if err != nil {
+		return err
+	}
+	defer e.leave()
+	if err := p.slots.Remove(slot); err != nil {
+		return fmt.Errorf("ep: remove %v: %w", slot, err)
+	}
+	return nil
+}
+
 // HasExecutable reports whether slot has an installed executable to replay.
 func (p *Provider) HasExecutable(slot Slot) bool { return p.slots.HasExecutable(slot) }
 

@@ -25,3 +25,13 @@ const (
 
 // DoubleBufferSlots is the number of slots of a DoubleBuffer.
 const DoubleBufferSlots = paging.SlotCount
+
+// Decline says why paging declined a layer (the host loads it the ordinary way); its Reason is
+// DeclineNone when the layer was routed.
+type Decline = paging.Decline
+
+// DeclineReason is why a layer was declined.
+type DeclineReason = paging.DeclineReason
+
+// DeclineNone is the Reason of a routed layer.
+const DeclineNone = paging.DeclineNone

@@ -3,7 +3,6 @@ package ep
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/cudaep/cudaep/paging"
 )
@@ -30,7 +29,6 @@ type weights struct {
 	files     *paging.MmapSource
 	pool      *paging.StagingPool
 	residency *paging.Residency
-	nextID    atomic.Uint64
 }
 
 // startWeights builds the provider's weight paging from its options; no pinned memory is
@@ -66,7 +64,7 @@ func (w *weights) stop() []error {
 		errs = append(errs, w.pool.Close())
 	}
 	if w.files != nil {
-		errs = append(errs, w.files.Close())
+		errs = append(errs, w.files.CloseAll())
 	}
 	return errs
 }
@@ -80,7 +78,7 @@ func ignoreClosed(err error) error {
 
 // OpenExternalData maps an ONNX external-data file read-only (MAP_SHARED, PROT_READ) and
 // returns its id for the regions of lazy weights. The file stays mapped until the provider is
-// closed.
+// closed. Opening a file that is already open (by any path to it) returns its id again.
 //
 // # Errors
 //
@@ -89,8 +87,8 @@ func (p *Provider) OpenExternalData(path string) (MappingID, error) {
 	if p.closed.Load() {
 		return 0, ErrClosed
 	}
-	id := MappingID(p.weights.nextID.Add(1))
-	if err := p.weights.files.Open(id, path); err != nil {
+	id, err := p.weights.files.Open(path)
+	if err != nil {
 		return 0, fmt.Errorf("ep: open external data: %w", err)
 	}
 	return id, nil
@@ -112,14 +110,15 @@ func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
 }
 
 // PrefetchWeight queues the upload of layer's weight into a free double-buffer slot on the
-// copy stream, one layer ahead of compute. It returns nil when routed, or a *paging.Decline
-// (errors.Is(err, paging.ErrDeclined)) saying why the host must load the layer the ordinary
-// way: Disabled (the prefill double buffer is off: option prefill_double_buffer or
-// CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy.
-func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) error {
+// copy stream, one layer ahead of compute. It returns the zero paging.Decline (Reason
+// paging.DeclineNone) when routed, or a Decline saying why the host must load the layer the
+// ordinary way: Disabled (the prefill double buffer is off: option prefill_double_buffer or
+// CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy. A decline comes
+// with a nil error; the error reports real failures only.
+func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) (paging.Decline, error) {
 	e, err := p.enter("prefetch a weight", accessDriver)
 	if err != nil {
-		return err
+		return paging.Decline{}, err
 	}
 	defer e.leave()
 	return p.weights.residency.Prefetch(layer, w, p.weights.files)

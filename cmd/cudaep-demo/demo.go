@@ -200,15 +200,14 @@ func (d *demo) prefill(progress func(string)) ([]*ep.Buffer, error) {
 	d.res.paths = make([]string, m.layers)
 	routed := make([]bool, m.layers)
 	prefetch := func(l int) error {
-		err := p.PrefetchWeight(ep.LayerID(l), lazy[l])
-		var dec *paging.Decline
+		dec, err := p.PrefetchWeight(ep.LayerID(l), lazy[l])
 		switch {
-		case err == nil:
-			routed[l] = true
-		case errors.As(err, &dec):
-			d.res.paths[l] = "declined: " + dec.Reason.String()
-		default:
+		case err != nil:
 			return fmt.Errorf("prefetch layer %d: %w", l, err)
+		case dec.Reason == ep.DeclineNone:
+			routed[l] = true
+		default:
+			d.res.paths[l] = "declined: " + dec.Reason.String()
 		}
 		return nil
 	}
