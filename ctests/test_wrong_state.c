@@ -631,6 +631,80 @@ static void state_release_twice(void) {
     CHECK_ERR(CudaEpReleaseProvider(p), CUDAEP_STALE_HANDLE, "released");
 }
 
+/* --- lifecycle additions (ABI 3) -------------------------------------------------------- */
+
+/* Keyed slots can be removed (making room for new keys); primary and verify cannot; removal is
+ * refused during a capture. */
+static void state_remove_graph(void) {
+    CHECK_ERR(CudaEpRemoveGraph(prov, CUDAEP_SLOT_PRIMARY, 0), CUDAEP_INVALID_ARGUMENT, "only keyed slots");
+    CHECK_ERR(CudaEpRemoveGraph(prov, CUDAEP_SLOT_VERIFY, 0), CUDAEP_INVALID_ARGUMENT, "only keyed slots");
+    CHECK_OK(CudaEpBeginCapture(prov, CUDAEP_SLOT_KEYED, 41, &relu, 1, &buf, 1));
+    CHECK(exec1(relu, f32_tensor(buf, 1, s4), f32_tensor(buf, 1, s4)));
+    CHECK_ERR(CudaEpRemoveGraph(prov, CUDAEP_SLOT_KEYED, 41), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_KEYED, 41));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_KEYED, 41));
+    CHECK_OK(CudaEpRemoveGraph(prov, CUDAEP_SLOT_KEYED, 41));
+    CHECK_ERR(CudaEpReplay(prov, CUDAEP_SLOT_KEYED, 41), CUDAEP_WRONG_STATE, "");
+    CHECK_OK(CudaEpRemoveGraph(prov, CUDAEP_SLOT_KEYED, 41)); /* not held: nothing to do */
+}
+
+/* One mapping per path; each open takes a reference; the last close unmaps. */
+static void state_close_external_data(void) {
+    static unsigned char bytes[256];
+    static char path[512];
+    pattern_bytes(bytes, sizeof bytes, 31);
+    temp_path(path, sizeof path, "close-external.onnx.data");
+    write_file(path, bytes, sizeof bytes);
+    uint64_t a = 0, b = 0;
+    CHECK_OK(CudaEpOpenExternalData(prov, path, &a));
+    CHECK_OK(CudaEpOpenExternalData(prov, path, &b));
+    CHECK(a == b);
+    CHECK_OK(CudaEpCloseExternalData(prov, a));
+    CHECK_OK(CudaEpCloseExternalData(prov, b));
+    CHECK_ERR(CudaEpCloseExternalData(prov, a), CUDAEP_INVALID_ARGUMENT, "");
+    CudaEpRegion r = {a, 0, 64};
+    const int64_t shape[1] = {64};
+    CudaEpWeightSpec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.boundary = CUDAEP_BOUNDARY_MATMUL, spec.dtype = CUDAEP_DTYPE_UINT8, spec.rank = 1;
+    spec.shape = shape, spec.regions = &r, spec.num_regions = 1;
+    CudaEpLazyWeight w = 0x99;
+    CHECK_ERR(CudaEpCreateLazyWeight(prov, &spec, &w), CUDAEP_INVALID_ARGUMENT, "");
+    CHECK(w == 0x99);
+    unlink(path);
+}
+
+/* Recovery touches the device, so the capture window refuses it; outside a capture, with
+ * nothing quarantined, it recovers nothing; no fallback has happened, so the reasons are "". */
+static void state_recover_during_capture(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpDoubleBuffer db = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateDoubleBuffer(p, 4096, CUDAEP_TRANSFER_STAGING, &db));
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(p, "Relu", 14, 1, &in);
+    CudaEpBuffer b = new_buffer(p, 16);
+    CHECK_OK(CudaEpMemset(b, 0, 16, 0x3F));
+    CHECK_OK(CudaEpBeginCapture(p, CUDAEP_SLOT_PRIMARY, 0, &k, 1, &b, 1));
+    uint32_t n = 77;
+    CHECK_ERR(CudaEpRecoverWeights(p, &n), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_ERR(CudaEpDoubleBufferRecover(db, &n), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK(n == 77);
+    CHECK_OK(CudaEpAbortCapture(p, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpRecoverWeights(p, &n));
+    CHECK(n == 0);
+    CHECK_OK(CudaEpDoubleBufferRecover(db, NULL));
+    char text[64] = "untouched";
+    size_t needed = 0;
+    CHECK_OK(CudaEpGetWeightFallback(p, text, sizeof text, &needed));
+    CHECK(needed == 1 && text[0] == 0);
+    CHECK_OK(CudaEpDoubleBufferGetFallback(db, text, sizeof text, &needed));
+    CHECK(needed == 1 && text[0] == 0);
+    RELEASE(CudaEpReleaseDoubleBuffer, db);
+    RELEASE(CudaEpReleaseKernel, k);
+    RELEASE(CudaEpReleaseBuffer, b);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
 int main(void) {
     unsetenv("CUDAEP_PREFILL_DOUBLE_BUFFER");
     static unsigned char file[4096];
@@ -661,7 +735,8 @@ int main(void) {
         state_compile_module, state_release_twice, state_other_thread_work_during_capture,
         state_driver_work_on_capturing_thread, state_release_during_capture,
         state_last_child_released_during_capture, state_misaligned_tensor,
-        state_reset_during_other_capture,
+        state_reset_during_other_capture, state_remove_graph, state_close_external_data,
+        state_recover_during_capture,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cases[i]();

@@ -116,6 +116,17 @@ func (d *DoubleBuffer) Cancel(t Ticket) error {
 	return d.db.Cancel(t)
 }
 
+// Recover puts the slots quarantined by failed fills back in service and returns how many it
+// recovered; the failed layers' tickets become stale.
+func (d *DoubleBuffer) Recover() (int, error) {
+	e, err := d.p.enter("recover quarantined slots", accessDriver)
+	if err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	return d.db.Recover()
+}
+
 // Capacity is the size of each slot in bytes: the largest layer the pipeline takes.
 func (d *DoubleBuffer) Capacity() uint64 { return d.db.Capacity() }
 

@@ -139,6 +139,6 @@ var families = []family{
 	{CodeDriver, anyOf(as[*cudadrv.Error](), as[*cudadrv.BLASError](), as[*cudadrv.CompileError]())},
 	{CodeUnsupported, is(cudadrv.ErrUnsupported, kernels.ErrUnsupported, graphs.ErrRejected)},
 	{CodeWrongState, is(ErrClosed, ErrCaptureLive, kernels.ErrClosed, paging.ErrClosed,
-		paging.ErrNoFreeSlot, paging.ErrNotPrefetched, paging.ErrQuarantined, cudadrv.ErrDestroyed)},
+		paging.ErrNoFreeSlot, paging.ErrNotPrefetched, paging.ErrQuarantined, paging.ErrFileBusy, cudadrv.ErrDestroyed)},
 	{CodeWrongState, as[*paging.SlotStateError]()},
 }

@@ -35,3 +35,7 @@ type DeclineReason = paging.DeclineReason
 
 // DeclineNone is the Reason of a routed layer.
 const DeclineNone = paging.DeclineNone
+
+// Fallback records why a zero-copy fill fell back to staging: the layer, the slot, the mapping
+// and the driver's registration error.
+type Fallback = paging.Fallback

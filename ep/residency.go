@@ -94,6 +94,38 @@ func (p *Provider) OpenExternalData(path string) (MappingID, error) {
 	return id, nil
 }
 
+// CloseExternalData gives up one reference to an opened external-data file (each
+// OpenExternalData of the path took one) and unmaps it at the last. Lazy weights naming the id
+// fail afterwards with an error saying the mapping was closed.
+//
+// # Errors
+//
+// While a layer from the file is in flight or its pages are registered with the driver the
+// close is refused with an error wrapping paging.ErrFileBusy and nothing changes (release or
+// cancel the layer, then close). An unknown id is an argument error.
+func (p *Provider) CloseExternalData(id MappingID) error {
+	e, err := p.enter("close external data", accessQuery)
+	if err != nil {
+		return err
+	}
+	defer e.leave()
+	if err := p.weights.files.Close(id); err != nil {
+		return fmt.Errorf("ep: close external data %d: %w", id, err)
+	}
+	return nil
+}
+
+// RecoverWeights puts the residency's quarantined slots (left by failed fills) back in
+// service and returns how many it recovered; stats keep counting the quarantines.
+func (p *Provider) RecoverWeights() (int, error) {
+	e, err := p.enter("recover quarantined weight slots", accessDriver)
+	if err != nil {
+		return 0, err
+	}
+	defer e.leave()
+	return p.weights.residency.Recover()
+}
+
 // NewLazyWeight validates spec against the opened files and returns the weight. Every region
 // must lie inside its file.
 func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {

@@ -149,3 +149,34 @@ func TestCloseReleasesPagedWeightsAndInFlightLayers(t *testing.T) {
 	assert.Zero(t, c.DeviceLiveBytes, "slots freed")
 	assert.NoError(t, p.ReleasePagedWeight(held), "a release after Close succeeds: Close gave it back")
 }
+
+// TestExternalDataIsMappedOncePerPathAndClosesOnItsOwn is issue 12's second gap: opening a path
+// twice returns the same mapping, and one file can be closed on its own once every opener has
+// closed it; its id is refused afterwards.
+func TestExternalDataIsMappedOncePerPathAndClosesOnItsOwn(t *testing.T) {
+	p := newProvider(t)
+	path, _ := writeLayers(t, 1, 64)
+	a, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	b, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	assert.Equal(t, a, b, "one mapping per path")
+	spec := ep.WeightSpec{Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{64},
+		Regions: []paging.Region{{Mapping: a, Offset: 100, Len: 256}}}
+	require.NoError(t, p.CloseExternalData(a))
+	_, err = p.NewLazyWeight(spec)
+	require.NoError(t, err, "the second opener still holds the file")
+	require.NoError(t, p.CloseExternalData(b))
+	_, err = p.NewLazyWeight(spec)
+	require.Error(t, err, "the file is unmapped after the last close")
+	assert.Equal(t, ep.CodeInvalidArgument, ep.Code(err))
+	assert.Equal(t, ep.CodeInvalidArgument, ep.Code(p.CloseExternalData(a)), "a closed id is unknown")
+	c, err := p.OpenExternalData(path)
+	require.NoError(t, err, "reopening after the close works")
+	spec.Regions[0].Mapping = c
+	_, err = p.NewLazyWeight(spec)
+	require.NoError(t, err)
+	n, err := p.RecoverWeights()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing quarantined, nothing recovered")
+}

@@ -121,7 +121,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes. CudaEpGetVersion returns the library's. */
-#define CUDAEP_ABI_VERSION 2
+#define CUDAEP_ABI_VERSION 3
 
 /* CUDAEP_API marks every function of the ABI (the library exports these and nothing else). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -1463,6 +1463,76 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpTicketGetInfo(CudaEpTicket ticket
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseTicket(CudaEpTicket ticket);
 
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lifecycle additions (ABI 3)                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * CudaEpRemoveGraph (ABI 3) resets a keyed slot, as CudaEpResetGraph does, and forgets its key,
+ * making room for another: a provider holds at most 128 keyed slots at a time. Removing a key
+ * that is not held does nothing. The removed key may be captured again later; tokens of its old
+ * graphs never replay the new one.
+ * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for the primary or verify slot (they
+ * are permanent: reset them instead) or a bad slot kind; CUDAEP_WRONG_STATE while a capture is
+ * live on the provider (the capture window). Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpRemoveGraph(CudaEpProvider provider, int32_t slot_kind,
+                                                           int64_t slot_key);
+
+/*
+ * CudaEpCloseExternalData (ABI 3) gives up one reference to an external-data file opened with
+ * CudaEpOpenExternalData (opening one path again returns the same mapping and takes another
+ * reference) and unmaps the file at the last one. Lazy weights naming the mapping fail
+ * afterwards. Files still open are unmapped when the provider is destroyed.
+ * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a mapping that is not open (never
+ * opened, or closed); CUDAEP_WRONG_STATE while a layer read from the file is in flight or its
+ * pages are registered with the driver (nothing changes: release or cancel the layer, then
+ * close). Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCloseExternalData(CudaEpProvider provider, uint64_t mapping);
+
+/*
+ * CudaEpRecoverWeights (ABI 3) puts the residency's slots quarantined by failed fills back in
+ * service (after a fill fails twice, every prefetch declines with CUDAEP_DECLINE_BUSY until
+ * then).
+ *   out_recovered  may be NULL; else receives the number of slots recovered.
+ * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on the provider;
+ * CUDAEP_CUDA_ERROR when waiting for the failed copy fails. Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpRecoverWeights(CudaEpProvider provider,
+                                                              CUDAEP_OUT_OPT uint32_t* out_recovered);
+
+/*
+ * CudaEpDoubleBufferRecover (ABI 3) puts the double buffer's quarantined slots back in service;
+ * the failed layers' tickets become stale.
+ *   out_recovered  may be NULL; else receives the number of slots recovered.
+ * Errors: a bad handle; CUDAEP_WRONG_STATE while a capture is live on the provider;
+ * CUDAEP_CUDA_ERROR when waiting for the failed copy fails. Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferRecover(CudaEpDoubleBuffer double_buffer,
+                                                                   CUDAEP_OUT_OPT uint32_t* out_recovered);
+
+/*
+ * CudaEpGetWeightFallback (ABI 3) returns why the residency's most recent zero-copy fill fell
+ * back to staging (the layer, the slot and the driver's registration error), or "" when none
+ * has, with the two-call string idiom.
+ * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a NULL out_needed or a short
+ * buffer. Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetWeightFallback(CudaEpProvider provider,
+                                                                 CUDAEP_OUT_OPT char* buf, size_t buf_size,
+                                                                 CUDAEP_OUT size_t* out_needed);
+
+/*
+ * CudaEpDoubleBufferGetFallback (ABI 3) is CudaEpGetWeightFallback for a double buffer.
+ * Errors: a bad handle; CUDAEP_INVALID_ARGUMENT for a NULL out_needed or a short buffer.
+ * Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferGetFallback(CudaEpDoubleBuffer double_buffer,
+                                                                       CUDAEP_OUT_OPT char* buf, size_t buf_size,
+                                                                       CUDAEP_OUT size_t* out_needed);
 /* ------------------------------------------------------------------------------------------ */
 /* Layout pins: these never change once released.                                             */
 /* ------------------------------------------------------------------------------------------ */

@@ -82,6 +82,7 @@ SCALARS = {
     "shape_capacity": UNCONSTRAINED,  # a capacity, likewise
     "layer": UNCONSTRAINED,           # a host-chosen id: every value names a layer
     "value": UNCONSTRAINED,           # a memset byte
+    "mapping": [("0", IA), ("UINT64_MAX", IA)],  # ids start at 1 and are never that large
 }
 SCALAR_OVERRIDES = {
     ("CudaEpAllocBuffer", "size"): [("0", IA), ("UINT64_MAX / 2", IA)],
@@ -99,6 +100,7 @@ SCALAR_VALID = {
     "num_options": "1", "num_kernels": "1", "num_retain": "1", "index": "0",
     "slot_kind": "CUDAEP_SLOT_PRIMARY", "slot_key": "0", "layer": "1",
     "mode": "CUDAEP_TRANSFER_STAGING", "slot": "0", "buf_size": "sizeof s_buf", "shape_capacity": "8",
+    "mapping": "fx->region.mapping",
 }
 
 # Valid values of handle parameters other than the fixture's live one of their type.
@@ -130,6 +132,7 @@ OUT_OPT_NULL = {
     "out_had_graph": OK,   # documented optional
     "out_abi_version": OK,
     "out_library_version": OK,
+    "out_recovered": OK,   # documented optional
 }
 
 # The wrong-state cases of test_wrong_state.c (state_NAME) that exercise each function, or
@@ -212,6 +215,12 @@ STATES = {
     "CudaEpDoubleBufferCancelLayer": ["db_cancel_after_release", "db_release_not_waited"],
     "CudaEpTicketGetInfo": ["db_wait_stale"],
     "CudaEpReleaseTicket": ["release_twice"],
+    "CudaEpRemoveGraph": ["remove_graph"],
+    "CudaEpCloseExternalData": ["close_external_data"],
+    "CudaEpRecoverWeights": ["recover_during_capture"],
+    "CudaEpDoubleBufferRecover": ["recover_during_capture"],
+    "CudaEpGetWeightFallback": "a query: answered in every state",
+    "CudaEpDoubleBufferGetFallback": "a query: answered in every state",
 }
 
 

@@ -8,7 +8,7 @@ python/cudaep/_native.py applies FUNCTIONS to the loaded library.
 import ctypes
 
 # Integer macros.
-CUDAEP_ABI_VERSION = 2
+CUDAEP_ABI_VERSION = 3
 CUDAEP_MAX_RANK = 32
 CUDAEP_MAX_ARRAY = 65536
 CUDAEP_MAX_KERNEL_ARGS = 24
@@ -542,6 +542,23 @@ FUNCTIONS = {
     "CudaEpTicketGetInfo": (ctypes.c_void_p, [CudaEpTicket, ctypes.POINTER(CudaEpTicketInfo)]),
     # CudaEpStatus* CudaEpReleaseTicket(CudaEpTicket ticket)
     "CudaEpReleaseTicket": (ctypes.c_void_p, [CudaEpTicket]),
+    # CudaEpStatus* CudaEpRemoveGraph(CudaEpProvider provider, int32_t slot_kind, int64_t slot_key)
+    "CudaEpRemoveGraph": (ctypes.c_void_p, [CudaEpProvider, ctypes.c_int32, ctypes.c_int64]),
+    # CudaEpStatus* CudaEpCloseExternalData(CudaEpProvider provider, uint64_t mapping)
+    "CudaEpCloseExternalData": (ctypes.c_void_p, [CudaEpProvider, ctypes.c_uint64]),
+    # CudaEpStatus* CudaEpRecoverWeights(CudaEpProvider provider, CUDAEP_OUT_OPT uint32_t* out_recovered)
+    "CudaEpRecoverWeights": (ctypes.c_void_p, [CudaEpProvider, ctypes.POINTER(ctypes.c_uint32)]),
+    # CudaEpStatus* CudaEpDoubleBufferRecover(CudaEpDoubleBuffer double_buffer,
+    #     CUDAEP_OUT_OPT uint32_t* out_recovered)
+    "CudaEpDoubleBufferRecover": (ctypes.c_void_p, [CudaEpDoubleBuffer, ctypes.POINTER(ctypes.c_uint32)]),
+    # CudaEpStatus* CudaEpGetWeightFallback(CudaEpProvider provider, CUDAEP_OUT_OPT char* buf,
+    #     size_t buf_size, CUDAEP_OUT size_t* out_needed)
+    "CudaEpGetWeightFallback": (ctypes.c_void_p, [CudaEpProvider, ctypes.c_char_p, ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t)]),
+    # CudaEpStatus* CudaEpDoubleBufferGetFallback(CudaEpDoubleBuffer double_buffer, CUDAEP_OUT_OPT char* buf,
+    #     size_t buf_size, CUDAEP_OUT size_t* out_needed)
+    "CudaEpDoubleBufferGetFallback": (ctypes.c_void_p, [CudaEpDoubleBuffer, ctypes.c_char_p, ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t)]),
 }
 
 #: The functions that return a CudaEpStatus* (NULL on success).
@@ -565,7 +582,8 @@ STATUS_FUNCTIONS = frozenset({"CudaEpCreateStatus", "CudaEpGetVersion", "CudaEpG
     "CudaEpReleaseDoubleBuffer", "CudaEpDoubleBufferGetCapacity", "CudaEpDoubleBufferGetSlotState",
     "CudaEpDoubleBufferGetMetrics", "CudaEpDoubleBufferPrefetch", "CudaEpDoubleBufferWaitLayer",
     "CudaEpDoubleBufferReleaseLayer", "CudaEpDoubleBufferCancelLayer", "CudaEpTicketGetInfo",
-    "CudaEpReleaseTicket"})
+    "CudaEpReleaseTicket", "CudaEpRemoveGraph", "CudaEpCloseExternalData", "CudaEpRecoverWeights",
+    "CudaEpDoubleBufferRecover", "CudaEpGetWeightFallback", "CudaEpDoubleBufferGetFallback"})
 
 __all__ = ["CUDAEP_ABI_VERSION", "CUDAEP_MAX_RANK", "CUDAEP_MAX_ARRAY", "CUDAEP_MAX_KERNEL_ARGS",
     "CUDAEP_MAX_KERNEL_TENSORS", "CUDAEP_NULL_HANDLE", "CUDAEP_OK", "CUDAEP_FAIL", "CUDAEP_INVALID_ARGUMENT",

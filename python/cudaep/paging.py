@@ -147,6 +147,16 @@ class DoubleBuffer(HandleObject):
         _native.CudaEpDoubleBufferGetMetrics(self._handle, ctypes.byref(m))
         return fields_of(m, DoubleBufferMetrics)
 
+    def recover(self):
+        """Puts quarantined slots back in service; returns how many."""
+        n = ctypes.c_uint32()
+        _native.CudaEpDoubleBufferRecover(self._handle, ctypes.byref(n))
+        return n.value
+
+    def fallback(self):
+        """Why the last zero-copy fill fell back to staging, or ""."""
+        return _native.two_call_string(_native.CudaEpDoubleBufferGetFallback, self._handle)
+
     def prefetch(self, layer, weight):
         """Queues layer's image into a free slot and returns its :class:`Ticket`."""
         t = _native.Handle(0)

@@ -218,6 +218,11 @@ class Provider(HandleObject):
         _native.CudaEpResetGraph(self._handle, *_slot_args(slot), ctypes.byref(had))
         return bool(had.value)
 
+    def remove_graph(self, slot):
+        """Resets a keyed slot and forgets its key, making room for another (at most 128 keyed
+        slots at a time); removing a key not held does nothing."""
+        _native.CudaEpRemoveGraph(self._handle, *_slot_args(slot))
+
     def has_executable(self, slot=Slot.PRIMARY):
         """Whether the slot has a graph to replay."""
         v = ctypes.c_int32()
@@ -250,6 +255,22 @@ class Provider(HandleObject):
         m = ctypes.c_uint64()
         _native.CudaEpOpenExternalData(self._handle, os.fsencode(path), ctypes.byref(m))
         return m.value
+
+    def close_external_data(self, mapping):
+        """Gives up one reference to an opened file (each open of a path took one); the last
+        close unmaps it. Refused with :class:`cudaep.WrongState` while a layer read from it is in
+        flight."""
+        _native.CudaEpCloseExternalData(self._handle, mapping)
+
+    def recover_weights(self):
+        """Puts the residency's quarantined slots back in service; returns how many."""
+        n = ctypes.c_uint32()
+        _native.CudaEpRecoverWeights(self._handle, ctypes.byref(n))
+        return n.value
+
+    def weight_fallback(self):
+        """Why the residency's last zero-copy fill fell back to staging, or ""."""
+        return _native.two_call_string(_native.CudaEpGetWeightFallback, self._handle)
 
     def lazy_weight(self, regions, dtype, shape, boundary=Boundary.MATMUL, byte_count=0):
         """A :class:`LazyWeight`: regions are ``(mapping, offset, length)`` triples whose

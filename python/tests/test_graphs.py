@@ -194,6 +194,13 @@ class GraphTest(TestCase):
             for o in (add, one, pin, pout, vin, vmid, vout):
                 o.close()
 
+    def test_remove_graph_frees_a_keyed_slot(self):
+        with provider() as p:
+            with self.assertRaises(cudaep.InvalidArgument):
+                p.remove_graph(Slot.PRIMARY)
+            p.remove_graph(Slot.keyed(5))  # not held: nothing to do
+            self.assertFalse(p.has_executable(Slot.keyed(5)))
+
     def test_reset_race_with_threads(self):
         """Threads replay while the main thread resets: every replay succeeds or is refused with
         WrongState, and none that starts after the reset returned is enqueued."""

@@ -101,6 +101,23 @@ class PagingTest(TestCase):
             with self.assertRaises(cudaep.InvalidArgument):
                 p.lazy_weight([], "uint8", (20,))
 
+    def test_one_mapping_per_file_closed_on_its_own_and_recovery(self):
+        with provider() as p:
+            a = p.open_external_data(self.path)
+            self.assertEqual(a, p.open_external_data(self.path))
+            p.close_external_data(a)
+            p.lazy_weight([(a, HEADER, 16)], "uint8", (16,))  # still held by the second open
+            p.close_external_data(a)
+            with self.assertRaises(cudaep.InvalidArgument):
+                p.lazy_weight([(a, HEADER, 16)], "uint8", (16,))
+            with self.assertRaises(cudaep.InvalidArgument):
+                p.close_external_data(a)
+            self.assertEqual(p.recover_weights(), 0)
+            self.assertEqual(p.weight_fallback(), "")
+            with p.double_buffer(SIZE, TransferMode.STAGING) as db:
+                self.assertEqual(db.recover(), 0)
+                self.assertEqual(db.fallback(), "")
+
     def test_double_buffer_wraparound_in_both_modes(self):
         for mode in TransferMode:
             with self.subTest(mode=mode.name), provider() as p:
