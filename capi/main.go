@@ -9,11 +9,11 @@
 // 64-bit handles, strings are copied in with C.GoString and out into caller buffers, and
 // statuses are allocated in the C heap (status.c).
 //
-// The cgo preambles include capi/cudaep.h, a byte-identical copy of include/cudaep.h kept in
-// this directory because Go's build cache does not see headers outside a package; the
-// Makefile refreshes the copy and the ABI check fails when the two differ. Because the
-// header is included, the C compiler rejects any export whose signature drifts from its
-// declaration.
+// The cgo preambles include capi/cudaep.h, a byte-identical copy of include/cudaep.h that the
+// Makefile makes in this directory (Go's build cache does not see headers outside a package;
+// the copy is not tracked by git: run make, or `make header-copy`, before go build or go vet
+// of this package). Because the header is included, the C compiler rejects any export whose
+// signature drifts from its declaration.
 package main
 
 // main is never run: a c-shared library's main package needs one.
