@@ -246,3 +246,22 @@ func TestGetKernelRefusesUnsupportedCombinations(t *testing.T) {
 	_, err = p.GetKernel(ep.Spec{Op: "MatMul", Opset: 13, Inputs: []ep.TensorInfo{f32(2, 3), f32(4, 5)}})
 	assert.ErrorIs(t, err, kernels.ErrUnsupported)
 }
+
+// TestBackendIsReleasedWithItsLastProvider is issue 12's sixth gap: providers share their
+// backend (so providers on one device share its capture gate), and the last one to close
+// releases it and its device gates instead of keeping them for the process's life.
+func TestBackendIsReleasedWithItsLastProvider(t *testing.T) {
+	gates := graphs.GateCount()
+	opts := ep.DefaultOptions()
+	opts.Backend = drivertest.BackendName()
+	a, err := ep.New(opts)
+	require.NoError(t, err)
+	b, err := ep.New(opts)
+	require.NoError(t, err)
+	assert.Same(t, ep.GateOf(a), ep.GateOf(b), "one device, one gate")
+	assert.Equal(t, gates+1, graphs.GateCount())
+	require.NoError(t, a.Close())
+	assert.Equal(t, gates+1, graphs.GateCount(), "b still uses the device")
+	require.NoError(t, b.Close())
+	assert.Equal(t, gates, graphs.GateCount(), "the last provider released the backend's gates")
+}
