@@ -16,5 +16,9 @@
 // signature drifts from its declaration.
 package main
 
+// The ONNX Runtime plugin EP (CreateEpFactories, ReleaseEpFactory) is linked into the same
+// library.
+import _ "github.com/cudaep/cudaep/capi/ort"
+
 // main is never run: a c-shared library's main package needs one.
 func main() {}

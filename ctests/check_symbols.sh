@@ -2,12 +2,13 @@
 # check_symbols.sh LIBRARY HEADER
 #
 # The library's dynamic symbol table (nm -D) must hold exactly the functions HEADER declares
-# with CUDAEP_API: none missing (a host would fail to link) and nothing else (the linker
+# with CUDAEP_API, plus the two entry points of the ONNX Runtime plugin EP (CreateEpFactories,
+# ReleaseEpFactory): none missing (a host would fail to link) and nothing else (the linker
 # version script hides the Go runtime and cgo symbols).
 set -euo pipefail
 lib=$1 header=$2
 
-declared=$(sed -n 's/^CUDAEP_API.*[ *]\(CudaEp[A-Za-z0-9_]*\)(.*/\1/p' "$header" | sort -u)
+declared=$( (sed -n 's/^CUDAEP_API.*[ *]\(CudaEp[A-Za-z0-9_]*\)(.*/\1/p' "$header"; printf 'CreateEpFactories\nReleaseEpFactory\n') | sort -u)
 exported=$(nm -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' | sort -u)
 
 [ -n "$declared" ] || { echo "no CUDAEP_API declarations found in $header" >&2; exit 1; }
@@ -24,5 +25,5 @@ if [ -n "$extra" ]; then
 	echo "$extra" | sed 's/^/  /' >&2
 	status=1
 fi
-[ $status -eq 0 ] && echo "exported symbols: $(echo "$declared" | wc -l) CudaEp* functions, exactly the header's"
+[ $status -eq 0 ] && echo "exported symbols: $(echo "$declared" | wc -l): the header's CudaEp* functions and the two ORT plugin entry points"
 exit $status

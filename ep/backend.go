@@ -112,3 +112,34 @@ func closeBackend(b cudadrv.Backend) error {
 	}
 	return nil
 }
+
+// ListDevices describes the devices of the backend named by the option value (cuda, sim or
+// auto) without creating a provider, and says which backend it used (for auto, why). A host
+// such as ONNX Runtime's device discovery uses it to offer one device per GPU.
+//
+// # Errors
+//
+// A bad backend name is an *OptionError; with backend cuda and no loadable driver the error
+// names what was tried.
+func ListDevices(backend string) ([]DeviceInfo, string, string, error) {
+	sb, reason, err := acquireBackend(backend)
+	if err != nil {
+		return nil, "", "", err
+	}
+	defer func() { _ = releaseBackend(sb) }()
+	n, err := sb.drv.DeviceCount()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("ep: count devices: %w", err)
+	}
+	out := make([]DeviceInfo, 0, n)
+	for i := 0; i < n; i++ {
+		d, err := sb.drv.Device(i)
+		if err != nil {
+			return nil, "", "", fmt.Errorf("ep: open device %d: %w", i, err)
+		}
+		major, minor := d.ComputeCapability()
+		out = append(out, DeviceInfo{Ordinal: i, Name: d.Name(), Major: major, Minor: minor,
+			TotalMemory: d.TotalMemory(), Multiprocessors: d.Multiprocessors()})
+	}
+	return out, sb.name, reason, nil
+}

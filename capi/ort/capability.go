@@ -1,0 +1,203 @@
+package ort
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// cudaepOrtGetCapability claims every node cudaep's kernels run, in connected, convex groups.
+//
+//export cudaepOrtGetCapability
+func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphSupportInfo) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	s, err := epTable.Get(handles.Handle(e.handle))
+	if err != nil {
+		return statusOf(err)
+	}
+	nodes, opset, err := readNodes(g)
+	if err != nil {
+		return statusOf(err)
+	}
+	supported := make([]bool, len(nodes))
+	for i := range nodes {
+		supported[i] = s.supports(&nodes[i], opset)
+	}
+	for _, group := range fusionGroups(nodes, supported) {
+		if err := addNodesToFuse(info, nodes, group); err != nil {
+			return statusOf(err)
+		}
+	}
+	return nil
+}
+
+// supports reports whether the provider has a kernel for nd: an ONNX-domain op over tensors
+// whose types it takes (symbolic dimensions count as 1 here; Compute builds kernels for the
+// real shapes).
+func (s *session) supports(nd *node, opset int64) bool {
+	if nd.domain != "" && nd.domain != "ai.onnx" || nd.badAttr != "" || opset <= 0 {
+		return false
+	}
+	spec, ok := specOf(nd, opset, 1)
+	if !ok {
+		return false
+	}
+	k, err := s.p.GetKernel(spec)
+	if err != nil {
+		return false
+	}
+	return len(k.Outputs()) == len(nd.outputs)
+}
+
+// specOf is the kernel spec of nd with symbolic dimensions set to d; ok is false for a node
+// with a missing or non-tensor value.
+func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
+	spec := ep.Spec{Op: nd.op, Opset: int(opset), Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(nd.inputs))}
+	for i, v := range nd.inputs {
+		if v.name == "" || !v.tensor {
+			return spec, false
+		}
+		spec.Inputs[i] = v.info(d)
+	}
+	for _, v := range nd.outputs {
+		if v.name == "" || !v.tensor {
+			return spec, false
+		}
+	}
+	return spec, true
+}
+
+// fusionGroups splits the supported nodes into groups ORT accepts: runs of consecutive
+// supported nodes in a topological order (such a run is convex: a path that leaves it cannot
+// come back, since every node between its ends is in it), each split into its connected
+// components (a component of a convex set is convex).
+func fusionGroups(nodes []node, supported []bool) [][]int {
+	order := topoOrder(nodes)
+	var groups [][]int
+	var run []int
+	flush := func() {
+		groups = append(groups, components(nodes, run)...)
+		run = nil
+	}
+	for _, i := range order {
+		if supported[i] {
+			run = append(run, i)
+		} else if len(run) > 0 {
+			flush()
+		}
+	}
+	if len(run) > 0 {
+		flush()
+	}
+	return groups
+}
+
+// topoOrder orders node indices so that every producer comes before its consumers (Kahn's
+// algorithm over the value names; the graph's own order breaks ties).
+func topoOrder(nodes []node) []int {
+	producer := map[string]int{}
+	for i, nd := range nodes {
+		for _, v := range nd.outputs {
+			if v.name != "" {
+				producer[v.name] = i
+			}
+		}
+	}
+	indeg := make([]int, len(nodes))
+	consumers := make([][]int, len(nodes))
+	for i, nd := range nodes {
+		for _, v := range nd.inputs {
+			if p, ok := producer[v.name]; ok && v.name != "" && p != i {
+				indeg[i]++
+				consumers[p] = append(consumers[p], i)
+			}
+		}
+	}
+	var order, ready []int
+	for i := range nodes {
+		if indeg[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	for len(ready) > 0 {
+		i := ready[0]
+		ready = ready[1:]
+		order = append(order, i)
+		for _, c := range consumers[i] {
+			if indeg[c]--; indeg[c] == 0 {
+				ready = append(ready, c)
+			}
+		}
+	}
+	if len(order) < len(nodes) { // a cycle cannot happen in ONNX; keep the graph's order
+		order = order[:0]
+		for i := range nodes {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// components splits run (node indices) into connected components by shared values, each in
+// run's order.
+func components(nodes []node, run []int) [][]int {
+	parent := map[int]int{}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	producer := map[string]int{}
+	for _, i := range run {
+		parent[i] = i
+		for _, v := range nodes[i].outputs {
+			producer[v.name] = i
+		}
+	}
+	for _, i := range run {
+		for _, v := range nodes[i].inputs {
+			if p, ok := producer[v.name]; ok && v.name != "" {
+				parent[find(i)] = find(p)
+			}
+		}
+	}
+	byRoot := map[int][]int{}
+	var roots []int
+	for _, i := range run {
+		r := find(i)
+		if _, seen := byRoot[r]; !seen {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], i)
+	}
+	out := make([][]int, 0, len(roots))
+	for _, r := range roots {
+		out = append(out, byRoot[r])
+	}
+	return out
+}
+
+// addNodesToFuse hands one group to ORT; the node array lives in C memory for the call.
+func addNodesToFuse(info *C.OrtEpGraphSupportInfo, nodes []node, group []int) error {
+	arr := (**C.OrtNode)(C.calloc(C.size_t(len(group)), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	if arr == nil {
+		return fmt.Errorf("cudaep: out of host memory")
+	}
+	defer C.free(unsafe.Pointer(arr))
+	ptrs := unsafe.Slice(arr, len(group))
+	for j, i := range group {
+		ptrs[j] = nodes[i].ptr
+	}
+	return errorOf(C.cudaep_ort_add_nodes_to_fuse(info, arr, C.size_t(len(group))), "claim nodes")
+}

@@ -1,0 +1,225 @@
+package ort
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// cudaepOrtCompute runs a partition: it copies the inputs ORT hands over (CPU tensors) into the
+// plan for their shapes, runs the kernels (or replays the captured graph), and copies the
+// outputs into the tensors ORT allocates.
+//
+//export cudaepOrtCompute
+func cudaepOrtCompute(ci *C.CudaEpOrtComputeInfo, kc *C.OrtKernelContext) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	pt, err := partitionTable.Get(handles.Handle(ci.handle))
+	if err != nil {
+		return statusOf(err)
+	}
+	return statusOf(pt.compute(kc))
+}
+
+// hostTensor is a CPU tensor ORT handed over.
+type hostTensor struct {
+	info ep.TensorInfo
+	data unsafe.Pointer
+}
+
+func (pt *partition) compute(kc *C.OrtKernelContext) error {
+	var nin, nout C.size_t
+	if err := errorOf(C.cudaep_ort_kernel_counts(kc, &nin, &nout), "count the partition's values"); err != nil {
+		return err
+	}
+	if int(nin) != len(pt.inputs) || int(nout) != len(pt.outputs) {
+		return fmt.Errorf("%w: partition %s was compiled for %d inputs and %d outputs, ORT passes %d and %d",
+			errInvalid, pt.name, len(pt.inputs), len(pt.outputs), int(nin), int(nout))
+	}
+	ins := make([]hostTensor, int(nin))
+	infos := make([]ep.TensorInfo, int(nin))
+	for i := range ins {
+		var data unsafe.Pointer
+		var elem, onCPU C.int
+		var dims [maxRank]C.int64_t
+		var rank C.size_t
+		if err := errorOf(C.cudaep_ort_kernel_input(kc, C.size_t(i), &data, &elem, &dims[0], maxRank, &rank, &onCPU), "read an input"); err != nil {
+			return err
+		}
+		if rank > maxRank {
+			return fmt.Errorf("%w: input %q has rank %d, at most %d", ep.ErrUnsupported, pt.inputs[i], int(rank), maxRank)
+		}
+		if onCPU == 0 {
+			return fmt.Errorf("%w: input %q is not in CPU memory (device tensors need the EP's allocator, not implemented yet)", ep.ErrUnsupported, pt.inputs[i])
+		}
+		shape := make([]int64, int(rank))
+		for d := range shape {
+			shape[d] = int64(dims[d])
+		}
+		infos[i] = ep.TensorInfo{DType: ep.DType(elem), Shape: shape}
+		ins[i] = hostTensor{info: infos[i], data: data}
+	}
+
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	key := shapeKey(infos)
+	pl := pt.plans[key]
+	if pl == nil {
+		var err error
+		if pl, err = pt.newPlan(infos); err != nil {
+			return err
+		}
+		pt.plans[key] = pl
+	}
+	p := pt.s.p
+	for i, in := range ins {
+		n := in.info.Bytes()
+		if n == 0 {
+			continue
+		}
+		if err := p.CopyToDevice(pl.inputs[i].buf, 0, unsafe.Slice((*byte)(in.data), n)); err != nil {
+			return fmt.Errorf("copy input %q to the device: %w", pt.inputs[i], err)
+		}
+	}
+	if err := pt.run(pl); err != nil {
+		return err
+	}
+	for j, out := range pl.outputs {
+		dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
+		for d, v := range out.info.Shape {
+			dims[d] = C.int64_t(v)
+		}
+		var data unsafe.Pointer
+		var onCPU C.int
+		if err := errorOf(C.cudaep_ort_kernel_output(kc, C.size_t(j), &dims[0], C.size_t(len(out.info.Shape)), &data, &onCPU), "allocate an output"); err != nil {
+			return err
+		}
+		n := out.info.Bytes()
+		if n == 0 {
+			continue
+		}
+		if onCPU == 0 || data == nil {
+			return fmt.Errorf("%w: output %q is not in CPU memory", ep.ErrUnsupported, pt.outputs[j])
+		}
+		if err := p.CopyToHost(unsafe.Slice((*byte)(data), n), out.buf, 0); err != nil {
+			return fmt.Errorf("copy output %q to the host: %w", pt.outputs[j], err)
+		}
+	}
+	pt.runs++
+	return nil
+}
+
+// run executes a plan: eagerly, or with CUDA graphs by capturing it on first use and
+// replaying it afterwards (the plan's buffers are fixed, so a replay reads this run's inputs).
+func (pt *partition) run(pl *plan) error {
+	p := pt.s.p
+	if !pt.s.opts.cudaGraph {
+		return pl.execute()
+	}
+	if !pl.graph {
+		kernels := make([]*ep.Kernel, len(pl.steps))
+		for i, st := range pl.steps {
+			kernels[i] = st.k
+		}
+		retain := append([]*ep.Buffer(nil), pl.owned...)
+		for _, w := range pt.weights {
+			retain = append(retain, w.buf)
+		}
+		pl.slot = pt.s.slotFor()
+		if err := p.BeginCapture(pl.slot, kernels, retain); err != nil {
+			return err
+		}
+		if err := pl.execute(); err != nil {
+			return errors.Join(err, p.AbortCapture(pl.slot))
+		}
+		if err := p.EndCapture(pl.slot); err != nil {
+			return err
+		}
+		pl.graph = true
+	}
+	return p.Replay(pl.slot)
+}
+
+func (pl *plan) execute() error {
+	for _, st := range pl.steps {
+		if err := st.k.Execute(st.ins, st.out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newPlan builds the kernels of every node for concrete input shapes, allocating the inputs',
+// intermediates' and outputs' device buffers once.
+func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
+	p := pt.s.p
+	pl := &plan{}
+	vals := map[string]tensorBuf{}
+	for name, w := range pt.weights {
+		vals[name] = w
+	}
+	alloc := func(info ep.TensorInfo) (tensorBuf, error) {
+		n := info.Bytes()
+		if n <= 0 {
+			n = 1
+		}
+		b, err := p.Alloc(uint64(n), 0)
+		if err != nil {
+			return tensorBuf{}, err
+		}
+		pl.owned = append(pl.owned, b)
+		return tensorBuf{info: info, buf: b}, nil
+	}
+	fail := func(err error) (*plan, error) {
+		return nil, errors.Join(err, pl.release(p))
+	}
+	for i, info := range ins {
+		t, err := alloc(info)
+		if err != nil {
+			return fail(err)
+		}
+		vals[pt.inputs[i]] = t
+		pl.inputs = append(pl.inputs, t)
+	}
+	for _, nd := range pt.nodes {
+		spec := ep.Spec{Op: nd.op, Opset: int(pt.opset), Attrs: nd.attrs}
+		st := step{}
+		for _, v := range nd.inputs {
+			t, ok := vals[v.name]
+			if !ok {
+				return fail(fmt.Errorf("%w: node %s reads %q, which the partition does not produce", errInvalid, nd.name, v.name))
+			}
+			spec.Inputs = append(spec.Inputs, t.info)
+			st.ins = append(st.ins, t.tensor())
+		}
+		k, err := p.GetKernel(spec)
+		if err != nil {
+			return fail(fmt.Errorf("node %s: %w", nd.name, err))
+		}
+		st.k = k
+		for j, info := range k.Outputs() {
+			t, err := alloc(info)
+			if err != nil {
+				return fail(err)
+			}
+			vals[nd.outputs[j].name] = t
+			st.out = append(st.out, t.tensor())
+		}
+		pl.steps = append(pl.steps, st)
+	}
+	for _, name := range pt.outputs {
+		t, ok := vals[name]
+		if !ok {
+			return fail(fmt.Errorf("%w: partition %s does not produce its output %q", errInvalid, pt.name, name))
+		}
+		pl.outputs = append(pl.outputs, t)
+	}
+	return pl, nil
+}

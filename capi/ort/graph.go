@@ -1,0 +1,236 @@
+package ort
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/ep"
+)
+
+// maxRank bounds the tensor ranks the adapter reads from ORT.
+const maxRank = 8
+
+// value is one tensor-valued name of a graph: its element type and shape (-1 for a symbolic
+// dimension); tensor is false for non-tensor values, which the adapter never claims.
+type value struct {
+	name   string
+	tensor bool
+	dtype  ep.DType
+	shape  []int64
+}
+
+// node is what the adapter reads of an ORT node: enough to make an ep kernel.
+type node struct {
+	ptr     *C.OrtNode
+	op      string
+	domain  string
+	name    string
+	inputs  []value
+	outputs []value
+	attrs   map[string]ep.Attribute
+	badAttr string // an attribute of a kind ep cannot take (graph, tensor), or ""
+}
+
+// readNodes reads every node of g, with the ONNX-domain opset the graph imports.
+func readNodes(g *C.OrtGraph) ([]node, int64, error) {
+	var opset C.int64_t
+	if err := errorOf(C.cudaep_ort_graph_onnx_opset(g, &opset), "read the graph's opsets"); err != nil {
+		return nil, 0, err
+	}
+	var arr **C.OrtNode
+	var n C.size_t
+	if err := errorOf(C.cudaep_ort_graph_nodes(g, &arr, &n), "list the graph's nodes"); err != nil {
+		C.cudaep_ort_free_array(unsafe.Pointer(arr))
+		return nil, 0, err
+	}
+	defer C.cudaep_ort_free_array(unsafe.Pointer(arr))
+	if n == 0 {
+		return nil, int64(opset), nil
+	}
+	ptrs := unsafe.Slice(arr, int(n))
+	nodes := make([]node, len(ptrs))
+	for i, p := range ptrs {
+		nd, err := readNode(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		nodes[i] = nd
+	}
+	return nodes, int64(opset), nil
+}
+
+func readNode(p *C.OrtNode) (node, error) {
+	nd := node{ptr: p}
+	var op, domain, name *C.char
+	if err := errorOf(C.cudaep_ort_node_strings(p, &op, &domain, &name), "read a node"); err != nil {
+		return nd, err
+	}
+	nd.op, nd.domain, nd.name = goString(op), goString(domain), goString(name)
+	var err error
+	if nd.inputs, err = readValues(p, 0); err != nil {
+		return nd, err
+	}
+	if nd.outputs, err = readValues(p, 1); err != nil {
+		return nd, err
+	}
+	nd.attrs, nd.badAttr, err = readAttrs(p)
+	return nd, err
+}
+
+// readValues reads a node's inputs (outputs=0) or outputs; a missing optional value has an
+// empty name.
+func readValues(p *C.OrtNode, outputs C.int) ([]value, error) {
+	var arr **C.OrtValueInfo
+	var n C.size_t
+	if err := errorOf(C.cudaep_ort_node_values(p, outputs, &arr, &n), "read a node's values"); err != nil {
+		C.cudaep_ort_free_array(unsafe.Pointer(arr))
+		return nil, err
+	}
+	defer C.cudaep_ort_free_array(unsafe.Pointer(arr))
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]value, int(n))
+	for i, vi := range unsafe.Slice(arr, int(n)) {
+		if vi == nil {
+			continue
+		}
+		v, err := readValueInfo(vi)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func readValueInfo(vi *C.OrtValueInfo) (value, error) {
+	var name *C.char
+	var isTensor, elem C.int
+	var dims [maxRank]C.int64_t
+	var rank C.size_t
+	if err := errorOf(C.cudaep_ort_value_info(vi, &name, &isTensor, &elem, &dims[0], maxRank, &rank), "read a value"); err != nil {
+		return value{}, err
+	}
+	v := value{name: goString(name), tensor: isTensor != 0 && rank <= maxRank, dtype: ep.DType(elem)}
+	if v.tensor {
+		v.shape = make([]int64, int(rank))
+		for i := range v.shape {
+			v.shape[i] = int64(dims[i])
+		}
+	}
+	return v, nil
+}
+
+// readAttrs reads a node's attributes into ep's form. A graph or tensor attribute is
+// returned by name in bad (ep's kernels take none).
+func readAttrs(p *C.OrtNode) (map[string]ep.Attribute, string, error) {
+	var arr **C.OrtOpAttr
+	var n C.size_t
+	if err := errorOf(C.cudaep_ort_node_attributes(p, &arr, &n), "read a node's attributes"); err != nil {
+		C.cudaep_ort_free_array(unsafe.Pointer(arr))
+		return nil, "", err
+	}
+	defer C.cudaep_ort_free_array(unsafe.Pointer(arr))
+	attrs := map[string]ep.Attribute{}
+	if n == 0 {
+		return attrs, "", nil
+	}
+	bad := ""
+	for _, a := range unsafe.Slice(arr, int(n)) {
+		var cname *C.char
+		var kind C.int
+		if err := errorOf(C.cudaep_ort_attr_header(a, &cname, &kind), "read an attribute"); err != nil {
+			return nil, "", err
+		}
+		name := goString(cname)
+		switch kind {
+		case C.ORT_OP_ATTR_INT:
+			var v C.int64_t
+			if err := readAttr(a, kind, unsafe.Pointer(&v), 8); err != nil {
+				return nil, "", err
+			}
+			attrs[name] = ep.IntAttr(int64(v))
+		case C.ORT_OP_ATTR_FLOAT:
+			var v C.float
+			if err := readAttr(a, kind, unsafe.Pointer(&v), 4); err != nil {
+				return nil, "", err
+			}
+			attrs[name] = ep.FloatAttr(float32(v))
+		case C.ORT_OP_ATTR_INTS:
+			b, err := readAttrBytes(a, kind)
+			if err != nil {
+				return nil, "", err
+			}
+			ints := make([]int64, len(b)/8)
+			for i := range ints {
+				ints[i] = *(*int64)(unsafe.Pointer(&b[8*i]))
+			}
+			attrs[name] = ep.IntsAttr(ints...)
+		case C.ORT_OP_ATTR_STRING:
+			b, err := readAttrBytes(a, kind)
+			if err != nil {
+				return nil, "", err
+			}
+			attrs[name] = ep.StringAttr(string(b))
+		default:
+			bad = name
+		}
+	}
+	return attrs, bad, nil
+}
+
+func readAttr(a *C.OrtOpAttr, kind C.int, dst unsafe.Pointer, size C.size_t) error {
+	var got C.size_t
+	return errorOf(C.cudaep_ort_attr_read(a, kind, dst, size, &got), "read an attribute value")
+}
+
+// readAttrBytes reads a variable-length attribute: once for its size, once for its bytes.
+func readAttrBytes(a *C.OrtOpAttr, kind C.int) ([]byte, error) {
+	var size C.size_t
+	st := C.cudaep_ort_attr_read(a, kind, nil, 0, &size)
+	C.cudaep_ort_release_status(st) // a status saying the buffer is too small is expected
+	if size == 0 {
+		return nil, nil
+	}
+	if size > 1<<20 {
+		return nil, fmt.Errorf("%w: an attribute of %d bytes", errInvalid, int(size))
+	}
+	b := make([]byte, int(size))
+	var got C.size_t
+	if err := errorOf(C.cudaep_ort_attr_read(a, kind, unsafe.Pointer(&b[0]), size, &got), "read an attribute value"); err != nil {
+		return nil, err
+	}
+	return b[:min(int(got), len(b))], nil
+}
+
+// info is v's type with symbolic dimensions set to d (to ask ep whether it supports the
+// node), or its concrete type.
+func (v value) info(d int64) ep.TensorInfo {
+	shape := make([]int64, len(v.shape))
+	for i, s := range v.shape {
+		if s < 0 {
+			s = d
+		}
+		shape[i] = s
+	}
+	return ep.TensorInfo{DType: v.dtype, Shape: shape}
+}
+
+// elementCount is the number of elements of a concrete shape, or -1 when it overflows.
+func elementCount(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 || (d > 0 && n > math.MaxInt64/d) {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}

@@ -1,0 +1,193 @@
+package ort
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// partition is one compiled group of nodes: its kernels in topological order, its weights on
+// the device, and per input-shape key a plan (kernels, intermediate buffers and, with CUDA
+// graphs, a captured slot). Runs of one partition serialize on mu.
+type partition struct {
+	s       *session
+	name    string // the fused node's name: the key between Compile and CreateState
+	opset   int64
+	nodes   []node
+	inputs  []string // the fused node's inputs, in ORT's order
+	outputs []string // the fused node's outputs, in ORT's order
+	weights map[string]tensorBuf
+
+	mu    sync.Mutex
+	plans map[string]*plan
+	runs  uint64
+}
+
+// tensorBuf is a tensor in a device buffer.
+type tensorBuf struct {
+	info ep.TensorInfo
+	buf  *ep.Buffer
+}
+
+func (t tensorBuf) tensor() ep.Tensor { return ep.Tensor{TensorInfo: t.info, Ptr: t.buf.Ptr()} }
+
+// plan is a partition instantiated for one set of input shapes.
+type plan struct {
+	inputs  []tensorBuf // the fused inputs' device copies
+	steps   []step
+	outputs []tensorBuf
+	owned   []*ep.Buffer // every buffer the plan allocated
+	slot    ep.Slot      // the captured graph's slot, when captured
+	graph   bool
+}
+
+// step is one kernel execution.
+type step struct {
+	k        *ep.Kernel
+	ins, out []ep.Tensor
+}
+
+func (pt *partition) close() error {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	var errs []error
+	for _, pl := range pt.plans {
+		errs = append(errs, pl.release(pt.s.p))
+	}
+	pt.plans = nil
+	for _, w := range pt.weights {
+		errs = append(errs, w.buf.Release())
+	}
+	pt.weights = nil
+	return errors.Join(errs...)
+}
+
+func (pl *plan) release(p *ep.Provider) error {
+	var errs []error
+	if pl.graph {
+		errs = append(errs, p.RemoveGraph(pl.slot))
+	}
+	for _, b := range pl.owned {
+		if err := b.Release(); err != nil && !errors.Is(err, ep.ErrReleased) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cudaepOrtCompile turns each fused group into a partition: it copies what it needs of the
+// graph (which is invalid after Compile returns) and loads the group's weights onto the device.
+//
+//export cudaepOrtCompile
+func cudaepOrtCompile(e *C.CudaEpOrtEp, graphs **C.OrtGraph, fused **C.OrtNode, count C.size_t,
+	infos **C.OrtNodeComputeInfo) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	s, err := epTable.Get(handles.Handle(e.handle))
+	if err != nil {
+		return statusOf(err)
+	}
+	gs, fs := unsafe.Slice(graphs, int(count)), unsafe.Slice(fused, int(count))
+	out := unsafe.Slice(infos, int(count))
+	made := make([]handles.Handle, 0, len(gs))
+	fail := func(err error) *C.OrtStatus {
+		for i, h := range made {
+			_ = partitionTable.Remove(h)
+			C.cudaep_ort_free(unsafe.Pointer(out[i]))
+			out[i] = nil
+		}
+		return statusOf(err)
+	}
+	for i := range gs {
+		pt, err := s.compile(gs[i], fs[i])
+		if err != nil {
+			return fail(err)
+		}
+		h, err := partitionTable.Insert(pt)
+		if err != nil {
+			_ = pt.close()
+			return fail(err)
+		}
+		ci := C.cudaep_ort_new_compute_info(C.uint64_t(h))
+		if ci == nil {
+			_ = partitionTable.Remove(h)
+			return fail(fmt.Errorf("cudaep: out of host memory"))
+		}
+		made = append(made, h)
+		out[i] = &ci.ci
+	}
+	return nil
+}
+
+func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
+	fn, err := readNode(fused)
+	if err != nil {
+		return nil, err
+	}
+	nodes, opset, err := readNodes(g)
+	if err != nil {
+		return nil, err
+	}
+	ordered := make([]node, 0, len(nodes))
+	for _, i := range topoOrder(nodes) {
+		ordered = append(ordered, nodes[i])
+	}
+	pt := &partition{s: s, name: fn.name, opset: opset, nodes: ordered, plans: map[string]*plan{}}
+	for _, v := range fn.inputs {
+		pt.inputs = append(pt.inputs, v.name)
+	}
+	for _, v := range fn.outputs {
+		pt.outputs = append(pt.outputs, v.name)
+	}
+	if pt.weights, err = s.loadWeights(g); err != nil {
+		_ = pt.close()
+		return nil, fmt.Errorf("partition %s: %w", pt.name, err)
+	}
+	return pt, nil
+}
+
+// cudaepOrtReleaseComputeInfo releases a partition and its C object.
+//
+//export cudaepOrtReleaseComputeInfo
+func cudaepOrtReleaseComputeInfo(ci *C.CudaEpOrtComputeInfo) {
+	defer recoverQuietly()
+	if ci == nil {
+		return
+	}
+	_ = partitionTable.Remove(handles.Handle(ci.handle))
+	C.cudaep_ort_free(unsafe.Pointer(ci))
+}
+
+// cudaepOrtCreateState checks that ORT runs the partition compiled for the node it names.
+//
+//export cudaepOrtCreateState
+func cudaepOrtCreateState(ci *C.CudaEpOrtComputeInfo, ctx *C.OrtNodeComputeContext, state *unsafe.Pointer) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	pt, err := partitionTable.Get(handles.Handle(ci.handle))
+	if err != nil {
+		return statusOf(err)
+	}
+	if name := goString(C.cudaep_ort_compute_context_name(ctx)); name != pt.name {
+		return statusOf(fmt.Errorf("cudaep: ORT asks to run node %q with the partition compiled for %q", name, pt.name))
+	}
+	*state = unsafe.Pointer(ci)
+	return nil
+}
+
+// shapeKey is a plan's key: the concrete input shapes.
+func shapeKey(ins []ep.TensorInfo) string {
+	var b strings.Builder
+	for _, t := range ins {
+		fmt.Fprintf(&b, "%d%v;", t.DType, t.Shape)
+	}
+	return b.String()
+}

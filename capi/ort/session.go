@@ -1,0 +1,173 @@
+package ort
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// optionPrefix starts every session config key of the EP.
+const optionPrefix = "ep.cudaep."
+
+// sessionOptions are the EP's options for one session, from the session config entries
+// "ep.cudaep.<key>" (the EP device's defaults, overridden by the user's).
+type sessionOptions struct {
+	provider    ep.Options
+	cudaGraph   bool   // enable_cuda_graph: capture each partition per input shapes and replay it
+	paging      string // auto | on | off
+	weightBytes uint64 // weight_budget_bytes: 0 means no budget
+}
+
+// optionKeys documents the keys, for error messages.
+var optionKeys = []string{"backend", "device_id", "enable_cuda_graph", "paging", "weight_budget_bytes", "tf32"}
+
+// parseOptions reads the EP's keys from a session's config entries. Unknown keys and bad
+// values are errors naming them.
+func parseOptions(entries map[string]string) (sessionOptions, error) {
+	o := sessionOptions{provider: ep.DefaultOptions(), paging: "auto"}
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		if strings.HasPrefix(k, optionPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, full := range keys {
+		key, value := strings.TrimPrefix(full, optionPrefix), entries[full]
+		bad := func(allowed string) error {
+			return fmt.Errorf("%w: session option %s=%q: expected %s", errInvalid, full, value, allowed)
+		}
+		switch key {
+		case "backend", "device_id", "tf32":
+			if key == "tf32" && (value == "0" || value == "1") {
+				value = strconv.FormatBool(value == "1")
+			}
+			if err := o.provider.Set(key, value); err != nil {
+				return o, fmt.Errorf("%w: session option %s: %w", errInvalid, full, err)
+			}
+		case "enable_cuda_graph":
+			switch value {
+			case "0", "false":
+				o.cudaGraph = false
+			case "1", "true":
+				o.cudaGraph = true
+			default:
+				return o, bad("0 or 1")
+			}
+		case "paging":
+			switch value {
+			case "auto", "off":
+				o.paging = value
+			case "on":
+				return o, fmt.Errorf("%w: session option %s=on: paging partition weights through the double buffer during a run is not implemented yet; use auto or off (weights are loaded once, resident)", ep.ErrUnsupported, full)
+			default:
+				return o, bad("auto, on or off")
+			}
+		case "weight_budget_bytes":
+			n, err := strconv.ParseUint(value, 10, 64)
+			if err != nil {
+				return o, bad("a byte count")
+			}
+			o.weightBytes = n
+		default:
+			return o, fmt.Errorf("%w: unknown session option %s (the keys are %s, prefixed %s)", errInvalid, full,
+				strings.Join(optionKeys, ", "), optionPrefix)
+		}
+	}
+	return o, o.provider.Validate()
+}
+
+// session is one OrtEp: the provider a session runs its partitions on.
+type session struct {
+	opts sessionOptions
+	p    *ep.Provider
+
+	mu       sync.Mutex
+	nextSlot int64 // keyed graph slots handed to partitions
+}
+
+func (s *session) close() error { return s.p.Close() }
+
+// slotFor hands out a fresh keyed slot for a partition's captured graph.
+func (s *session) slotFor() ep.Slot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextSlot++
+	return ep.Keyed(s.nextSlot)
+}
+
+// cudaepOrtCreateEp creates the provider of a session from its config entries.
+//
+//export cudaepOrtCreateEp
+func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, numDevices C.size_t,
+	so *C.OrtSessionOptions, out **C.OrtEp) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	if numDevices != 1 {
+		return statusOf(fmt.Errorf("%w: a CudaEp session runs on one device, %d were given", errInvalid, int(numDevices)))
+	}
+	entries := map[string]string{}
+	// The device's own defaults first (its metadata names the backend and ordinal), then the
+	// session's entries, which include the EP device's options and the user's.
+	if metadata != nil {
+		if m := *metadata; m != nil {
+			meta := kvMap(m)
+			if b := meta["backend"]; b != "" {
+				entries[optionPrefix+"backend"] = b
+			}
+			if o := meta["cuda_ordinal"]; o != "" {
+				entries[optionPrefix+"device_id"] = o
+			}
+		}
+	}
+	var kv *C.OrtKeyValuePairs
+	if err := errorOf(C.cudaep_ort_session_config(so, &kv), "read the session options"); err != nil {
+		return statusOf(err)
+	}
+	for k, v := range kvMap(kv) {
+		entries[k] = v
+	}
+	C.cudaep_ort_kv_release(kv)
+	opts, err := parseOptions(entries)
+	if err != nil {
+		return statusOf(err)
+	}
+	p, err := ep.New(opts.provider)
+	if err != nil {
+		return statusOf(err)
+	}
+	h, err := epTable.Insert(&session{opts: opts, p: p})
+	if err != nil {
+		_ = p.Close()
+		return statusOf(err)
+	}
+	e := C.cudaep_ort_new_ep(C.uint64_t(h))
+	if e == nil {
+		_ = epTable.Remove(h)
+		return statusOf(fmt.Errorf("cudaep: out of host memory"))
+	}
+	*out = &e.ep
+	return nil
+}
+
+// cudaepOrtReleaseEp closes the session's provider once its partitions are gone.
+//
+//export cudaepOrtReleaseEp
+func cudaepOrtReleaseEp(e *C.CudaEpOrtEp) {
+	defer recoverQuietly()
+	if e == nil {
+		return
+	}
+	_ = epTable.Remove(handles.Handle(e.handle))
+	C.cudaep_ort_free(unsafe.Pointer(e))
+}

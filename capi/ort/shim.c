@@ -1,0 +1,428 @@
+/*
+ * shim.c - the entry points, ORT table trampolines and ORT API slot wrappers of cudaep's ONNX
+ * Runtime plugin execution provider (see shim.h). Every decision is made in Go (package ort);
+ * this file only moves arguments across.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+#include "_cgo_export.h"
+
+const OrtApi* cudaep_ort_api;
+const OrtEpApi* cudaep_ort_ep_api;
+uint32_t cudaep_ort_version;
+
+#define A(Name) ORT_API_FN(cudaep_ort_api, Name)
+#define E(Name) ORT_EP_API_FN(cudaep_ort_ep_api, Name)
+
+static const char cudaep_ort_ep_name[] = "CudaEp";
+static const char cudaep_ort_vendor[] = "cudaep";
+static char cudaep_ort_library_version[32] = "0.0.0";
+
+void cudaep_ort_set_library_version(const char* version) {
+    strncpy(cudaep_ort_library_version, version, sizeof cudaep_ort_library_version - 1);
+}
+
+/* --- factory trampolines --------------------------------------------------------------- */
+
+static const char* f_GetName(const OrtEpFactory* f) { (void)f; return cudaep_ort_ep_name; }
+static const char* f_GetVendor(const OrtEpFactory* f) { (void)f; return cudaep_ort_vendor; }
+static uint32_t f_GetVendorId(const OrtEpFactory* f) { (void)f; return 0x10DE; }
+static const char* f_GetVersion(const OrtEpFactory* f) { (void)f; return cudaep_ort_library_version; }
+static bool f_IsStreamAware(const OrtEpFactory* f) { (void)f; return false; }
+
+static OrtStatus* f_GetSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t num_devices,
+                                        OrtEpDevice** ep_devices, size_t max_ep_devices, size_t* num_ep_devices) {
+    return cudaepOrtGetSupportedDevices((CudaEpOrtFactory*)f, (OrtHardwareDevice**)devices, num_devices, ep_devices,
+                                        max_ep_devices, num_ep_devices);
+}
+
+static OrtStatus* f_CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* devices,
+                             const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
+                             const OrtSessionOptions* session_options, const OrtLogger* logger, OrtEp** ep) {
+    (void)devices;
+    (void)logger;
+    return cudaepOrtCreateEp((CudaEpOrtFactory*)f, (OrtKeyValuePairs**)ep_metadata, num_devices,
+                             (OrtSessionOptions*)session_options, ep);
+}
+
+static void f_ReleaseEp(OrtEpFactory* f, OrtEp* ep) {
+    (void)f;
+    cudaepOrtReleaseEp((CudaEpOrtEp*)ep);
+}
+
+/* ORT 1.23+ calls CreateDataTransfer during registration: it must exist. No data transfer yet:
+ * tensors reach the EP in CPU memory. */
+static OrtStatus* f_CreateDataTransfer(OrtEpFactory* f, OrtDataTransferImpl** data_transfer) {
+    (void)f;
+    *data_transfer = NULL;
+    return NULL;
+}
+
+/* --- EP trampolines -------------------------------------------------------------------- */
+
+static const char* ep_GetName(const OrtEp* ep) { (void)ep; return cudaep_ort_ep_name; }
+
+static OrtStatus* ep_GetCapability(OrtEp* ep, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
+    return cudaepOrtGetCapability((CudaEpOrtEp*)ep, (OrtGraph*)graph, info);
+}
+
+static OrtStatus* ep_Compile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused_nodes, size_t count,
+                             OrtNodeComputeInfo** node_compute_infos, OrtNode** ep_context_nodes) {
+    (void)ep_context_nodes;
+    return cudaepOrtCompile((CudaEpOrtEp*)ep, (OrtGraph**)graphs, (OrtNode**)fused_nodes, count, node_compute_infos);
+}
+
+static void ep_ReleaseNodeComputeInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t count) {
+    (void)ep;
+    for (size_t i = 0; i < count; i++) {
+        cudaepOrtReleaseComputeInfo((CudaEpOrtComputeInfo*)infos[i]);
+    }
+}
+
+static OrtStatus* ep_IsConcurrentRunSupported(OrtEp* ep, bool* supported) {
+    (void)ep;
+    *supported = true; /* each partition serializes its own runs */
+    return NULL;
+}
+
+CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle) {
+    CudaEpOrtEp* e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->ep.ort_version_supported = cudaep_ort_version;
+    e->ep.GetName = ep_GetName;
+    e->ep.GetCapability = ep_GetCapability;
+    e->ep.Compile = ep_Compile;
+    e->ep.ReleaseNodeComputeInfos = ep_ReleaseNodeComputeInfos;
+    if (cudaep_ort_version >= 24) e->ep.IsConcurrentRunSupported = ep_IsConcurrentRunSupported;
+    e->handle = handle;
+    return e;
+}
+
+/* --- compute trampolines --------------------------------------------------------------- */
+
+static OrtStatus* ci_CreateState(OrtNodeComputeInfo* ci, OrtNodeComputeContext* ctx, void** state) {
+    return cudaepOrtCreateState((CudaEpOrtComputeInfo*)ci, ctx, state);
+}
+
+static OrtStatus* ci_Compute(OrtNodeComputeInfo* ci, void* state, OrtKernelContext* kc) {
+    (void)state;
+    return cudaepOrtCompute((CudaEpOrtComputeInfo*)ci, kc);
+}
+
+static void ci_ReleaseState(OrtNodeComputeInfo* ci, void* state) {
+    (void)ci;
+    (void)state; /* the state is the compute info itself */
+}
+
+CudaEpOrtComputeInfo* cudaep_ort_new_compute_info(uint64_t handle) {
+    CudaEpOrtComputeInfo* c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->ci.ort_version_supported = cudaep_ort_version;
+    c->ci.CreateState = ci_CreateState;
+    c->ci.Compute = ci_Compute;
+    c->ci.ReleaseState = ci_ReleaseState;
+    c->handle = handle;
+    return c;
+}
+
+void cudaep_ort_free(void* p) { free(p); }
+
+/* --- entry points ---------------------------------------------------------------------- */
+
+OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* ort_api_base,
+                             const OrtLogger* default_logger, OrtEpFactory** factories, size_t max_factories,
+                             size_t* num_factories) {
+    (void)registration_name;
+    (void)default_logger;
+    if (!ort_api_base) return NULL; /* nothing to report an error with */
+    uint32_t version = 24;
+    const OrtApi* api = ort_api_base->GetApi(24);
+    if (!api) {
+        version = 23;
+        api = ort_api_base->GetApi(23);
+    }
+    if (!api) {
+        const OrtApi* v1 = ort_api_base->GetApi(1);
+        if (!v1) return NULL;
+        return ORT_API_FN(v1, CreateStatus)(ORT_NOT_IMPLEMENTED,
+                                            "cudaep: this ONNX Runtime offers neither API 24 nor 23; cudaep needs 1.23 or later");
+    }
+    cudaep_ort_api = api;
+    cudaep_ort_version = version;
+    cudaep_ort_ep_api = A(GetEpApi)();
+    if (!factories || !num_factories || max_factories < 1) {
+        return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: CreateEpFactories needs room for one factory");
+    }
+    CudaEpOrtFactory* f = calloc(1, sizeof *f);
+    if (!f) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    f->f.ort_version_supported = version;
+    f->f.GetName = f_GetName;
+    f->f.GetVendor = f_GetVendor;
+    f->f.GetSupportedDevices = f_GetSupportedDevices;
+    f->f.CreateEp = f_CreateEp;
+    f->f.ReleaseEp = f_ReleaseEp;
+    f->f.GetVendorId = f_GetVendorId;
+    f->f.GetVersion = f_GetVersion;
+    f->f.CreateDataTransfer = f_CreateDataTransfer;
+    f->f.IsStreamAware = f_IsStreamAware;
+    OrtStatus* st = cudaepOrtNewFactory(f);
+    if (st) {
+        free(f);
+        return st;
+    }
+    factories[0] = &f->f;
+    *num_factories = 1;
+    return NULL;
+}
+
+OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+    if (!factory) return NULL;
+    cudaepOrtReleaseFactory((CudaEpOrtFactory*)factory);
+    free(factory);
+    return NULL;
+}
+
+/* --- statuses and key-value pairs ------------------------------------------------------ */
+
+OrtStatus* cudaep_ort_status(OrtErrorCode code, const char* msg) { return A(CreateStatus)(code, msg); }
+const char* cudaep_ort_error_message(const OrtStatus* st) { return A(GetErrorMessage)(st); }
+void cudaep_ort_release_status(OrtStatus* st) {
+    if (st) A(ReleaseStatus)(st);
+}
+
+OrtKeyValuePairs* cudaep_ort_kv_new(void) {
+    OrtKeyValuePairs* kv = NULL;
+    A(CreateKeyValuePairs)(&kv);
+    return kv;
+}
+void cudaep_ort_kv_add(OrtKeyValuePairs* kv, const char* key, const char* value) { A(AddKeyValuePair)(kv, key, value); }
+void cudaep_ort_kv_release(OrtKeyValuePairs* kv) {
+    if (kv) A(ReleaseKeyValuePairs)(kv);
+}
+void cudaep_ort_kv_entries(const OrtKeyValuePairs* kv, const char* const** keys, const char* const** values, size_t* n) {
+    *n = 0;
+    if (kv) A(GetKeyValuePairs)(kv, keys, values, n);
+}
+const char* cudaep_ort_kv_get(const OrtKeyValuePairs* kv, const char* key) { return kv ? A(GetKeyValue)(kv, key) : NULL; }
+OrtStatus* cudaep_ort_session_config(const OrtSessionOptions* so, OrtKeyValuePairs** out) {
+    return A(GetSessionOptionsConfigEntries)(so, out);
+}
+
+/* --- devices --------------------------------------------------------------------------- */
+
+int cudaep_ort_hw_type(const OrtHardwareDevice* d) { return (int)A(HardwareDevice_Type)(d); }
+uint32_t cudaep_ort_hw_vendor_id(const OrtHardwareDevice* d) { return A(HardwareDevice_VendorId)(d); }
+
+OrtStatus* cudaep_ort_create_hw_device(uint32_t device_id, const char* vendor, const OrtKeyValuePairs* meta,
+                                       OrtHardwareDevice** out) {
+    *out = NULL;
+    if (cudaep_ort_version < ORT_EP_API_SINCE_CreateHardwareDevice) {
+        return NULL; /* ORT 1.23 cannot make a virtual device: none is offered */
+    }
+    return E(CreateHardwareDevice)(OrtHardwareDeviceType_GPU, 0x10DE, device_id, vendor, meta, out);
+}
+void cudaep_ort_release_hw_device(OrtHardwareDevice* d) {
+    if (d) E(ReleaseHardwareDevice)(d);
+}
+OrtStatus* cudaep_ort_create_ep_device(OrtEpFactory* f, const OrtHardwareDevice* hw, const OrtKeyValuePairs* meta,
+                                       const OrtKeyValuePairs* options, OrtEpDevice** out) {
+    return E(CreateEpDevice)(f, hw, meta, options, out);
+}
+
+/* --- graphs ---------------------------------------------------------------------------- */
+
+OrtStatus* cudaep_ort_graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t* n) {
+    *nodes = NULL;
+    OrtStatus* st = A(Graph_GetNumNodes)(g, n);
+    if (st || *n == 0) return st;
+    *nodes = calloc(*n, sizeof **nodes);
+    if (!*nodes) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    return A(Graph_GetNodes)(g, *nodes, *n);
+}
+
+OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset) {
+    *opset = 0;
+    size_t n = 0;
+    OrtStatus* st = A(Graph_GetNumOperatorSets)(g, &n);
+    if (st || n == 0) return st;
+    const char** domains = calloc(n, sizeof *domains);
+    int64_t* versions = calloc(n, sizeof *versions);
+    if (!domains || !versions) {
+        free(domains);
+        free(versions);
+        return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    }
+    st = A(Graph_GetOperatorSets)(g, domains, versions, n);
+    for (size_t i = 0; !st && i < n; i++) {
+        if (domains[i] && (domains[i][0] == 0 || strcmp(domains[i], "ai.onnx") == 0)) *opset = versions[i];
+    }
+    free(domains);
+    free(versions);
+    return st;
+}
+
+OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path) { return A(Graph_GetModelPath)(g, path); }
+
+OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n) {
+    *out = NULL;
+    OrtStatus* st = A(Graph_GetNumInitializers)(g, n);
+    if (st || *n == 0) return st;
+    *out = calloc(*n, sizeof **out);
+    if (!*out) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    return A(Graph_GetInitializers)(g, *out, *n);
+}
+
+OrtStatus* cudaep_ort_node_strings(const OrtNode* n, const char** op, const char** domain, const char** name) {
+    OrtStatus* st = A(Node_GetOperatorType)(n, op);
+    if (!st) st = A(Node_GetDomain)(n, domain);
+    if (!st) st = A(Node_GetName)(n, name);
+    return st;
+}
+
+OrtStatus* cudaep_ort_node_values(const OrtNode* n, int outputs, const OrtValueInfo*** out, size_t* count) {
+    *out = NULL;
+    OrtStatus* st = outputs ? A(Node_GetNumOutputs)(n, count) : A(Node_GetNumInputs)(n, count);
+    if (st || *count == 0) return st;
+    *out = calloc(*count, sizeof **out);
+    if (!*out) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    return outputs ? A(Node_GetOutputs)(n, *out, *count) : A(Node_GetInputs)(n, *out, *count);
+}
+
+OrtStatus* cudaep_ort_node_attributes(const OrtNode* n, const OrtOpAttr*** out, size_t* count) {
+    *out = NULL;
+    OrtStatus* st = A(Node_GetNumAttributes)(n, count);
+    if (st || *count == 0) return st;
+    *out = calloc(*count, sizeof **out);
+    if (!*out) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    return A(Node_GetAttributes)(n, *out, *count);
+}
+
+OrtStatus* cudaep_ort_attr_header(const OrtOpAttr* a, const char** name, int* type) {
+    OrtOpAttrType t = ORT_OP_ATTR_UNDEFINED;
+    OrtStatus* st = A(OpAttr_GetName)(a, name);
+    if (!st) st = A(OpAttr_GetType)(a, &t);
+    *type = (int)t;
+    return st;
+}
+
+OrtStatus* cudaep_ort_attr_read(const OrtOpAttr* a, int type, void* data, size_t len, size_t* out_len) {
+    return A(ReadOpAttr)(a, (OrtOpAttrType)type, data, len, out_len);
+}
+
+OrtStatus* cudaep_ort_value_info(const OrtValueInfo* v, const char** name, int* is_tensor, int* elem, int64_t* dims,
+                                 size_t cap, size_t* rank) {
+    *is_tensor = 0;
+    *elem = 0;
+    *rank = 0;
+    OrtStatus* st = A(GetValueInfoName)(v, name);
+    if (st) return st;
+    const OrtTypeInfo* ti = NULL;
+    st = A(GetValueInfoTypeInfo)(v, &ti);
+    if (st || !ti) return st;
+    enum ONNXType ot = ONNX_TYPE_UNKNOWN;
+    st = A(GetOnnxTypeFromTypeInfo)(ti, &ot);
+    if (st || ot != ONNX_TYPE_TENSOR) return st;
+    const OrtTensorTypeAndShapeInfo* tsi = NULL;
+    st = A(CastTypeInfoToTensorInfo)(ti, &tsi);
+    if (st || !tsi) return st;
+    *is_tensor = 1;
+    enum ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    st = A(GetTensorElementType)(tsi, &et);
+    if (st) return st;
+    *elem = (int)et;
+    st = A(GetDimensionsCount)(tsi, rank);
+    if (st) return st;
+    if (*rank > cap) return NULL; /* the caller sees rank > cap and refuses the value */
+    return A(GetDimensions)(tsi, dims, *rank);
+}
+
+OrtStatus* cudaep_ort_value_info_external(const OrtValueInfo* v, const char** path, int64_t* offset, size_t* size,
+                                          int* found, OrtExternalInitializerInfo** info) {
+    *found = 0;
+    *info = NULL;
+    OrtStatus* st = A(ValueInfo_GetExternalInitializerInfo)(v, info);
+    if (st || !*info) return st;
+    *found = 1;
+    *path = A(ExternalInitializerInfo_GetFilePath)(*info);
+    *offset = A(ExternalInitializerInfo_GetFileOffset)(*info);
+    *size = A(ExternalInitializerInfo_GetByteSize)(*info);
+    return NULL;
+}
+
+void cudaep_ort_release_external(OrtExternalInitializerInfo* info) {
+    if (info) A(ReleaseExternalInitializerInfo)(info);
+}
+
+OrtStatus* cudaep_ort_value_info_data(const OrtValueInfo* v, const void** data, size_t* bytes) {
+    *data = NULL;
+    *bytes = 0;
+    const OrtValue* value = NULL;
+    OrtStatus* st = A(ValueInfo_GetInitializerValue)(v, &value);
+    if (st || !value) return st;
+    st = A(GetTensorSizeInBytes)(value, bytes);
+    if (st) return st;
+    return A(GetTensorData)(value, data);
+}
+
+void cudaep_ort_free_array(void* p) { free(p); }
+
+OrtStatus* cudaep_ort_add_nodes_to_fuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, size_t n) {
+    OrtNodeFusionOptions opts;
+    memset(&opts, 0, sizeof opts);
+    opts.ort_version_supported = cudaep_ort_version;
+    opts.drop_constant_initializers = true;
+    return E(EpGraphSupportInfo_AddNodesToFuse)(info, nodes, n, &opts);
+}
+
+const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx) { return E(NodeComputeContext_NodeName)(ctx); }
+
+/* --- kernel context -------------------------------------------------------------------- */
+
+OrtStatus* cudaep_ort_kernel_counts(OrtKernelContext* kc, size_t* inputs, size_t* outputs) {
+    OrtStatus* st = A(KernelContext_GetInputCount)(kc, inputs);
+    if (!st) st = A(KernelContext_GetOutputCount)(kc, outputs);
+    return st;
+}
+
+static int value_on_cpu(const OrtValue* v) {
+    const OrtMemoryInfo* mi = NULL;
+    OrtStatus* st = A(GetTensorMemoryInfo)(v, &mi);
+    if (st) {
+        A(ReleaseStatus)(st);
+        return 0;
+    }
+    OrtMemoryInfoDeviceType dt = OrtMemoryInfoDeviceType_GPU;
+    A(MemoryInfoGetDeviceType)(mi, &dt);
+    return dt == OrtMemoryInfoDeviceType_CPU;
+}
+
+OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,
+                                   size_t cap, size_t* rank, int* on_cpu) {
+    const OrtValue* v = NULL;
+    OrtStatus* st = A(KernelContext_GetInput)(kc, i, &v);
+    if (st) return st;
+    if (!v) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: a partition input is missing");
+    OrtTensorTypeAndShapeInfo* tsi = NULL;
+    st = A(GetTensorTypeAndShape)(v, &tsi);
+    if (st) return st;
+    enum ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    st = A(GetTensorElementType)(tsi, &et);
+    if (!st) st = A(GetDimensionsCount)(tsi, rank);
+    if (!st && *rank <= cap) st = A(GetDimensions)(tsi, dims, *rank);
+    A(ReleaseTensorTypeAndShapeInfo)(tsi);
+    if (st) return st;
+    *elem = (int)et;
+    *on_cpu = value_on_cpu(v);
+    return A(GetTensorData)(v, data);
+}
+
+OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_t* dims, size_t rank, void** data,
+                                    int* on_cpu) {
+    OrtValue* v = NULL;
+    OrtStatus* st = A(KernelContext_GetOutput)(kc, i, dims, rank, &v);
+    if (st) return st;
+    *on_cpu = value_on_cpu(v);
+    return A(GetTensorMutableData)(v, data);
+}

@@ -1,0 +1,93 @@
+/*
+ * shim.h - the C side of cudaep's ONNX Runtime plugin execution provider.
+ *
+ * ORT calls C function pointers and hands over C function tables; cgo can neither store Go
+ * functions in C tables nor call C function pointers. So this shim (shim.c) owns the
+ * entry points CreateEpFactories/ReleaseEpFactory, fills ORT's tables with static
+ * trampolines that forward to the Go exports (package ort), and wraps each ORT API slot the Go
+ * side calls in a plain C function. It holds no logic of its own.
+ *
+ * Declarations only: the cgo preamble of every Go file with //export includes this header.
+ */
+#ifndef CUDAEP_ORT_SHIM_H
+#define CUDAEP_ORT_SHIM_H
+
+#include "ort_abi.h"
+
+/* The tables negotiated in CreateEpFactories (one ORT per process). */
+extern const OrtApi* cudaep_ort_api;
+extern const OrtEpApi* cudaep_ort_ep_api;
+extern uint32_t cudaep_ort_version;
+
+/* The objects ORT holds: its table first, then the handle of the Go object behind it. */
+typedef struct CudaEpOrtFactory {
+    OrtEpFactory f;
+    uint64_t handle;
+} CudaEpOrtFactory;
+
+typedef struct CudaEpOrtEp {
+    OrtEp ep;
+    uint64_t handle;
+} CudaEpOrtEp;
+
+typedef struct CudaEpOrtComputeInfo {
+    OrtNodeComputeInfo ci;
+    uint64_t handle;
+} CudaEpOrtComputeInfo;
+
+/* Object construction (tables filled, handle stored); free with free(). */
+CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle);
+CudaEpOrtComputeInfo* cudaep_ort_new_compute_info(uint64_t handle);
+void cudaep_ort_free(void* p);
+void cudaep_ort_set_library_version(const char* version);
+
+/* Statuses. */
+OrtStatus* cudaep_ort_status(OrtErrorCode code, const char* msg);
+const char* cudaep_ort_error_message(const OrtStatus* st);
+void cudaep_ort_release_status(OrtStatus* st);
+
+/* Key-value pairs. */
+OrtKeyValuePairs* cudaep_ort_kv_new(void);
+void cudaep_ort_kv_add(OrtKeyValuePairs* kv, const char* key, const char* value);
+void cudaep_ort_kv_release(OrtKeyValuePairs* kv);
+void cudaep_ort_kv_entries(const OrtKeyValuePairs* kv, const char* const** keys, const char* const** values, size_t* n);
+const char* cudaep_ort_kv_get(const OrtKeyValuePairs* kv, const char* key);
+OrtStatus* cudaep_ort_session_config(const OrtSessionOptions* so, OrtKeyValuePairs** out);
+
+/* Devices. */
+int cudaep_ort_hw_type(const OrtHardwareDevice* d);
+uint32_t cudaep_ort_hw_vendor_id(const OrtHardwareDevice* d);
+OrtStatus* cudaep_ort_create_hw_device(uint32_t device_id, const char* vendor, const OrtKeyValuePairs* meta,
+                                       OrtHardwareDevice** out);
+void cudaep_ort_release_hw_device(OrtHardwareDevice* d);
+OrtStatus* cudaep_ort_create_ep_device(OrtEpFactory* f, const OrtHardwareDevice* hw, const OrtKeyValuePairs* meta,
+                                       const OrtKeyValuePairs* options, OrtEpDevice** out);
+
+/* Graphs, nodes, values, attributes. */
+OrtStatus* cudaep_ort_graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t* n);
+OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset);
+OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path);
+OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n);
+OrtStatus* cudaep_ort_node_strings(const OrtNode* n, const char** op, const char** domain, const char** name);
+OrtStatus* cudaep_ort_node_values(const OrtNode* n, int outputs, const OrtValueInfo*** out, size_t* count);
+OrtStatus* cudaep_ort_node_attributes(const OrtNode* n, const OrtOpAttr*** out, size_t* count);
+OrtStatus* cudaep_ort_attr_header(const OrtOpAttr* a, const char** name, int* type);
+OrtStatus* cudaep_ort_attr_read(const OrtOpAttr* a, int type, void* data, size_t len, size_t* out_len);
+OrtStatus* cudaep_ort_value_info(const OrtValueInfo* v, const char** name, int* is_tensor, int* elem,
+                                 int64_t* dims, size_t cap, size_t* rank);
+OrtStatus* cudaep_ort_value_info_external(const OrtValueInfo* v, const char** path, int64_t* offset,
+                                          size_t* size, int* found, OrtExternalInitializerInfo** info);
+void cudaep_ort_release_external(OrtExternalInitializerInfo* info);
+OrtStatus* cudaep_ort_value_info_data(const OrtValueInfo* v, const void** data, size_t* bytes);
+void cudaep_ort_free_array(void* p);
+OrtStatus* cudaep_ort_add_nodes_to_fuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, size_t n);
+const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx);
+
+/* Kernel context (Compute). */
+OrtStatus* cudaep_ort_kernel_counts(OrtKernelContext* kc, size_t* inputs, size_t* outputs);
+OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,
+                                   size_t cap, size_t* rank, int* on_cpu);
+OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_t* dims, size_t rank, void** data,
+                                    int* on_cpu);
+
+#endif /* CUDAEP_ORT_SHIM_H */
