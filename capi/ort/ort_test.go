@@ -1,0 +1,130 @@
+package ort
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/ep"
+)
+
+func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
+	o, err := parseOptions(map[string]string{
+		"ep.cudaep.backend": "sim", "ep.cudaep.device_id": "0", "ep.cudaep.enable_cuda_graph": "1",
+		"ep.cudaep.paging": "off", "ep.cudaep.weight_budget_bytes": "4096", "ep.cudaep.tf32": "1",
+		"session.disable_cpu_ep_fallback": "1", // not ours: ignored
+	})
+	require.NoError(t, err)
+	assert.Equal(t, ep.BackendSim, o.provider.Backend)
+	assert.True(t, o.cudaGraph)
+	assert.True(t, o.provider.TF32)
+	assert.Equal(t, "off", o.paging)
+	assert.Equal(t, uint64(4096), o.weightBytes)
+
+	for key, value := range map[string]string{
+		"ep.cudaep.no_such_key":         "1",
+		"ep.cudaep.backend":             "opencl",
+		"ep.cudaep.device_id":           "minus one",
+		"ep.cudaep.enable_cuda_graph":   "maybe",
+		"ep.cudaep.paging":              "sometimes",
+		"ep.cudaep.weight_budget_bytes": "-5",
+	} {
+		_, err := parseOptions(map[string]string{key: value})
+		require.Error(t, err, "%s=%s", key, value)
+		assert.Contains(t, err.Error(), key, "the error names the key")
+	}
+	_, err = parseOptions(map[string]string{"ep.cudaep.paging": "on"})
+	assert.ErrorIs(t, err, ep.ErrUnsupported, "paging during a run is not built yet: refused, not ignored")
+}
+
+func vals(names ...string) []value {
+	out := make([]value, len(names))
+	for i, n := range names {
+		out[i] = value{name: n, tensor: true}
+	}
+	return out
+}
+
+// TestFusionGroupsAreConvexAndConnected: a supported chain broken by an unsupported node makes
+// two groups, and an unconnected supported node is a group of its own.
+func TestFusionGroupsAreConvexAndConnected(t *testing.T) {
+	nodes := []node{
+		{name: "c", inputs: vals("x2"), outputs: vals("y")},        // 0, after the CPU node
+		{name: "a", inputs: vals("in"), outputs: vals("x0")},       // 1
+		{name: "cpu", inputs: vals("x1"), outputs: vals("x2")},     // 2, unsupported
+		{name: "b", inputs: vals("x0"), outputs: vals("x1")},       // 3
+		{name: "d", inputs: vals("other"), outputs: vals("z")},     // 4, independent
+		{name: "e", inputs: vals("x0", "z"), outputs: vals("out")}, // 5, joins a and d
+	}
+	supported := []bool{true, true, false, true, true, true}
+	order := topoOrder(nodes)
+	pos := map[string]int{}
+	for i, n := range order {
+		pos[nodes[n].name] = i
+	}
+	assert.Less(t, pos["a"], pos["b"])
+	assert.Less(t, pos["b"], pos["cpu"])
+	assert.Less(t, pos["cpu"], pos["c"])
+	assert.Less(t, pos["d"], pos["e"])
+
+	groups := fusionGroups(nodes, supported)
+	names := make([][]string, len(groups))
+	for i, g := range groups {
+		for _, n := range g {
+			names[i] = append(names[i], nodes[n].name)
+		}
+	}
+	for _, g := range names {
+		assert.NotContains(t, g, "cpu")
+	}
+	assert.Contains(t, names, []string{"c"}, "the node after the CPU node is its own partition")
+	// a, b, d, e are all before the CPU node in this order and connected through e.
+	var first []string
+	for _, g := range names {
+		if len(g) > 1 {
+			first = g
+		}
+	}
+	assert.ElementsMatch(t, []string{"a", "b", "d", "e"}, first)
+}
+
+// TestReadExternalRefusesWhatORTRefuses: a hostile model gets a clear error, never another
+// file's bytes.
+func TestReadExternalRefusesWhatORTRefuses(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	model := filepath.Join(dir, "model.onnx")
+	require.NoError(t, os.WriteFile(model, []byte("m"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "w.bin"), []byte("0123456789"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.bin"), []byte("secret"), 0o600))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.bin"), filepath.Join(dir, "link.bin")))
+
+	got, err := readExternal(model, "w.bin", 2, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("2345"), got)
+
+	for name, c := range map[string]struct {
+		loc  string
+		off  int64
+		n    uint64
+		want string
+	}{
+		"absolute":       {filepath.Join(outside, "secret.bin"), 0, 6, "absolute"},
+		"parent":         {"../" + filepath.Base(outside) + "/secret.bin", 0, 6, "outside the model's directory"},
+		"symlink out":    {"link.bin", 0, 6, "outside the model's directory"},
+		"past the end":   {"w.bin", 8, 4, "pass the end"},
+		"huge offset":    {"w.bin", 1 << 40, 1, "pass the end"},
+		"negative":       {"w.bin", -1, 1, "pass the end"},
+		"missing file":   {"nope.bin", 0, 1, "nope.bin"},
+		"empty location": {"", 0, 1, "absolute"},
+	} {
+		_, err := readExternal(model, c.loc, c.off, c.n)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), c.want, name)
+	}
+	_, err = readExternal("", "w.bin", 0, 1)
+	assert.ErrorContains(t, err, "loaded from bytes")
+}
