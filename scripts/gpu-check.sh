@@ -92,6 +92,12 @@ run() {
 		step python 300 . env CUDAEP_LIBRARY="$ROOT/build/ctests/libcudaep.so" PYTHONPATH=python \
 			python3 -m unittest discover -s python/tests -t python -v
 		tables+=("== mlp_server (C++ example)" "$(tail -12 "$logs/mlp-server.log")")
+		# cudaep inside ONNX Runtime from Python, as users run it (needs onnxruntime and onnx).
+		ortpy=${ORT_PYTHON:-/opt/torch/.venv/bin/python}
+		if [ -x "$ortpy" ] && "$ortpy" -c 'import onnxruntime, onnx' 2>/dev/null; then
+			step ort-python 240 . "$ortpy" scripts/ort_python_check.py build/ctests/libcudaep.so
+			tables+=("== ONNX Runtime (Python) with CudaEp" "$(tail -8 "$logs/ort-python.log")")
+		fi
 	fi
 	if [ -z "${SKIP_BENCH:-}" ] && [ -x build/bench/cudaep-bench ]; then
 		step cudaep-bench 420 . scripts/bench-gpu.sh run
@@ -105,7 +111,7 @@ run() {
 	# Only 8 files come back from the device tool's $OUT: the benchmark's JSON (written there by
 	# bench-gpu.sh) and the logs a reader needs most.
 	if [ -n "${OUT:-}" ]; then
-		for f in ctest python mlp-server demo-large go-ep; do
+		for f in ctest python mlp-server demo-large go-ep ort-python; do
 			[ -f "$logs/$f.log" ] && cp "$logs/$f.log" "$OUT/"
 		done
 	fi
