@@ -22,10 +22,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 def mlp(path, d_in, d_hid, d_out, seed):
     rng = np.random.default_rng(seed)
-    w1 = rng.standard_normal((d_in, d_hid), dtype=np.float32) / np.sqrt(d_in)
-    b1 = rng.standard_normal(d_hid, dtype=np.float32)
-    w2 = rng.standard_normal((d_hid, d_out), dtype=np.float32) / np.sqrt(d_hid)
-    b2 = rng.standard_normal(d_out, dtype=np.float32)
+    w1 = (rng.standard_normal((d_in, d_hid)) / np.sqrt(d_in)).astype(np.float32)
+    b1 = rng.standard_normal(d_hid).astype(np.float32)
+    w2 = (rng.standard_normal((d_hid, d_out)) / np.sqrt(d_hid)).astype(np.float32)
+    b2 = rng.standard_normal(d_out).astype(np.float32)
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["h0"]),
         helper.make_node("Add", ["h0", "b1"], ["h1"]),
@@ -77,6 +77,9 @@ def main():
             so.add_provider_for_devices([dev], {"enable_cuda_graph": graph})
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
             sess = ort.InferenceSession(path, sess_options=so)
+            if "CudaEp" not in sess.get_providers():
+                print(f"FAIL: the session runs on {sess.get_providers()}, not CudaEp")
+                failures += 1
             got, t = timed_runs(sess, feeds)
             worst = max(float(np.max(np.abs(g - w) / (np.abs(w) + 1e-3))) for g, w in zip(got, want))
             ok = all(np.allclose(g, w, rtol=1e-3, atol=1e-4) for g, w in zip(got, want))
@@ -86,12 +89,15 @@ def main():
                   f"(ratio {t / cpu_t:.2f})")
         so = ort.SessionOptions()
         so.add_provider_for_devices([dev], {"no_such_key": "1"})
+        # ORT's Python layer retries on the CPU EP when an EP refuses to be created; the EP
+        # refused when the session does not run on it.
         try:
-            ort.InferenceSession(path, sess_options=so)
-            print("FAIL: an unknown option was accepted")
-            failures += 1
+            refused = "CudaEp" not in ort.InferenceSession(path, sess_options=so).get_providers()
         except Exception as e:  # ORT raises its own exception types
+            refused = True
             print(f"unknown option refused: {str(e).splitlines()[0][:160]}")
+        print("unknown option ep.cudaep.no_such_key:", "refused by CudaEp" if refused else "ACCEPTED")
+        failures += not refused
     print("ort python check:", "ok" if failures == 0 else f"{failures} FAILED")
     return 1 if failures else 0
 
