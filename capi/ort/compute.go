@@ -67,9 +67,19 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		ins[i] = hostTensor{info: infos[i], data: data}
 	}
 
+	// A capture forbids every other use of the provider's stream (the capture window), so the
+	// run that captures excludes the session's other runs; every other run shares the session.
+	s := pt.s
+	key := shapeKey(infos)
+	if s.opts.cudaGraph && !pt.captured(key) {
+		s.runs.Lock()
+		defer s.runs.Unlock()
+	} else {
+		s.runs.RLock()
+		defer s.runs.RUnlock()
+	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	key := shapeKey(infos)
 	pl := pt.plans[key]
 	if pl == nil {
 		var err error
@@ -114,6 +124,14 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	}
 	pt.runs++
 	return nil
+}
+
+// captured reports whether the plan for key exists and holds a captured graph.
+func (pt *partition) captured(key string) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pl := pt.plans[key]
+	return pl != nil && pl.graph
 }
 
 // run executes a plan: eagerly, or with CUDA graphs by capturing it on first use and

@@ -95,6 +95,10 @@ type session struct {
 
 	mu       sync.Mutex
 	nextSlot int64 // keyed graph slots handed to partitions
+
+	// runs is held shared by the partitions' runs and exclusively by a run that captures a
+	// graph: no other run may use the provider's stream during a capture.
+	runs sync.RWMutex
 }
 
 func (s *session) close() error { return s.p.Close() }
