@@ -2,6 +2,7 @@
 #
 #   make                 build/libcudaep.so and build/include/cudaep.h
 #   make test            every test layer in order, stopping at the first that fails
+#   make test-ort        CudaEp inside ONNX Runtime 1.30.0 and 1.24.3 (ORT_MODE=cpu: the harness only)
 #   make demo            build and run cmd/cudaep-demo with -backend=auto
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
 #   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
@@ -29,7 +30,15 @@ VERSION := $(shell sed -n 's/^const Version = "\([^"]*\)"$$/\1/p' ep/*.go 2>/dev
 # build/ when it is unset).
 export CUDAEP_LIBRARY := $(abspath $(LIB))
 
-LAYERS := gofmt vet go fuzz abi nocgo c python
+LAYERS := gofmt vet go fuzz abi nocgo c python ort
+
+# The ort layer runs CudaEp inside these ONNX Runtime builds (from npm's onnxruntime-node, cached
+# in ORT_CACHE, which `make clean` keeps), ONNX's node tests from ORT_NODE_TESTS against the first.
+# ORT_MODE=cpu runs only the harness's own checks against ORT's CPU EP (no EP library needed).
+ORT_VERSIONS ?= 1.30.0 1.24.3
+ORT_CACHE ?= .cache/ort
+ORT_NODE_TESTS ?= /usr/share/libonnx-testdata/data/node
+ORT_MODE ?= ep
 
 # The fuzz layer runs each target for FUZZTIME, as PACKAGE:FuzzName (one package and one exact
 # target per `go test -fuzz` run). Append new targets here.
@@ -114,6 +123,12 @@ test-c: lib
 	cmake -S . -B $(BUILD)/ctest -DCUDAEP_LIBRARY=$(CUDAEP_LIBRARY) -DCUDAEP_VERSION=$(VERSION) >/dev/null
 	env -u MAKEFLAGS -u MAKELEVEL cmake --build $(BUILD)/ctest -j 2
 	ctest --test-dir $(BUILD)/ctest --output-on-failure
+
+# CudaEp inside unmodified ORT (ctests/ort): see scripts/run-ort-tests.sh.
+test-ort: lib
+	CUDAEP_VERSION=$(VERSION) ORT_VERSIONS="$(ORT_VERSIONS)" ORT_CACHE=$(ORT_CACHE) \
+	  ORT_NODE_TESTS=$(ORT_NODE_TESTS) ORT_MODE=$(ORT_MODE) BUILD_DIR=$(BUILD)/ctest-ort \
+	  scripts/run-ort-tests.sh
 
 test-python: lib
 	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh

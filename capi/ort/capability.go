@@ -23,9 +23,27 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 	if err != nil {
 		return statusOf(err)
 	}
+	// Nodes of a subgraph (a Loop or If body, or the body ORT makes when it inlines a function
+	// such as SequenceMap) stay with ORT: a fused node inside a subgraph breaks the model for
+	// ORT ("no opset import for domain CudaEp").
+	var sub C.int
+	if err := errorOf(C.cudaep_ort_graph_is_subgraph(g, &sub), "find the graph's parent"); err != nil {
+		return statusOf(err)
+	}
+	if sub != 0 {
+		return nil
+	}
 	nodes, opset, err := readNodes(g)
 	if err != nil {
 		return statusOf(err)
+	}
+	// A graph that already holds a CudaEp partition is being partitioned again (after ORT
+	// inlined a function, say). ORT 1.24 names the fused nodes of a later round like those of
+	// the first and then refuses them as conflicting kernels, so later rounds claim nothing.
+	for i := range nodes {
+		if nodes[i].ep == EPName {
+			return nil
+		}
 	}
 	supported := make([]bool, len(nodes))
 	for i := range nodes {

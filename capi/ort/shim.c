@@ -265,6 +265,13 @@ OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset) {
 
 OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path) { return A(Graph_GetModelPath)(g, path); }
 
+OrtStatus* cudaep_ort_graph_is_subgraph(const OrtGraph* g, int* is_subgraph) {
+    const OrtNode* parent = NULL;
+    OrtStatus* st = A(Graph_GetParentNode)(g, &parent);
+    *is_subgraph = parent != NULL;
+    return st;
+}
+
 OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n) {
     *out = NULL;
     OrtStatus* st = A(Graph_GetNumInitializers)(g, n);
@@ -279,6 +286,11 @@ OrtStatus* cudaep_ort_node_strings(const OrtNode* n, const char** op, const char
     if (!st) st = A(Node_GetDomain)(n, domain);
     if (!st) st = A(Node_GetName)(n, name);
     return st;
+}
+
+OrtStatus* cudaep_ort_node_ep(const OrtNode* n, const char** ep) {
+    *ep = NULL;
+    return A(Node_GetEpName)(n, ep);
 }
 
 OrtStatus* cudaep_ort_node_values(const OrtNode* n, int outputs, const OrtValueInfo*** out, size_t* count) {

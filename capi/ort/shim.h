@@ -67,8 +67,10 @@ OrtStatus* cudaep_ort_create_ep_device(OrtEpFactory* f, const OrtHardwareDevice*
 OrtStatus* cudaep_ort_graph_nodes(const OrtGraph* g, const OrtNode*** nodes, size_t* n);
 OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset);
 OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path);
+OrtStatus* cudaep_ort_graph_is_subgraph(const OrtGraph* g, int* is_subgraph);
 OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n);
 OrtStatus* cudaep_ort_node_strings(const OrtNode* n, const char** op, const char** domain, const char** name);
+OrtStatus* cudaep_ort_node_ep(const OrtNode* n, const char** ep);
 OrtStatus* cudaep_ort_node_values(const OrtNode* n, int outputs, const OrtValueInfo*** out, size_t* count);
 OrtStatus* cudaep_ort_node_attributes(const OrtNode* n, const OrtOpAttr*** out, size_t* count);
 OrtStatus* cudaep_ort_attr_header(const OrtOpAttr* a, const char** name, int* type);

@@ -1,0 +1,354 @@
+/*
+ * case_misuse.c - `misuse MODELDIR`: what a careless or hostile host or model does to CudaEp.
+ *
+ *   options      unknown key (through AppendExecutionProvider_V2 and as a raw config entry), bad
+ *                values (device_id=99, paging=maybe): session creation fails naming the key or value
+ *   external     external-data initializers past the end of the file, outside the model's folder
+ *                (.., an absolute path, a symlink out), with a byte size that disagrees with the
+ *                shape, or missing: session creation (or the run) fails with an error; a valid
+ *                control model computes X @ W exactly
+ *   threads      8 threads calling Run on one session at once: every output correct (a plain
+ *                session, and one with enable_cuda_graph=1)
+ *   unregister   UnregisterExecutionProviderLibrary while a session lives: fails cleanly or works;
+ *                the session keeps working or fails with a status; registering again works
+ *
+ * With --cpu-only the option and unregister checks have nothing to test and are skipped; the
+ * external-data models run on ORT's CPU EP, whose own refusals are then what is checked. Note that
+ * ORT 1.24 and 1.30 check external-data locations themselves when they load a model (.., absolute,
+ * symlinks out, and on 1.30 missing files), so those refusals come from ORT before CudaEp reads
+ * anything; each line says who refused.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "models.h"
+
+#define A(Name) ORT_API_FN(rt->api, Name)
+
+static int ok(int cond, const char* what) {
+  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
+  return cond ? 0 : 1;
+}
+
+/* test_options: the options of the session under test, as the mlp case uses them. */
+static void test_options(ort_rt* rt, rt_session_opts* o) {
+  ep_options(rt, o);
+  add_ep_option(o, "tf32", "0");
+  o->disable_cpu_fallback = rt->ep_mode;
+}
+
+/* --- options --------------------------------------------------------------------------------- */
+
+typedef struct bad_option {
+  const char* key;
+  const char* value;
+  int raw; /* 1: a raw session config entry; 0: an option of AppendExecutionProvider_V2 */
+  const char* named;  /* the error must contain this ... */
+  const char* named2; /* ... or this */
+} bad_option;
+
+static const bad_option bad_options[] = {
+    {"no_such_key", "1", 0, "no_such_key", NULL},
+    {"ep.cudaep.no_such_key", "1", 1, "no_such_key", NULL},
+    {"device_id", "99", 0, "device_id", "99"},
+    {"paging", "maybe", 0, "paging", "maybe"},
+};
+
+static int check_options(ort_rt* rt, const char* dir) {
+  if (!rt->ep_mode) {
+    printf("  skip options (cpu-only: no CudaEp to validate them)\n");
+    return 0;
+  }
+  char path[4096];
+  if (join_path(path, sizeof path, dir, "mlp.onnx") < 0) return 1;
+  int f = 0;
+  for (size_t i = 0; i < sizeof bad_options / sizeof bad_options[0]; i++) {
+    const bad_option* b = &bad_options[i];
+    rt_session_opts o;
+    test_options(rt, &o);
+    if (b->raw) {
+      o.config_keys[0] = b->key;
+      o.config_values[0] = b->value;
+      o.num_config = 1;
+    } else {
+      add_ep_option(&o, b->key, b->value);
+    }
+    rt_session s;
+    rt_error e;
+    int rc = rt_session_create(rt, path, &o, &s, &e, 1);
+    char what[2600];
+    if (rc == 0) {
+      rt_session_release(rt, &s);
+      textf(what, sizeof what, "%s %s=%s: session creation fails (it succeeded)",
+            b->raw ? "config entry" : "EP option", b->key, b->value);
+      f += ok(0, what);
+      continue;
+    }
+    printf("    %s=%s -> [%s] %s\n", b->key, b->value, rt_error_code_name(e.code), e.msg);
+    int named = strstr(e.msg, b->named) || (b->named2 && strstr(e.msg, b->named2));
+    textf(what, sizeof what, "%s %s=%s: session creation fails naming %s%s%s", b->raw ? "config entry" : "EP option",
+          b->key, b->value, b->named, b->named2 ? " or " : "", b->named2 ? b->named2 : "");
+    f += ok(named, what);
+  }
+  return f;
+}
+
+/* --- external data --------------------------------------------------------------------------- */
+
+typedef struct ext_model {
+  const char* file;
+  const char* what;
+} ext_model;
+
+/* Each must fail at session creation or at Run, with CudaEp and (checked with --cpu-only) with
+ * ORT's CPU EP alone. */
+static const ext_model bad_models[] = {
+    {"ext_past_end.onnx", "offset + length past the end of the file"},
+    {"ext_offset_past_end.onnx", "offset past the end of the file"},
+    {"ext_dotdot.onnx", "location ../outside.bin (outside the model's folder)"},
+    {"ext_absolute.onnx", "an absolute location"},
+    {"ext_symlink.onnx", "a symlink to a file outside the model's folder"},
+    {"ext_size_mismatch.onnx", "length 40 for a [4,3] float tensor (48 bytes)"},
+    {"ext_missing.onnx", "a file that does not exist"},
+};
+
+/* The W of gen_models.py's misuse models: 0.25 * (i + 1) * (-1)^i, shape [4, 3]. */
+static float ext_w(int i) { return 0.25f * (float)(i + 1) * ((i % 2) ? -1.0f : 1.0f); }
+
+/* open_and_run creates a session for misuse/<file> and runs X[2,4]; returns 0 when both work
+ * (the output goes to *y), else -1 with the error in *e and `stage` naming where it failed. */
+static int open_and_run(ort_rt* rt, const char* dir, const char* file, host_tensor* x, host_tensor* y, rt_error* e,
+                        const char** stage) {
+  char mdir[4096], path[4096];
+  *stage = "finding the model";
+  if (join_path(mdir, sizeof mdir, dir, "misuse") < 0 || join_path(path, sizeof path, mdir, file) < 0) {
+    e->failed = 1;
+    textf(e->msg, sizeof e->msg, "path too long");
+    return -1;
+  }
+  rt_session_opts o;
+  test_options(rt, &o);
+  rt_session s;
+  *stage = "session creation";
+  if (rt_session_create(rt, path, &o, &s, e, 1) < 0) return -1;
+  *stage = "Run";
+  int rc = rt_run(rt, &s, x, 1, y, e, 1);
+  rt_session_release(rt, &s);
+  return rc;
+}
+
+static int check_external(ort_rt* rt, const char* dir) {
+  int f = 0;
+  char err[256], what[2600];
+  host_tensor x, want;
+  int64_t xd[2] = {2, 4}, yd[2] = {2, 3};
+  if (host_tensor_alloc(&x, ONNX_PB_FLOAT, xd, 2, err, sizeof err) < 0 ||
+      host_tensor_alloc(&want, ONNX_PB_FLOAT, yd, 2, err, sizeof err) < 0)
+    return ok(0, err);
+  fill_random(&x, 42, 1.0f);
+  const float* xv = (const float*)x.data;
+  float* wv = (float*)want.data;
+  for (int r = 0; r < 2; r++)
+    for (int c = 0; c < 3; c++) {
+      double acc = 0;
+      for (int k = 0; k < 4; k++) acc += (double)xv[r * 4 + k] * ext_w(k * 3 + c);
+      wv[r * 3 + c] = (float)acc;
+    }
+
+  /* The control: a valid external-data model computes X @ W. */
+  host_tensor y;
+  rt_error e;
+  const char* stage;
+  if (open_and_run(rt, dir, "ext_ok.onnx", &x, &y, &e, &stage) < 0) {
+    textf(what, sizeof what, "control ext_ok.onnx loads and runs: %s failed: [%s] %s", stage,
+          rt_error_code_name(e.code), e.msg);
+    f += ok(0, what);
+  } else {
+    char why[1024] = "";
+    int rc = compare_tensors(&y, &want, MODEL_RTOL, MODEL_ATOL, why, sizeof why);
+    textf(what, sizeof what, "control ext_ok.onnx computes X @ W from its external data%s%s", rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    host_tensor_free(&y);
+  }
+
+  for (size_t i = 0; i < sizeof bad_models / sizeof bad_models[0]; i++) {
+    const ext_model* m = &bad_models[i];
+    int rc = open_and_run(rt, dir, m->file, &x, &y, &e, &stage);
+    if (rc == 0) {
+      char why[1024] = "";
+      int same = compare_tensors(&y, &want, MODEL_RTOL, MODEL_ATOL, why, sizeof why) == 0;
+      host_tensor_free(&y);
+      textf(what, sizeof what, "%s (%s): refused (it loaded and ran%s)", m->file, m->what,
+            same ? ", reading the weights" : ", computing garbage");
+      f += ok(0, what);
+      continue;
+    }
+    printf("    %s -> %s: [%s] %s\n", m->file, stage, rt_error_code_name(e.code), e.msg);
+    /* ORT 1.24+ checks locations itself at load time, so some of these never reach CudaEp's
+     * checks. Say which did the refusing. */
+    const char* who = !rt->ep_mode ? "ORT" : ep_own_error(e.msg) ? "CudaEp" : "ORT, before CudaEp read it";
+    textf(what, sizeof what, "%s (%s): %s fails with an error (refused by %s)", m->file, m->what, stage, who);
+    f += ok(e.msg[0] != 0, what);
+  }
+  host_tensor_free(&x);
+  host_tensor_free(&want);
+  return f;
+}
+
+/* --- threads --------------------------------------------------------------------------------- */
+
+#define THREADS 8
+#define RUNS_PER_THREAD 25
+
+typedef struct thread_arg {
+  ort_rt* rt;
+  rt_session* test;
+  rt_session* ref;
+  int index;
+  int failures;
+  char first[1024];
+} thread_arg;
+
+static void* run_thread(void* p) {
+  thread_arg* a = p;
+  for (int r = 0; r < RUNS_PER_THREAD; r++) {
+    host_tensor x;
+    int64_t batch = 1 + (a->index + r) % 8;
+    if (make_mlp_input(&x, batch, (uint64_t)a->index * 1000 + (uint64_t)r) < 0) {
+      a->failures++;
+      continue;
+    }
+    char why[1024];
+    if (run_and_compare(a->rt, a->test, a->ref, &x, why, sizeof why) < 0) {
+      if (!a->failures) textf(a->first, sizeof a->first, "run %d (batch %lld): %s", r, (long long)batch, why);
+      a->failures++;
+    }
+    host_tensor_free(&x);
+  }
+  return NULL;
+}
+
+/* check_threads runs THREADS threads of Runs on one session; with_graph adds
+ * enable_cuda_graph=1 (a run that captures must not disturb the others). */
+static int check_threads(ort_rt* rt, const char* dir, int with_graph) {
+  rt_session_opts o;
+  test_options(rt, &o);
+  if (with_graph) add_ep_option(&o, "enable_cuda_graph", "1");
+  rt_session test, ref;
+  if (open_pair(rt, dir, "mlp.onnx", &o, &test, &ref) < 0) return 1;
+  thread_arg args[THREADS];
+  pthread_t threads[THREADS];
+  int started = 0, f = 0;
+  for (int i = 0; i < THREADS; i++) {
+    memset(&args[i], 0, sizeof args[i]);
+    args[i].rt = rt;
+    args[i].test = &test;
+    args[i].ref = &ref;
+    args[i].index = i;
+    if (pthread_create(&threads[i], NULL, run_thread, &args[i]) != 0) break;
+    started++;
+  }
+  int failures = 0;
+  for (int i = 0; i < started; i++) {
+    pthread_join(threads[i], NULL);
+    failures += args[i].failures;
+    if (args[i].failures) printf("    thread %d: %d failure(s), first: %s\n", i, args[i].failures, args[i].first);
+  }
+  char what[256];
+  textf(what, sizeof what, "%d threads x %d concurrent Runs on one session%s: %d wrong or failed", started,
+        RUNS_PER_THREAD, with_graph ? " with enable_cuda_graph=1" : "", failures);
+  f += ok(started == THREADS && failures == 0, what);
+  rt_session_release(rt, &test);
+  rt_session_release(rt, &ref);
+  return f;
+}
+
+/* --- unregistering under a live session ------------------------------------------------------ */
+
+static int run_once(ort_rt* rt, rt_session* test, rt_session* ref, uint64_t seed, char* why, size_t cap) {
+  host_tensor x;
+  if (make_mlp_input(&x, 4, seed) < 0) return textf(why, cap, "no input"), -1;
+  int rc = run_and_compare(rt, test, ref, &x, why, cap);
+  host_tensor_free(&x);
+  return rc;
+}
+
+static int check_unregister(ort_rt* rt, const char* dir) {
+  if (!rt->ep_mode) {
+    printf("  skip unregister (cpu-only: no library registered)\n");
+    return 0;
+  }
+  int f = 0;
+  char why[1024] = "", what[2600];
+  rt_session_opts o;
+  test_options(rt, &o);
+  rt_session test, ref;
+  if (open_pair(rt, dir, "mlp.onnx", &o, &test, &ref) < 0) return 1;
+  int rc = run_once(rt, &test, &ref, 1, why, sizeof why);
+  textf(what, sizeof what, "the session runs before unregistering%s%s", rc ? ": " : "", why);
+  f += ok(rc == 0, what);
+
+  rt_error e;
+  int un = rt_unregister_ep(rt, &e);
+  if (un < 0) {
+    printf("    UnregisterExecutionProviderLibrary with a live session -> [%s] %s\n", rt_error_code_name(e.code), e.msg);
+    f += ok(e.msg[0] != 0, "unregistering with a live session fails cleanly, with a message");
+  } else {
+    printf("    UnregisterExecutionProviderLibrary with a live session succeeded\n");
+  }
+  rc = run_once(rt, &test, &ref, 2, why, sizeof why);
+  if (un == 0 && rc != 0 && strstr(why, "Run failed")) {
+    /* Unregistered under it: a clean error is acceptable, a crash would not have got here. */
+    printf("    the session after unregistering fails cleanly: %s\n", why);
+  } else {
+    textf(what, sizeof what, "the session still computes correctly after the unregister call%s%s", rc ? ": " : "",
+          why);
+    f += ok(rc == 0, what);
+  }
+  rt_session_release(rt, &test);
+  rt_session_release(rt, &ref);
+  printf("  ok   releasing the session afterwards did not crash\n");
+
+  if (un < 0) {
+    un = rt_unregister_ep(rt, &e);
+    if (un < 0) printf("    UnregisterExecutionProviderLibrary -> [%s] %s\n", rt_error_code_name(e.code), e.msg);
+    f += ok(un == 0, "unregistering succeeds once the session is gone");
+  }
+  /* Registering again must bring the devices back and give working sessions. */
+  rt_error re;
+  int reg = rt_take(rt, A(RegisterExecutionProviderLibrary)(rt->env, RT_EP_REGISTRATION, rt->ep_path),
+                    "RegisterExecutionProviderLibrary (again)", &re, 0);
+  if (reg == 0) rt->registered = 1;
+  int n = reg == 0 ? rt_refresh_devices(rt) : 0;
+  textf(what, sizeof what, "registering again lists %d CudaEp device(s)", n);
+  f += ok(reg == 0 && n >= 1, what);
+  if (n >= 1 && open_pair(rt, dir, "mlp.onnx", &o, &test, &ref) == 0) {
+    rc = run_once(rt, &test, &ref, 3, why, sizeof why);
+    textf(what, sizeof what, "a new session after registering again computes correctly%s%s", rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    rt_session_release(rt, &test);
+    rt_session_release(rt, &ref);
+  } else if (n >= 1) {
+    f++;
+  }
+  return f;
+}
+
+int case_misuse(ort_rt* rt, int argc, char** argv) {
+  (void)argc;
+  const char* dir = argv[1];
+  int f = 0;
+  printf("  -- options\n");
+  f += check_options(rt, dir);
+  printf("  -- external data\n");
+  f += check_external(rt, dir);
+  printf("  -- concurrent Run\n");
+  f += check_threads(rt, dir, 0);
+  if (rt->ep_mode) f += check_threads(rt, dir, 1);
+  printf("  -- unregistering under a live session\n");
+  f += check_unregister(rt, dir);
+  return f;
+}

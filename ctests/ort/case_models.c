@@ -1,0 +1,233 @@
+/*
+ * case_models.c - `mlp`, `split` and `graph`: the models of gen_models.py, each run in a session
+ * under test (CudaEp appended) and in a plain ORT CPU session on the same random inputs; every
+ * output must agree within rtol 1e-4 (atol 1e-5).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+#include "models.h"
+
+static int ok(int cond, const char* what) {
+  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
+  return cond ? 0 : 1;
+}
+
+int make_mlp_input(host_tensor* x, int64_t batch, uint64_t seed) {
+  int64_t dims[2] = {batch, MLP_IN};
+  char err[256];
+  if (host_tensor_alloc(x, ONNX_PB_FLOAT, dims, 2, err, sizeof err) < 0) {
+    printf("  FAIL input: %s\n", err);
+    return -1;
+  }
+  fill_random(x, seed, 2.0f);
+  return 0;
+}
+
+int run_and_compare(ort_rt* rt, rt_session* test, rt_session* ref, host_tensor* x, char* why, size_t cap) {
+  host_tensor got, want;
+  rt_error e;
+  if (rt_run(rt, ref, x, 1, &want, &e, 1) < 0) {
+    textf(why, cap, "the CPU reference session's Run failed: [%s] %s", rt_error_code_name(e.code), e.msg);
+    return -1;
+  }
+  if (rt_run(rt, test, x, 1, &got, &e, 1) < 0) {
+    textf(why, cap, "Run failed: [%s] %s", rt_error_code_name(e.code), e.msg);
+    host_tensor_free(&want);
+    return -1;
+  }
+  int rc = compare_tensors(&got, &want, MODEL_RTOL, MODEL_ATOL, why, cap);
+  host_tensor_free(&got);
+  host_tensor_free(&want);
+  return rc;
+}
+
+int open_pair(ort_rt* rt, const char* dir, const char* file, const rt_session_opts* test_opts, rt_session* test,
+              rt_session* ref) {
+  char path[4096];
+  if (join_path(path, sizeof path, dir, file) < 0) return -1;
+  rt_session_opts plain;
+  memset(&plain, 0, sizeof plain);
+  rt_error e;
+  if (rt_session_create(rt, path, &plain, ref, &e, 0) < 0) {
+    printf("  FAIL a plain CPU session for %s: [%s] %s\n", path, rt_error_code_name(e.code), e.msg);
+    return -1;
+  }
+  if (rt_session_create(rt, path, test_opts, test, &e, 0) < 0) {
+    printf("  FAIL the session under test for %s: [%s] %s\n", path, rt_error_code_name(e.code), e.msg);
+    rt_session_release(rt, ref);
+    return -1;
+  }
+  printf("  opened %s (%s)\n", path, rt->ep_mode ? "CudaEp appended" : "cpu-only");
+  return 0;
+}
+
+/* check_log: ORT logged no error naming CudaEp since `mark` (see rt_log_mark). */
+static int check_log(unsigned long mark) {
+  char logged[2048], what[2200];
+  unsigned long n = rt_log_ep_errors_since(mark, logged, sizeof logged);
+  if (n) textf(what, sizeof what, "ORT logged no error naming CudaEp (it logged %lu, the last: %s)", n, logged);
+  else textf(what, sizeof what, "ORT logged no error naming CudaEp");
+  return ok(n == 0, what);
+}
+
+/* check_all_on_ep: in ep_mode, every node of the session must be on CudaEp. */
+static int check_all_on_ep(ort_rt* rt, rt_session* s) {
+  size_t en = 0, es = 0, on = 0;
+  char mine[512], other[512];
+  int rc = rt_print_assignment(rt, s, 0, &en, &es, &on, mine, sizeof mine, other, sizeof other);
+  if (rc != 0 || !rt->ep_mode) return rc < 0 ? ok(0, "reading the node assignment") : 0;
+  char what[1200];
+  textf(what, sizeof what, "CudaEp runs every node: %zu node(s) in %zu subgraph(s) [%s], %zu elsewhere [%s]", en, es,
+        mine, on, other);
+  return ok(en > 0 && on == 0, what);
+}
+
+int case_mlp(ort_rt* rt, int argc, char** argv) {
+  (void)argc;
+  unsigned long mark = rt_log_mark();
+  rt_session_opts o;
+  ep_options(rt, &o);
+  add_ep_option(&o, "tf32", "0");
+  o.disable_cpu_fallback = rt->ep_mode;
+  o.record_assignment = 1;
+  rt_session test, ref;
+  if (open_pair(rt, argv[1], "mlp.onnx", &o, &test, &ref) < 0) return 1;
+  int f = check_all_on_ep(rt, &test);
+  static const int64_t batches[] = {1, 3, 64, 7};
+  for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+    host_tensor x;
+    if (make_mlp_input(&x, batches[i], 100 + (uint64_t)i) < 0) {
+      f++;
+      continue;
+    }
+    char why[1024] = "", what[1200];
+    int rc = run_and_compare(rt, &test, &ref, &x, why, sizeof why);
+    textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    host_tensor_free(&x);
+  }
+  /* Negative control: the comparison must notice outputs for different inputs. */
+  {
+    host_tensor x1, x2, y1, y2;
+    rt_error e;
+    if (make_mlp_input(&x1, 3, 7) == 0 && make_mlp_input(&x2, 3, 8) == 0 && rt_run(rt, &test, &x1, 1, &y1, &e, 0) == 0) {
+      if (rt_run(rt, &ref, &x2, 1, &y2, &e, 0) == 0) {
+        char why[1024];
+        f += ok(compare_tensors(&y1, &y2, MODEL_RTOL, MODEL_ATOL, why, sizeof why) < 0,
+                "negative control: outputs for different inputs are told apart");
+        host_tensor_free(&y2);
+      } else {
+        f++;
+      }
+      host_tensor_free(&y1);
+    } else {
+      f++;
+    }
+    host_tensor_free(&x1);
+    host_tensor_free(&x2);
+  }
+  rt_session_release(rt, &test);
+  rt_session_release(rt, &ref);
+  return f + check_log(mark);
+}
+
+int case_split(ort_rt* rt, int argc, char** argv) {
+  (void)argc;
+  unsigned long mark = rt_log_mark();
+  rt_session_opts o;
+  ep_options(rt, &o);
+  add_ep_option(&o, "tf32", "0");
+  o.record_assignment = 1; /* CPU fallback stays enabled: LeakyRelu must run on the CPU EP */
+  rt_session test, ref;
+  if (open_pair(rt, argv[1], "split.onnx", &o, &test, &ref) < 0) return 1;
+  int f = 0;
+  size_t en = 0, es = 0, on = 0;
+  char mine[512], other[512], what[1400];
+  int rc = rt_print_assignment(rt, &test, 0, &en, &es, &on, mine, sizeof mine, other, sizeof other);
+  if (rc < 0) f += ok(0, "reading the node assignment");
+  if (rc == 0 && rt->ep_mode) {
+    textf(what, sizeof what, "CudaEp runs two partitions: %zu subgraph(s), %zu node(s) [%s]", es, en, mine);
+    f += ok(es >= 2, what);
+    textf(what, sizeof what, "LeakyRelu stays on another EP: %zu node(s) [%s]", on, other);
+    f += ok(strstr(other, "LeakyRelu") != NULL && strstr(mine, "LeakyRelu") == NULL, what);
+  }
+  static const int64_t batches[] = {1, 5, 32};
+  for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+    host_tensor x;
+    if (make_mlp_input(&x, batches[i], 200 + (uint64_t)i) < 0) {
+      f++;
+      continue;
+    }
+    char why[1024] = "";
+    rc = run_and_compare(rt, &test, &ref, &x, why, sizeof why);
+    textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    host_tensor_free(&x);
+  }
+  rt_session_release(rt, &test);
+  rt_session_release(rt, &ref);
+  return f + check_log(mark);
+}
+
+int case_graph(ort_rt* rt, int argc, char** argv) {
+  (void)argc;
+  unsigned long mark = rt_log_mark();
+  rt_session_opts o;
+  ep_options(rt, &o);
+  add_ep_option(&o, "enable_cuda_graph", "1");
+  add_ep_option(&o, "tf32", "0");
+  o.disable_cpu_fallback = rt->ep_mode;
+  o.record_assignment = 1;
+  rt_session test, ref;
+  if (open_pair(rt, argv[1], "mlp.onnx", &o, &test, &ref) < 0) return 1;
+  int f = check_all_on_ep(rt, &test);
+  const int runs = 100;
+  int bad = 0, run_errors = 0;
+  host_tensor prev;
+  memset(&prev, 0, sizeof prev);
+  int same_as_prev = 0;
+  for (int i = 0; i < runs; i++) {
+    host_tensor x, got, want;
+    /* Batch 8, except runs 60..69 at batch 3: a captured graph must not replay another shape. */
+    int64_t batch = (i >= 60 && i < 70) ? 3 : 8;
+    if (make_mlp_input(&x, batch, 1000 + (uint64_t)i) < 0) return f + 1;
+    rt_error e;
+    if (rt_run(rt, &ref, &x, 1, &want, &e, 0) < 0) {
+      host_tensor_free(&x);
+      run_errors++;
+      continue;
+    }
+    if (rt_run(rt, &test, &x, 1, &got, &e, 0) < 0) {
+      printf("    run %d: Run failed: [%s] %s\n", i, rt_error_code_name(e.code), e.msg);
+      host_tensor_free(&want);
+      host_tensor_free(&x);
+      run_errors++;
+      if (run_errors >= 5) break;
+      continue;
+    }
+    char why[1024];
+    if (compare_tensors(&got, &want, MODEL_RTOL, MODEL_ATOL, why, sizeof why) < 0) {
+      if (bad < 5) printf("    run %d differs from the CPU session: %s\n", i, why);
+      bad++;
+    }
+    /* A replay that keeps returning the first result is exactly what a stale graph does. */
+    if (prev.data && compare_tensors(&got, &prev, 0, 0, why, sizeof why) == 0) same_as_prev++;
+    host_tensor_free(&prev);
+    prev = got;
+    host_tensor_free(&want);
+    host_tensor_free(&x);
+  }
+  host_tensor_free(&prev);
+  char what[256];
+  textf(what, sizeof what, "%d runs with changing inputs (batch 8, 3 in runs 60-69): %d Run error(s), %d mismatch(es)",
+        runs, run_errors, bad);
+  f += ok(run_errors == 0 && bad == 0, what);
+  textf(what, sizeof what, "no run repeats the previous output (%d did)", same_as_prev);
+  f += ok(same_as_prev == 0, what);
+  rt_session_release(rt, &test);
+  rt_session_release(rt, &ref);
+  return f + check_log(mark);
+}

@@ -1,0 +1,26 @@
+/*
+ * models.h - what the model cases share: the sizes gen_models.py uses and the helpers that run
+ * one input through a session under test and a CPU reference session.
+ */
+#ifndef CUDAEP_CTESTS_ORT_MODELS_H
+#define CUDAEP_CTESTS_ORT_MODELS_H
+
+#include "ort_rt.h"
+
+/* The MLP of gen_models.py (IN, HIDDEN, OUT there): X[batch, 64] -> Y[batch, 16]. */
+#define MLP_IN 64
+#define MLP_OUT 16
+#define MODEL_RTOL 1e-4
+#define MODEL_ATOL 1e-5
+
+/* make_mlp_input allocates X[batch, MLP_IN] filled from `seed`. */
+int make_mlp_input(host_tensor* x, int64_t batch, uint64_t seed);
+
+/* run_and_compare runs x through ref and test and compares the outputs; thread-safe. */
+int run_and_compare(ort_rt* rt, rt_session* test, rt_session* ref, host_tensor* x, char* why, size_t cap);
+
+/* open_pair opens DIR/file twice: `ref` as a plain CPU session, `test` with test_opts. */
+int open_pair(ort_rt* rt, const char* dir, const char* file, const rt_session_opts* test_opts, rt_session* test,
+              rt_session* ref);
+
+#endif /* CUDAEP_CTESTS_ORT_MODELS_H */

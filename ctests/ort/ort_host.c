@@ -1,0 +1,143 @@
+/*
+ * ort_host - the ONNX Runtime test host of cudaep's plugin execution provider.
+ *
+ *   ort_host [--cpu-only] CASE [ARGS]
+ *
+ *   devices                 CudaEp's EP devices (vendor 0x10DE, metadata), unregister, register
+ *   node_tests [FLAGS] [DIR]  ONNX node tests whose ops CudaEp supports (default DIR
+ *                           /usr/share/libonnx-testdata/data/node), CPU fallback disabled;
+ *                           FLAGS --all-ops, --allow-fallback, --strict (case_node_tests.c)
+ *   mlp MODELDIR            the external-data MLP of gen_models.py against a plain CPU session
+ *   split MODELDIR          two CudaEp partitions around a CPU node, against the CPU EP
+ *   graph MODELDIR          the MLP with enable_cuda_graph=1, 100 runs with changing inputs
+ *   misuse MODELDIR         bad options, bad external data, 8 concurrent Runs, unregistering
+ *                           under a live session
+ *
+ * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
+ * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
+ * checked by `devices`), CUDAEP_ORT_LOG (ORT's log level: verbose, info, warning, error, fatal),
+ * CUDAEP_ORT_NODE_FILTER (node_tests: only tests whose name contains it).
+ *
+ * --cpu-only (or CUDAEP_ORT_CPU_ONLY=1) runs every case without appending CudaEp, comparing ORT's
+ * CPU EP with itself: it proves the harness while the EP does not exist. Exit status: 0 when
+ * every check passed, 1 when one failed, 2 for a usage or setup error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases.h"
+
+/* --- helpers shared by the cases ------------------------------------------------------------- */
+
+const char* const supported_ops[] = {"MatMul", "Gemm", "Add",  "Sub",  "Mul",     "Div",
+                                     "Relu",   "Sigmoid", "Tanh", "Gelu", "Softmax", "Identity", NULL};
+
+int op_supported(const char* op) {
+  for (size_t i = 0; supported_ops[i]; i++)
+    if (!strcmp(op, supported_ops[i])) return 1;
+  return 0;
+}
+
+void add_ep_option(rt_session_opts* o, const char* key, const char* value) {
+  if (o->num_ep_options >= RT_MAX_OPTIONS) return;
+  o->ep_keys[o->num_ep_options] = key;
+  o->ep_values[o->num_ep_options] = value;
+  o->num_ep_options++;
+}
+
+void ep_options(const ort_rt* rt, rt_session_opts* o) {
+  memset(o, 0, sizeof *o);
+  o->with_ep = 1;
+  if (!rt->ep_mode) o->opt_level = ORT_DISABLE_ALL + 1;
+  const char* backend = getenv("CUDAEP_TEST_BACKEND");
+  if (backend && *backend) add_ep_option(o, "backend", backend);
+}
+
+int join_path(char* buf, size_t cap, const char* dir, const char* name) {
+  int n = snprintf(buf, cap, "%s/%s", dir, name);
+  return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+int ep_own_error(const char* msg) {
+  static const char prefix[] = RT_EP_NAME ": ";
+  if (!strncmp(msg, prefix, sizeof prefix - 1)) return 1;
+  for (const char* p = strstr(msg, prefix); p; p = strstr(p + 1, prefix))
+    if (p - msg >= 2 && p[-2] == ':' && p[-1] == ' ') return 1;
+  return 0;
+}
+
+/* --- main ------------------------------------------------------------------------------------ */
+
+typedef struct host_case {
+  const char* name;
+  int (*run)(ort_rt* rt, int argc, char** argv);
+  int needs_dir; /* the case needs a folder argument */
+} host_case;
+
+static const host_case cases[] = {
+    {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
+    {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
+};
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: ort_host [--cpu-only] CASE [ARGS]\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR\n"
+          "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
+  return 2;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int cpu_only = 0;
+  const char* env_cpu = getenv("CUDAEP_ORT_CPU_ONLY");
+  if (env_cpu && !strcmp(env_cpu, "1")) cpu_only = 1;
+  int a = 1;
+  if (a < argc && !strcmp(argv[a], "--cpu-only")) {
+    cpu_only = 1;
+    a++;
+  }
+  if (a >= argc) return usage();
+  const host_case* c = NULL;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (!strcmp(argv[a], cases[i].name)) c = &cases[i];
+  if (!c) {
+    fprintf(stderr, "unknown case %s\n", argv[a]);
+    return usage();
+  }
+  if (c->needs_dir && a + 1 >= argc) {
+    fprintf(stderr, "case %s needs the folder gen_models.py wrote\n", c->name);
+    return usage();
+  }
+  const char* ort_path = getenv("CUDAEP_ORT_LIBRARY");
+  const char* ep_path = getenv("CUDAEP_LIBRARY");
+  if (!ort_path || !*ort_path) {
+    fprintf(stderr, "set CUDAEP_ORT_LIBRARY to the path of libonnxruntime.so.1 (scripts/fetch-ort.sh gets one)\n");
+    return 2;
+  }
+  if (!cpu_only && (!ep_path || !*ep_path)) {
+    fprintf(stderr, "set CUDAEP_LIBRARY to the path of libcudaep.so (or pass --cpu-only)\n");
+    return 2;
+  }
+
+  printf("=== ort_host %s (%s) ===\n", c->name, cpu_only ? "cpu-only: ORT's CPU EP against itself" : "CudaEp");
+  ort_rt rt;
+  if (rt_open(&rt, ort_path) < 0) {
+    printf("RESULT %s: SETUP FAILED (cannot open ORT)\n", c->name);
+    return 2;
+  }
+  if (!cpu_only) {
+    if (rt_register_ep(&rt, ep_path) < 0) {
+      printf("RESULT %s: FAIL (cannot register %s as an ORT plugin EP library)\n", c->name, ep_path);
+      rt_close(&rt);
+      return 1;
+    }
+    printf("registered %s: %zu %s device(s)\n", ep_path, rt.num_devices, RT_EP_NAME);
+  }
+  int failures = c->run(&rt, argc - a, argv + a);
+  rt_close(&rt);
+  if (failures) printf("RESULT %s: FAIL (%d failed check%s)\n", c->name, failures, failures == 1 ? "" : "s");
+  else printf("RESULT %s: PASS\n", c->name);
+  return failures ? 1 : 0;
+}
