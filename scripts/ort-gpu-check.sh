@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ort-gpu-check.sh: CudaEp inside ONNX Runtime on a GPU machine, through the C host of
+# ctests/ort with backend=cuda (scripts/gpu-check.sh runs the Python host; both do not fit in
+# one carry: ORT alone is 44 MiB).
+#
+#   scripts/ort-gpu-check.sh build   # here: make test-ort's host, models and ORT 1.30.0, the
+#                                    # library (make ctest-build) and the ONNX node tests of the
+#                                    # ops cudaep claims, into build/ort-gpu
+#   scripts/ort-gpu-check.sh run     # there: every host case, one line per case last
+#
+# Carry .cache/ort/1.30.0, build/ctests, build/ctest-ort/ctests/ort and build/ort-gpu.
+set -u
+cd "$(dirname "$0")/.."
+H=build/ctest-ort/ctests/ort/ort_host
+M=build/ctest-ort/ctests/ort/models
+
+case "${1:-}" in
+build)
+	make --no-print-directory test-ort >/dev/null && make --no-print-directory ctest-build >/dev/null || exit 1
+	rm -rf build/ort-gpu && mkdir -p build/ort-gpu/node
+	for op in add sub mul div gemm matmul relu sigmoid tanh softmax identity; do
+		cp -r /usr/share/libonnx-testdata/data/node/test_"$op"* build/ort-gpu/node/
+	done
+	du -sh .cache/ort/1.30.0 build/ctests build/ctest-ort/ctests/ort build/ort-gpu
+	;;
+run)
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export CUDAEP_TEST_BACKEND=cuda CUDAEP_ORT_LIBRARY=$PWD/.cache/ort/1.30.0/libonnxruntime.so.1
+	export CUDAEP_LIBRARY=$PWD/build/ctests/libcudaep.so
+	summary=()
+	for c in devices "node_tests build/ort-gpu/node" "node_tests $M/node_extra" "mlp $M" "split $M" "graph $M" "misuse $M"; do
+		echo "=== $c"
+		# shellcheck disable=SC2086
+		timeout 120 "$H" $c 2>&1 | tee /tmp/ort-case.log | grep -E "passed,|^  [A-Z][a-zA-Z]+ +[0-9]+/[0-9]+|FAIL"
+		summary+=("$(grep -h '^RESULT' /tmp/ort-case.log || echo "RESULT $c: no result (crash or timeout)")")
+	done
+	echo "===== ort-gpu-check summary ====="
+	printf '%s\n' "${summary[@]}"
+	! printf '%s\n' "${summary[@]}" | grep -vq ': PASS$'
+	;;
+*) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
