@@ -98,9 +98,10 @@ test-vet: header-copy
 
 test-go: header-copy
 	CUDAEP_TEST_BACKEND=$${CUDAEP_TEST_BACKEND:-sim} $(GO) test -race ./...
-	@# Allocation budgets again without -race, whose instrumentation allocates (the demo's
-	@# zero-allocation replay check is skipped under it).
-	CUDAEP_TEST_BACKEND=$${CUDAEP_TEST_BACKEND:-sim} $(GO) test -count=1 -run 'Alloc|TestDemoRunsEndToEnd' ./...
+	@# Allocation budgets again without -race, whose instrumentation allocates. (The demo's
+	@# process-wide count also sees the simulator's Go kernels on its stream workers, so it is
+	@# asserted on the GPU only; replay's own path is asserted here by graphs and ep.)
+	CUDAEP_TEST_BACKEND=$${CUDAEP_TEST_BACKEND:-sim} $(GO) test -count=1 -run 'Alloc' ./...
 
 # go test -fuzz takes one package and one target: run them in turn, stopping at the first
 # failure (its crasher is saved under the package's testdata/fuzz/ for `go test` to replay).
