@@ -28,10 +28,11 @@ func cudaepOrtCompute(ci *C.CudaEpOrtComputeInfo, kc *C.OrtKernelContext) (st *C
 	return statusOf(pt.compute(kc))
 }
 
-// hostTensor is a CPU tensor ORT handed over.
+// hostTensor is a tensor ORT handed over: in host memory, or in CudaEp's device memory.
 type hostTensor struct {
-	info ep.TensorInfo
-	data unsafe.Pointer
+	info  ep.TensorInfo
+	data  unsafe.Pointer
+	onGPU bool
 }
 
 func (pt *partition) compute(kc *C.OrtKernelContext) error {
@@ -56,15 +57,12 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		if rank > maxRank {
 			return fmt.Errorf("%w: input %q has rank %d, at most %d", ep.ErrUnsupported, pt.inputs[i], int(rank), maxRank)
 		}
-		if onCPU == 0 {
-			return fmt.Errorf("%w: input %q is not in CPU memory (device tensors need the EP's allocator, not implemented yet)", ep.ErrUnsupported, pt.inputs[i])
-		}
 		shape := make([]int64, int(rank))
 		for d := range shape {
 			shape[d] = int64(dims[d])
 		}
 		infos[i] = ep.TensorInfo{DType: ep.DType(elem), Shape: shape}
-		ins[i] = hostTensor{info: infos[i], data: data}
+		ins[i] = hostTensor{info: infos[i], data: data, onGPU: onCPU == 0}
 	}
 
 	// A capture forbids every other use of the provider's stream (the capture window), so the
@@ -94,13 +92,14 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		if n == 0 {
 			continue
 		}
-		if err := p.CopyToDevice(pl.inputs[i].buf, 0, unsafe.Slice((*byte)(in.data), n)); err != nil {
-			return fmt.Errorf("copy input %q to the device: %w", pt.inputs[i], err)
+		if err := pt.copyIn(pl.inputs[i].buf, in, uint64(n)); err != nil {
+			return fmt.Errorf("copy input %q into the partition: %w", pt.inputs[i], err)
 		}
 	}
 	if err := pt.run(pl); err != nil {
 		return err
 	}
+	deviceOut := false
 	for j, out := range pl.outputs {
 		dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
 		for d, v := range out.info.Shape {
@@ -115,15 +114,47 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		if n == 0 {
 			continue
 		}
-		if onCPU == 0 || data == nil {
-			return fmt.Errorf("%w: output %q is not in CPU memory", ep.ErrUnsupported, pt.outputs[j])
+		if data == nil {
+			return fmt.Errorf("%w: ORT gave output %q no memory", errInvalid, pt.outputs[j])
 		}
-		if err := p.CopyToHost(unsafe.Slice((*byte)(data), n), out.buf, 0); err != nil {
-			return fmt.Errorf("copy output %q to the host: %w", pt.outputs[j], err)
+		if onCPU != 0 {
+			if err := p.CopyToHost(unsafe.Slice((*byte)(data), n), out.buf, 0); err != nil {
+				return fmt.Errorf("copy output %q to the host: %w", pt.outputs[j], err)
+			}
+			continue
+		}
+		db, off, err := lookup(uint64(uintptr(data)), uint64(n))
+		if err != nil {
+			return fmt.Errorf("output %q: %w", pt.outputs[j], err)
+		}
+		if err := p.CopyBuffer(db.buf, off, out.buf, 0, uint64(n)); err != nil {
+			return fmt.Errorf("copy output %q into ORT's device tensor: %w", pt.outputs[j], err)
+		}
+		deviceOut = true
+	}
+	if deviceOut {
+		// Not stream-aware: the work is done when Compute returns, so a consumer on another
+		// stream (ORT's data transfer, the next partition) reads finished results.
+		if err := p.SynchronizeCompute(); err != nil {
+			return err
 		}
 	}
 	pt.runs++
 	return nil
+}
+
+// copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp
+// device memory on the provider's stream.
+func (pt *partition) copyIn(dst *ep.Buffer, in hostTensor, n uint64) error {
+	p := pt.s.p
+	if !in.onGPU {
+		return p.CopyToDevice(dst, 0, unsafe.Slice((*byte)(in.data), n))
+	}
+	sb, off, err := lookup(uint64(uintptr(in.data)), n)
+	if err != nil {
+		return err
+	}
+	return p.CopyBuffer(dst, 0, sb.buf, off, n)
 }
 
 // captured reports whether the plan for key exists and holds a captured graph.

@@ -34,6 +34,7 @@ func cudaepOrtNewFactory(f *C.CudaEpOrtFactory) (st *C.OrtStatus) {
 func cudaepOrtReleaseFactory(f *C.CudaEpOrtFactory) {
 	defer recoverQuietly()
 	_ = factoryTable.Remove(handles.Handle(f.handle))
+	closeDeviceMemory()
 }
 
 // cudaepOrtGetSupportedDevices offers one EP device per CUDA device: on the NVIDIA hardware
@@ -87,6 +88,11 @@ func cudaepOrtGetSupportedDevices(f *C.CudaEpOrtFactory, devices **C.OrtHardware
 		}
 		options := map[string]string{"backend": backend, "device_id": strconv.Itoa(info.Ordinal)}
 		if err := createEpDevice(&f.f, hw, meta, options, &outs[*numOut]); err != nil {
+			return statusOf(err)
+		}
+		// Tensors may live in the device's memory: ORT then allocates them through the
+		// factory's allocator and moves them with its data transfer.
+		if err := errorOf(C.cudaep_ort_add_allocator_info(outs[*numOut], C.int32_t(info.Ordinal)), "declare the device's memory"); err != nil {
 			return statusOf(err)
 		}
 		*numOut++

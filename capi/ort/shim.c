@@ -52,12 +52,117 @@ static void f_ReleaseEp(OrtEpFactory* f, OrtEp* ep) {
     cudaepOrtReleaseEp((CudaEpOrtEp*)ep);
 }
 
-/* ORT 1.23+ calls CreateDataTransfer during registration: it must exist. No data transfer yet:
- * tensors reach the EP in CPU memory. */
+/* --- device memory --------------------------------------------------------------------- */
+
+/* Our memory: a GPU memory device of vendor 0x10DE (the only GPU memory this process's ORT
+ * knows is ours: ORT's own CUDA EP is not in the CPU build). */
+static int is_our_gpu(const OrtMemoryDevice* d) {
+    return d && E(MemoryDevice_GetDeviceType)(d) == OrtMemoryInfoDeviceType_GPU && E(MemoryDevice_GetVendorId)(d) == 0x10DE &&
+           E(MemoryDevice_GetMemoryType)(d) == OrtDeviceMemoryType_DEFAULT;
+}
+static int is_cpu(const OrtMemoryDevice* d) { return d && E(MemoryDevice_GetDeviceType)(d) == OrtMemoryInfoDeviceType_CPU; }
+
+static bool dt_CanCopy(const OrtDataTransferImpl* dt, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {
+    (void)dt;
+    return (is_our_gpu(src) && (is_cpu(dst) || is_our_gpu(dst))) || (is_cpu(src) && is_our_gpu(dst));
+}
+
+static OrtStatus* dt_CopyTensors(OrtDataTransferImpl* dt, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
+                                 size_t n) {
+    (void)dt;
+    (void)streams; /* not stream-aware: every copy completes before this returns */
+    return cudaepOrtCopyTensors((OrtValue**)src, dst, n);
+}
+
+static void dt_Release(OrtDataTransferImpl* dt) { free(dt); }
+
 static OrtStatus* f_CreateDataTransfer(OrtEpFactory* f, OrtDataTransferImpl** data_transfer) {
     (void)f;
-    *data_transfer = NULL;
+    OrtDataTransferImpl* dt = calloc(1, sizeof *dt);
+    if (!dt) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    dt->ort_version_supported = cudaep_ort_version;
+    dt->Release = dt_Release;
+    dt->CanCopy = dt_CanCopy;
+    dt->CopyTensors = dt_CopyTensors;
+    *data_transfer = dt;
     return NULL;
+}
+
+static void* a_Alloc(OrtAllocator* a, size_t size) { return cudaepOrtAlloc(((CudaEpOrtAllocator*)a)->handle, size); }
+static void a_Free(OrtAllocator* a, void* p) { cudaepOrtFree(((CudaEpOrtAllocator*)a)->handle, p); }
+static const OrtMemoryInfo* a_Info(const OrtAllocator* a) { return ((const CudaEpOrtAllocator*)a)->info; }
+static void* a_Reserve(OrtAllocator* a, size_t size) { return a_Alloc(a, size); }
+
+static OrtStatus* new_gpu_memory_info(int32_t device_id, OrtMemoryInfo** out) {
+    return A(CreateMemoryInfo_V2)("CudaEp", OrtMemoryInfoDeviceType_GPU, 0x10DE, device_id, OrtDeviceMemoryType_DEFAULT,
+                                   256, OrtDeviceAllocator, out);
+}
+
+OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, CudaEpOrtAllocator** out) {
+    *out = NULL;
+    CudaEpOrtAllocator* a = calloc(1, sizeof *a);
+    if (!a) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
+    OrtStatus* st = new_gpu_memory_info(device_id, &a->info);
+    if (st) {
+        free(a);
+        return st;
+    }
+    a->a.version = cudaep_ort_version;
+    a->a.Alloc = a_Alloc;
+    a->a.Free = a_Free;
+    a->a.Info = a_Info;
+    a->a.Reserve = a_Reserve;
+    a->handle = handle;
+    *out = a;
+    return NULL;
+}
+
+void cudaep_ort_free_allocator(CudaEpOrtAllocator* a) {
+    if (!a) return;
+    if (a->info) A(ReleaseMemoryInfo)(a->info);
+    free(a);
+}
+
+static OrtStatus* f_CreateAllocator(OrtEpFactory* f, const OrtMemoryInfo* memory_info,
+                                    const OrtKeyValuePairs* allocator_options, OrtAllocator** allocator) {
+    (void)allocator_options;
+    return cudaepOrtCreateAllocator((CudaEpOrtFactory*)f, (OrtMemoryInfo*)memory_info, allocator);
+}
+
+static void f_ReleaseAllocator(OrtEpFactory* f, OrtAllocator* allocator) {
+    (void)f;
+    cudaepOrtReleaseAllocator((CudaEpOrtAllocator*)allocator);
+}
+
+OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id) {
+    OrtMemoryInfo* info = NULL;
+    OrtStatus* st = new_gpu_memory_info(device_id, &info);
+    if (st) return st;
+    st = E(EpDevice_AddAllocatorInfo)(d, info);
+    A(ReleaseMemoryInfo)(info);
+    return st;
+}
+
+OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id) {
+    OrtMemoryInfoDeviceType dt = OrtMemoryInfoDeviceType_CPU;
+    A(MemoryInfoGetDeviceType)(mi, &dt);
+    *is_gpu = dt == OrtMemoryInfoDeviceType_GPU && A(MemoryInfoGetVendorId)(mi) == 0x10DE;
+    int id = 0;
+    OrtStatus* st = A(MemoryInfoGetId)(mi, &id);
+    *device_id = id;
+    return st;
+}
+
+void* cudaep_ort_ptr(uint64_t address) { return (void*)(uintptr_t)address; }
+
+OrtStatus* cudaep_ort_value_memory(const OrtValue* v, void** data, size_t* bytes, int* on_gpu, int32_t* device_id) {
+    const OrtMemoryDevice* d = E(Value_GetMemoryDevice)(v);
+    *on_gpu = is_our_gpu(d);
+    *device_id = d ? (int32_t)E(MemoryDevice_GetDeviceId)(d) : 0;
+    if (d && !*on_gpu && !is_cpu(d)) return A(CreateStatus)(ORT_NOT_IMPLEMENTED, "cudaep: a tensor in memory that is neither the CPU's nor CudaEp's");
+    OrtStatus* st = A(GetTensorSizeInBytes)(v, bytes);
+    if (st) return st;
+    return A(GetTensorMutableData)((OrtValue*)v, data);
 }
 
 /* --- EP trampolines -------------------------------------------------------------------- */
@@ -166,6 +271,8 @@ OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* or
     f->f.GetVendorId = f_GetVendorId;
     f->f.GetVersion = f_GetVersion;
     f->f.CreateDataTransfer = f_CreateDataTransfer;
+    f->f.CreateAllocator = f_CreateAllocator;
+    f->f.ReleaseAllocator = f_ReleaseAllocator;
     f->f.IsStreamAware = f_IsStreamAware;
     OrtStatus* st = cudaepOrtNewFactory(f);
     if (st) {

@@ -35,11 +35,26 @@ typedef struct CudaEpOrtComputeInfo {
     uint64_t handle;
 } CudaEpOrtComputeInfo;
 
+/* A device-memory allocator ORT holds (one per memory info it asks the factory for). */
+typedef struct CudaEpOrtAllocator {
+    OrtAllocator a;
+    uint64_t handle;
+    OrtMemoryInfo* info; /* ours, released with the allocator */
+} CudaEpOrtAllocator;
+
 /* Object construction (tables filled, handle stored); free with free(). */
 CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle);
 CudaEpOrtComputeInfo* cudaep_ort_new_compute_info(uint64_t handle);
 void cudaep_ort_free(void* p);
 void cudaep_ort_set_library_version(const char* version);
+
+/* Device memory: allocators, the data transfer, EP device allocator info, values. */
+OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, CudaEpOrtAllocator** out);
+void cudaep_ort_free_allocator(CudaEpOrtAllocator* a);
+OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id);
+OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id);
+void* cudaep_ort_ptr(uint64_t address); /* a device address as the void* ORT's allocator returns */
+OrtStatus* cudaep_ort_value_memory(const OrtValue* v, void** data, size_t* bytes, int* on_gpu, int32_t* device_id);
 
 /* Statuses. */
 OrtStatus* cudaep_ort_status(OrtErrorCode code, const char* msg);

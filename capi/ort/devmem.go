@@ -1,0 +1,277 @@
+package ort
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// devmem is the device memory ORT allocates through CudaEp's allocators (tensors that stay on
+// the device between partitions, outputs, bound inputs): one provider per device ordinal owns
+// the buffers, and a sorted index finds the buffer holding any address ORT hands back (ORT may
+// hand out addresses inside a buffer when it places several tensors in one allocation).
+var devmem struct {
+	mu        sync.Mutex
+	providers map[int]*ep.Provider
+	bufs      []devBuf // sorted by base
+}
+
+// devBuf is one allocation.
+type devBuf struct {
+	base, size uint64
+	ordinal    int
+	buf        *ep.Buffer
+}
+
+// allocator is what an OrtAllocator of CudaEp stands for: a device ordinal.
+type allocator struct{ ordinal int }
+
+const kindAllocator handles.Kind = 23
+
+var allocatorTable = handles.NewTable(handles.Config[*allocator]{Kind: kindAllocator, Name: "ORT allocator"})
+
+// deviceProvider returns the provider that owns device memory of ordinal, making it on first
+// use on the backend the factory offered the device on.
+func deviceProvider(ordinal int) (*ep.Provider, error) {
+	devmem.mu.Lock()
+	defer devmem.mu.Unlock()
+	if p := devmem.providers[ordinal]; p != nil {
+		return p, nil
+	}
+	_, backend, _, err := ep.ListDevices(ep.BackendAuto)
+	if err != nil {
+		return nil, err
+	}
+	opts := ep.DefaultOptions()
+	opts.Backend, opts.DeviceID = backend, ordinal
+	p, err := ep.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if devmem.providers == nil {
+		devmem.providers = map[int]*ep.Provider{}
+	}
+	devmem.providers[ordinal] = p
+	return p, nil
+}
+
+// lookup finds the allocation holding [addr, addr+n) and the offset of addr in it.
+func lookup(addr uint64, n uint64) (devBuf, uint64, error) {
+	devmem.mu.Lock()
+	defer devmem.mu.Unlock()
+	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > addr }) - 1
+	if i < 0 || addr-devmem.bufs[i].base+n > devmem.bufs[i].size || addr-devmem.bufs[i].base > devmem.bufs[i].size {
+		return devBuf{}, 0, fmt.Errorf("%w: device address %#x (+%d bytes) is not in memory CudaEp allocated", errInvalid, addr, n)
+	}
+	return devmem.bufs[i], addr - devmem.bufs[i].base, nil
+}
+
+// cudaepOrtCreateAllocator makes an allocator of device memory for a CudaEp memory info.
+//
+//export cudaepOrtCreateAllocator
+func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out **C.OrtAllocator) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	*out = nil
+	var isGPU C.int
+	var id C.int32_t
+	if err := errorOf(C.cudaep_ort_memory_info_device(info, &isGPU, &id), "read a memory info"); err != nil {
+		return statusOf(err)
+	}
+	if isGPU == 0 {
+		return statusOf(fmt.Errorf("%w: CudaEp allocates only its own device memory", errInvalid))
+	}
+	if _, err := deviceProvider(int(id)); err != nil {
+		return statusOf(err)
+	}
+	h, err := allocatorTable.Insert(&allocator{ordinal: int(id)})
+	if err != nil {
+		return statusOf(err)
+	}
+	var a *C.CudaEpOrtAllocator
+	if err := errorOf(C.cudaep_ort_new_allocator(C.uint64_t(h), id, &a), "make an allocator"); err != nil {
+		_ = allocatorTable.Remove(h)
+		return statusOf(err)
+	}
+	*out = &a.a
+	return nil
+}
+
+// cudaepOrtReleaseAllocator releases an allocator (its memory was freed through it).
+//
+//export cudaepOrtReleaseAllocator
+func cudaepOrtReleaseAllocator(a *C.CudaEpOrtAllocator) {
+	defer recoverQuietly()
+	if a == nil {
+		return
+	}
+	_ = allocatorTable.Remove(handles.Handle(a.handle))
+	C.cudaep_ort_free_allocator(a)
+}
+
+// cudaepOrtAlloc allocates size bytes of device memory; NULL when it cannot (ORT reports it).
+//
+//export cudaepOrtAlloc
+func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
+	defer func() {
+		if recover() != nil {
+			ptr = nil
+		}
+	}()
+	a, err := allocatorTable.Get(handles.Handle(h))
+	if err != nil {
+		return nil
+	}
+	p, err := deviceProvider(a.ordinal)
+	if err != nil {
+		return nil
+	}
+	n := uint64(size)
+	if n == 0 {
+		n = 1
+	}
+	b, err := p.Alloc(n, ep.DefaultAlignment)
+	if err != nil {
+		return nil
+	}
+	d := devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b}
+	devmem.mu.Lock()
+	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > d.base })
+	devmem.bufs = append(devmem.bufs, devBuf{})
+	copy(devmem.bufs[i+1:], devmem.bufs[i:])
+	devmem.bufs[i] = d
+	devmem.mu.Unlock()
+	// A device address, not Go memory: ORT never dereferences it (its memory info says GPU).
+	return C.cudaep_ort_ptr(C.uint64_t(d.base))
+}
+
+// cudaepOrtFree frees an allocation made by cudaepOrtAlloc (ignoring anything else).
+//
+//export cudaepOrtFree
+func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
+	defer recoverQuietly()
+	addr := uint64(uintptr(p))
+	devmem.mu.Lock()
+	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base >= addr })
+	if i == len(devmem.bufs) || devmem.bufs[i].base != addr {
+		devmem.mu.Unlock()
+		return
+	}
+	b := devmem.bufs[i].buf
+	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
+	devmem.mu.Unlock()
+	_ = b.Release()
+}
+
+// deviceTensor is a tensor's memory as ORT describes it.
+type deviceTensor struct {
+	data   unsafe.Pointer
+	bytes  uint64
+	onGPU  bool
+	device int
+}
+
+func valueMemory(v *C.OrtValue) (deviceTensor, error) {
+	var data unsafe.Pointer
+	var bytes C.size_t
+	var onGPU C.int
+	var id C.int32_t
+	if err := errorOf(C.cudaep_ort_value_memory(v, &data, &bytes, &onGPU, &id), "read a tensor's memory"); err != nil {
+		return deviceTensor{}, err
+	}
+	return deviceTensor{data: data, bytes: uint64(bytes), onGPU: onGPU != 0, device: int(id)}, nil
+}
+
+// cudaepOrtCopyTensors copies tensors between host memory and CudaEp device memory (ORT's
+// data transfer). It is not stream-aware: every copy has completed when it returns (the
+// partitions finish their work before their Compute returns, so the copies see it).
+//
+//export cudaepOrtCopyTensors
+func cudaepOrtCopyTensors(src, dst **C.OrtValue, n C.size_t) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	srcs, dsts := unsafe.Slice(src, int(n)), unsafe.Slice(dst, int(n))
+	for i := range srcs {
+		if err := copyTensor(srcs[i], dsts[i]); err != nil {
+			return statusOf(fmt.Errorf("copy tensor %d of %d: %w", i, int(n), err))
+		}
+	}
+	return nil
+}
+
+func copyTensor(src, dst *C.OrtValue) error {
+	s, err := valueMemory(src)
+	if err != nil {
+		return err
+	}
+	d, err := valueMemory(dst)
+	if err != nil {
+		return err
+	}
+	if s.bytes != d.bytes {
+		return fmt.Errorf("%w: %d bytes into %d", errInvalid, s.bytes, d.bytes)
+	}
+	if s.bytes == 0 {
+		return nil
+	}
+	switch {
+	case !s.onGPU && d.onGPU:
+		db, off, err := lookup(uint64(uintptr(d.data)), d.bytes)
+		if err != nil {
+			return err
+		}
+		p, err := deviceProvider(db.ordinal)
+		if err != nil {
+			return err
+		}
+		return p.CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes))
+	case s.onGPU && !d.onGPU:
+		sb, off, err := lookup(uint64(uintptr(s.data)), s.bytes)
+		if err != nil {
+			return err
+		}
+		p, err := deviceProvider(sb.ordinal)
+		if err != nil {
+			return err
+		}
+		return p.CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.buf, off)
+	case s.onGPU && d.onGPU:
+		sb, soff, err := lookup(uint64(uintptr(s.data)), s.bytes)
+		if err != nil {
+			return err
+		}
+		db, doff, err := lookup(uint64(uintptr(d.data)), d.bytes)
+		if err != nil {
+			return err
+		}
+		p, err := deviceProvider(db.ordinal)
+		if err != nil {
+			return err
+		}
+		if err := p.CopyBuffer(db.buf, doff, sb.buf, soff, s.bytes); err != nil {
+			return err
+		}
+		return p.SynchronizeCompute()
+	}
+	return errors.New("cudaep: a copy between two host tensors is not CudaEp's")
+}
+
+// closeDeviceMemory closes the providers of device memory (the factory is going).
+func closeDeviceMemory() {
+	devmem.mu.Lock()
+	ps := devmem.providers
+	devmem.providers = nil
+	devmem.bufs = nil
+	devmem.mu.Unlock()
+	for _, p := range ps {
+		_ = p.Close()
+	}
+}
