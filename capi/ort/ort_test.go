@@ -128,3 +128,29 @@ func TestReadExternalRefusesWhatORTRefuses(t *testing.T) {
 	_, err = readExternal("", "w.bin", 0, 1)
 	assert.ErrorContains(t, err, "loaded from bytes")
 }
+
+// TestLookupFindsTheAllocationHoldingAnAddress: ORT may hand back addresses inside an
+// allocation (several tensors in one); anything outside CudaEp's allocations is refused.
+func TestLookupFindsTheAllocationHoldingAnAddress(t *testing.T) {
+	devmem.mu.Lock()
+	saved := devmem.bufs
+	devmem.bufs = []devBuf{{base: 0x1000, size: 0x100, ordinal: 0}, {base: 0x2000, size: 0x40, ordinal: 1}}
+	devmem.mu.Unlock()
+	t.Cleanup(func() {
+		devmem.mu.Lock()
+		devmem.bufs = saved
+		devmem.mu.Unlock()
+	})
+	b, off, err := lookup(0x1010, 0x20)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0x1000), b.base)
+	assert.Equal(t, uint64(0x10), off)
+	b, off, err = lookup(0x2000, 0x40)
+	require.NoError(t, err)
+	assert.Equal(t, 1, b.ordinal)
+	assert.Zero(t, off)
+	for _, c := range []struct{ addr, n uint64 }{{0xfff, 1}, {0x10f0, 0x20}, {0x1100, 1}, {0x2040, 1}, {0x1800, 4}} {
+		_, _, err := lookup(c.addr, c.n)
+		assert.ErrorIs(t, err, errInvalid, "%#x+%d", c.addr, c.n)
+	}
+}
