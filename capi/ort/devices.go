@@ -34,7 +34,6 @@ func cudaepOrtNewFactory(f *C.CudaEpOrtFactory) (st *C.OrtStatus) {
 func cudaepOrtReleaseFactory(f *C.CudaEpOrtFactory) {
 	defer recoverQuietly()
 	_ = factoryTable.Remove(handles.Handle(f.handle))
-	closeDeviceMemory()
 }
 
 // cudaepOrtGetSupportedDevices offers one EP device per CUDA device: on the NVIDIA hardware
@@ -92,9 +91,13 @@ func cudaepOrtGetSupportedDevices(f *C.CudaEpOrtFactory, devices **C.OrtHardware
 		}
 		// Tensors may live in the device's memory: ORT then allocates them through the
 		// factory's allocator and moves them with its data transfer.
-		if err := errorOf(C.cudaep_ort_add_allocator_info(outs[*numOut], C.int32_t(info.Ordinal)), "declare the device's memory"); err != nil {
+		var kept *C.OrtMemoryInfo
+		if err := errorOf(C.cudaep_ort_add_allocator_info(outs[*numOut], C.int32_t(info.Ordinal), &kept), "declare the device's memory"); err != nil {
 			return statusOf(err)
 		}
+		fac.mu.Lock()
+		fac.infos = append(fac.infos, kept) // ORT keeps the pointer: it lives as long as the factory
+		fac.mu.Unlock()
 		*numOut++
 	}
 	return nil

@@ -21,9 +21,14 @@ import (
 // the buffers, and a sorted index finds the buffer holding any address ORT hands back (ORT may
 // hand out addresses inside a buffer when it places several tensors in one allocation).
 var devmem struct {
-	mu        sync.Mutex
-	providers map[int]*ep.Provider
-	bufs      []devBuf // sorted by base
+	mu         sync.Mutex
+	providers  map[int]*ep.Provider
+	bufs       []devBuf // sorted by base
+	allocators int      // allocators ORT holds
+	// Factories released (ORT unregistered the library) while allocators were still held:
+	// their devices and memory infos are released with the last allocator, since a session
+	// that outlives the unregistering still uses them.
+	retired []*factory
 }
 
 // devBuf is one allocation.
@@ -82,13 +87,16 @@ func lookup(addr uint64, n uint64) (devBuf, uint64, error) {
 func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out **C.OrtAllocator) (st *C.OrtStatus) {
 	defer recoverInto(&st)
 	*out = nil
-	var isGPU C.int
+	var isGPU, devType, memType C.int
 	var id C.int32_t
-	if err := errorOf(C.cudaep_ort_memory_info_device(info, &isGPU, &id), "read a memory info"); err != nil {
+	var vendor C.uint32_t
+	var name *C.char
+	if err := errorOf(C.cudaep_ort_memory_info_device(info, &isGPU, &id, &devType, &vendor, &memType, &name), "read a memory info"); err != nil {
 		return statusOf(err)
 	}
 	if isGPU == 0 {
-		return statusOf(fmt.Errorf("%w: CudaEp allocates only its own device memory", errInvalid))
+		return statusOf(fmt.Errorf("%w: CudaEp allocates only its own device memory, not %q (device type %d, vendor %#x, memory type %d, device %d)",
+			errInvalid, goString(name), int(devType), uint32(vendor), int(memType), int(id)))
 	}
 	if _, err := deviceProvider(int(id)); err != nil {
 		return statusOf(err)
@@ -97,9 +105,13 @@ func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out 
 	if err != nil {
 		return statusOf(err)
 	}
+	devmem.mu.Lock()
+	devmem.allocators++
+	devmem.mu.Unlock()
 	var a *C.CudaEpOrtAllocator
 	if err := errorOf(C.cudaep_ort_new_allocator(C.uint64_t(h), id, &a), "make an allocator"); err != nil {
 		_ = allocatorTable.Remove(h)
+		allocatorGone()
 		return statusOf(err)
 	}
 	*out = &a.a
@@ -116,6 +128,39 @@ func cudaepOrtReleaseAllocator(a *C.CudaEpOrtAllocator) {
 	}
 	_ = allocatorTable.Remove(handles.Handle(a.handle))
 	C.cudaep_ort_free_allocator(a)
+	allocatorGone()
+}
+
+// allocatorGone counts an allocator released; the last one releases what retired factories
+// left for it.
+func allocatorGone() {
+	devmem.mu.Lock()
+	devmem.allocators--
+	var retired []*factory
+	if devmem.allocators == 0 {
+		retired, devmem.retired = devmem.retired, nil
+	}
+	devmem.mu.Unlock()
+	if len(retired) > 0 {
+		for _, f := range retired {
+			_ = f.close()
+		}
+		closeDeviceMemory()
+	}
+}
+
+// retireFactory releases a factory's devices and memory infos, and the device memory's
+// providers, now, or with the last allocator when sessions still hold allocators.
+func retireFactory(f *factory) {
+	devmem.mu.Lock()
+	if devmem.allocators > 0 {
+		devmem.retired = append(devmem.retired, f)
+		devmem.mu.Unlock()
+		return
+	}
+	devmem.mu.Unlock()
+	_ = f.close()
+	closeDeviceMemory()
 }
 
 // cudaepOrtAlloc allocates size bytes of device memory; NULL when it cannot (ORT reports it).

@@ -44,7 +44,7 @@ const (
 )
 
 var (
-	factoryTable   = handles.NewTable(handles.Config[*factory]{Kind: kindFactory, Name: "ORT factory", Finalize: (*factory).close})
+	factoryTable   = handles.NewTable(handles.Config[*factory]{Kind: kindFactory, Name: "ORT factory", Finalize: retire})
 	epTable        = handles.NewTable(handles.Config[*session]{Kind: kindEP, Name: "ORT EP", Finalize: (*session).close})
 	partitionTable = handles.NewTable(handles.Config[*partition]{Kind: kindPartition, Name: "ORT partition", Finalize: (*partition).close})
 )
@@ -104,11 +104,18 @@ func recoverInto(st **C.OrtStatus) {
 // panic there has nowhere to go and must not reach ORT.
 func recoverQuietly() { _ = recover() }
 
-// factory is what ORT's OrtEpFactory stands for: the hardware devices it made (released with
-// it).
+// factory is what ORT's OrtEpFactory stands for: the hardware devices and memory infos it
+// made (released with it).
 type factory struct {
-	mu  sync.Mutex
-	hws []*C.OrtHardwareDevice
+	mu    sync.Mutex
+	hws   []*C.OrtHardwareDevice
+	infos []*C.OrtMemoryInfo // the memory infos of the EP devices' memory (ORT keeps the pointers)
+}
+
+// retire is the factory table's finalizer (see retireFactory).
+func retire(f *factory) error {
+	retireFactory(f)
+	return nil
 }
 
 func (f *factory) close() error {
@@ -117,7 +124,10 @@ func (f *factory) close() error {
 	for _, hw := range f.hws {
 		C.cudaep_ort_release_hw_device(hw)
 	}
-	f.hws = nil
+	for _, info := range f.infos {
+		C.cudaep_ort_release_memory_info(info)
+	}
+	f.hws, f.infos = nil, nil
 	return nil
 }
 

@@ -134,23 +134,38 @@ static void f_ReleaseAllocator(OrtEpFactory* f, OrtAllocator* allocator) {
     cudaepOrtReleaseAllocator((CudaEpOrtAllocator*)allocator);
 }
 
-OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id) {
-    OrtMemoryInfo* info = NULL;
-    OrtStatus* st = new_gpu_memory_info(device_id, &info);
+/* ORT keeps the pointer EpDevice_AddAllocatorInfo is given (it does not copy the info): the
+ * info must live as long as the EP device, so the caller keeps it and releases it with the
+ * factory (cudaep_ort_release_memory_info). */
+OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id, OrtMemoryInfo** kept) {
+    *kept = NULL;
+    OrtStatus* st = new_gpu_memory_info(device_id, kept);
     if (st) return st;
-    st = E(EpDevice_AddAllocatorInfo)(d, info);
-    A(ReleaseMemoryInfo)(info);
+    st = E(EpDevice_AddAllocatorInfo)(d, *kept);
+    if (st) {
+        A(ReleaseMemoryInfo)(*kept);
+        *kept = NULL;
+    }
     return st;
 }
 
-OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id) {
-    OrtMemoryInfoDeviceType dt = OrtMemoryInfoDeviceType_CPU;
-    A(MemoryInfoGetDeviceType)(mi, &dt);
-    *is_gpu = dt == OrtMemoryInfoDeviceType_GPU && A(MemoryInfoGetVendorId)(mi) == 0x10DE;
-    int id = 0;
-    OrtStatus* st = A(MemoryInfoGetId)(mi, &id);
-    *device_id = id;
-    return st;
+void cudaep_ort_release_memory_info(OrtMemoryInfo* info) {
+    if (info) A(ReleaseMemoryInfo)(info);
+}
+
+OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id, int* device_type,
+                                         uint32_t* vendor, int* mem_type, const char** name) {
+    *name = NULL;
+    *is_gpu = 0;
+    if (!mi) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: no memory info");
+    const OrtMemoryDevice* d = E(MemoryInfo_GetMemoryDevice)(mi);
+    if (!d) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: a memory info without a memory device");
+    *device_type = (int)E(MemoryDevice_GetDeviceType)(d);
+    *vendor = E(MemoryDevice_GetVendorId)(d);
+    *mem_type = (int)E(MemoryDevice_GetMemoryType)(d);
+    *device_id = (int32_t)E(MemoryDevice_GetDeviceId)(d);
+    *is_gpu = is_our_gpu(d);
+    return A(MemoryInfoGetName)(mi, name);
 }
 
 void* cudaep_ort_ptr(uint64_t address) { return (void*)(uintptr_t)address; }
