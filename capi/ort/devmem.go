@@ -269,35 +269,23 @@ func copyTensor(src, dst *C.OrtValue) error {
 	}
 	switch {
 	case !s.onGPU && d.onGPU:
-		db, off, err := lookup(uint64(uintptr(d.data)), d.bytes)
-		if err != nil {
-			return err
-		}
-		p, err := deviceProvider(db.ordinal)
+		db, off, p, err := located(d)
 		if err != nil {
 			return err
 		}
 		return p.CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes))
 	case s.onGPU && !d.onGPU:
-		sb, off, err := lookup(uint64(uintptr(s.data)), s.bytes)
-		if err != nil {
-			return err
-		}
-		p, err := deviceProvider(sb.ordinal)
+		sb, off, p, err := located(s)
 		if err != nil {
 			return err
 		}
 		return p.CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.buf, off)
 	case s.onGPU && d.onGPU:
-		sb, soff, err := lookup(uint64(uintptr(s.data)), s.bytes)
+		sb, soff, _, err := located(s)
 		if err != nil {
 			return err
 		}
-		db, doff, err := lookup(uint64(uintptr(d.data)), d.bytes)
-		if err != nil {
-			return err
-		}
-		p, err := deviceProvider(db.ordinal)
+		db, doff, p, err := located(d)
 		if err != nil {
 			return err
 		}
@@ -307,6 +295,16 @@ func copyTensor(src, dst *C.OrtValue) error {
 		return p.SynchronizeCompute()
 	}
 	return errors.New("cudaep: a copy between two host tensors is not CudaEp's")
+}
+
+// located finds the allocation holding a device tensor and the provider that owns it.
+func located(t deviceTensor) (devBuf, uint64, *ep.Provider, error) {
+	b, off, err := lookup(uint64(uintptr(t.data)), t.bytes)
+	if err != nil {
+		return devBuf{}, 0, nil, err
+	}
+	p, err := deviceProvider(b.ordinal)
+	return b, off, p, err
 }
 
 // closeDeviceMemory closes the providers of device memory (the factory is going).
