@@ -14,7 +14,7 @@ import (
 func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	o, err := parseOptions(map[string]string{
 		"ep.cudaep.backend": "sim", "ep.cudaep.device_id": "0", "ep.cudaep.enable_cuda_graph": "1",
-		"ep.cudaep.paging": "off", "ep.cudaep.weight_budget_bytes": "4096", "ep.cudaep.tf32": "1",
+		"ep.cudaep.paging": "off", "ep.cudaep.weight_budget_bytes": "0", "ep.cudaep.tf32": "1",
 		"session.disable_cpu_ep_fallback": "1", // not ours: ignored
 	})
 	require.NoError(t, err)
@@ -22,7 +22,6 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	assert.True(t, o.cudaGraph)
 	assert.True(t, o.provider.TF32)
 	assert.Equal(t, "off", o.paging)
-	assert.Equal(t, uint64(4096), o.weightBytes)
 
 	for key, value := range map[string]string{
 		"ep.cudaep.no_such_key":         "1",
@@ -38,6 +37,8 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	}
 	_, err = parseOptions(map[string]string{"ep.cudaep.paging": "on"})
 	assert.ErrorIs(t, err, ep.ErrUnsupported, "paging during a run is not built yet: refused, not ignored")
+	_, err = parseOptions(map[string]string{"ep.cudaep.weight_budget_bytes": "4096"})
+	assert.ErrorIs(t, err, ep.ErrUnsupported, "a budget needs paging: refused, not ignored")
 }
 
 func vals(names ...string) []value {
