@@ -26,6 +26,7 @@ static void test_defaults(void) {
     CHECK_STR(get(o, "staging_pool_cap_bytes"), "536870912");
     CHECK_STR(get(o, "residency_budget_bytes"), "0");
     CHECK_STR(get(o, "prefill_double_buffer"), "false");
+    CHECK_STR(get(o, "wait_mode"), "auto");
     CHECK_OK(CudaEpReleaseOptions(o));
 }
 
@@ -41,6 +42,9 @@ static void test_valid_values_read_back_canonically(void) {
         {"staging_pool_cap_bytes", "256MiB", "268435456"},
         {"residency_budget_bytes", "3GiB", "3221225472"},
         {"prefill_double_buffer", "true", "true"},
+        {"wait_mode", "spin", "spin"},
+        {"wait_mode", "block", "block"},
+        {"wait_mode", "auto", "auto"},
     };
     CudaEpOptions o = new_sim_options();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -62,6 +66,8 @@ static void test_invalid_values_name_key_and_allowed(void) {
         {"staging_pool_cap_bytes", "0", "greater than 0"},
         {"residency_budget_bytes", "12MB", "KiB, MiB, GiB or TiB"},
         {"prefill_double_buffer", "on", "true, false, 1 or 0"},
+        {"wait_mode", "poll", "spin, block or auto"},
+        {"wait_mode", "", "spin, block or auto"},
     };
     CudaEpOptions o = new_sim_options();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -85,7 +91,7 @@ static void test_unknown_key_lists_known_keys(void) {
     CHECK_CONTAINS(msg, "unknown option");
     CHECK_CONTAINS(msg, "devcie_id");
     const char* keys[] = {"backend", "device_id", "tf32", "staging_pool_cap_bytes",
-                          "residency_budget_bytes", "prefill_double_buffer"};
+                          "residency_budget_bytes", "prefill_double_buffer", "wait_mode"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_CONTAINS(msg, keys[i]);
     CudaEpReleaseStatus(st);
 

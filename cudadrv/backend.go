@@ -45,6 +45,21 @@ const (
 	EventDisableTiming EventFlags = 0x2
 )
 
+// HostAllocFlags are the cuMemHostAlloc flags.
+type HostAllocFlags uint32
+
+// Host allocation flags, with the driver's values.
+const (
+	// HostAllocPortable pins the memory for every context, not only the current one.
+	HostAllocPortable HostAllocFlags = 0x01
+	// HostAllocDeviceMap maps the memory into the device address space: its device address
+	// comes from MemHostGetDevicePointer, and stream work and kernels may read and write it.
+	HostAllocDeviceMap HostAllocFlags = 0x02
+	// HostAllocWriteCombined allocates write-combined memory (fast for the device to read,
+	// slow for the host to read).
+	HostAllocWriteCombined HostAllocFlags = 0x04
+)
+
 // HostRegisterFlags are the cuMemHostRegister flags.
 type HostRegisterFlags uint32
 
@@ -139,7 +154,7 @@ type GemmParams struct {
 // Errors are *Error (driver), *BLASError (cuBLAS), *CompileError (NVRTC), *LibraryError
 // (a library that could not be loaded) or wrap ErrUnsupported. A method that succeeds returns
 // a nil error and, on the hot calls (LaunchKernel, the *Async copies, EventRecord,
-// GraphLaunch, Sgemm), allocates nothing.
+// GraphLaunch, StreamWriteValue32, Sgemm), allocates nothing.
 //
 // Host slices passed to asynchronous copies must stay alive and unchanged until the stream
 // work that reads or writes them has completed; the backend keeps no reference after that.
@@ -170,6 +185,12 @@ type Backend interface {
 	// StreamQuery returns nil when all work is done, an *Error with ErrorNotReady when not.
 	StreamQuery(s RawStream) error
 	StreamWaitEvent(s RawStream, e RawEvent) error
+	// StreamWriteValue32 queues a write of value to the 4-byte-aligned device address addr on
+	// s (cuStreamWriteValue32_v2 with CU_STREAM_WRITE_VALUE_DEFAULT): it happens after all
+	// earlier work of s, behind a memory fence that makes that work's writes visible first. On
+	// a capturing stream it is recorded as a graph node. It is a hot call: it allocates
+	// nothing.
+	StreamWriteValue32(s RawStream, addr DevicePtr, value uint32) error
 
 	EventCreate(flags EventFlags) (RawEvent, error)
 	EventDestroy(e RawEvent) error
@@ -182,8 +203,15 @@ type Backend interface {
 	MemAlloc(size uint64) (DevicePtr, error)
 	MemFree(p DevicePtr) error
 	// MemHostAlloc returns page-locked host memory of size bytes; the slice's memory is not
-	// Go-managed on the cuda backend and stays valid until MemFreeHost.
+	// Go-managed on the cuda backend and stays valid until MemFreeHost. It is
+	// MemHostAllocFlags(size, HostAllocPortable).
 	MemHostAlloc(size uint64) ([]byte, error)
+	// MemHostAllocFlags is MemHostAlloc with the cuMemHostAlloc flags given; memory from it is
+	// freed with MemFreeHost too.
+	MemHostAllocFlags(size uint64, flags HostAllocFlags) ([]byte, error)
+	// MemHostGetDevicePointer returns the device address of p's first byte, which must lie in
+	// memory allocated with HostAllocDeviceMap (cuMemHostGetDevicePointer_v2).
+	MemHostGetDevicePointer(p []byte) (DevicePtr, error)
 	MemFreeHost(p []byte) error
 	MemHostRegister(p []byte, flags HostRegisterFlags) error
 	MemHostUnregister(p []byte) error

@@ -76,6 +76,18 @@ func (c *Context) StickyError() error {
 	return nil
 }
 
+// RetractSticky forgets err as the context's sticky error when err is the very error recorded
+// (the same *Error). It is for a caller that has learned that the call which returned err ran
+// while another context, or none, was current on its thread, so that the error was not this
+// context's: the caller bound this context and repeated the call, and it succeeded. A sticky
+// error recorded by any other call stays.
+func (c *Context) RetractSticky(err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		c.sticky.CompareAndSwap(e, nil)
+	}
+}
+
 // note remembers a sticky error and returns err unchanged. It costs nothing on success.
 func (c *Context) note(err error) error {
 	if err == nil {

@@ -2,8 +2,9 @@
 //
 // Everything above this package (graphs, paging, ep) talks to the GPU only through the types
 // here: [Driver], [Device], [Context], [Stream], [Event], [Module], [Function], [Graph],
-// [GraphExec], [BLAS], pinned and registered host memory, and the [Error] values that carry a
-// CUresult's number and name.
+// [GraphExec], [BLAS], pinned, mapped and registered host memory, the [CompletionWord] a
+// host waits on without a driver call, and the [Error] values that carry a CUresult's number
+// and name.
 //
 // # Backends
 //

@@ -51,6 +51,7 @@ func (b *DeviceBuffer) Free() error {
 type HostBuffer struct {
 	ctx   *Context
 	bytes []byte
+	dptr  DevicePtr // the device address of bytes[0] when mapped (AllocHostMapped); else 0
 	freed atomic.Bool
 }
 
@@ -66,8 +67,37 @@ func (c *Context) AllocHost(size uint64) (*HostBuffer, error) {
 	return &HostBuffer{ctx: c, bytes: b}, nil
 }
 
+// AllocHostMapped allocates size bytes of pinned host memory that is also mapped into the
+// device address space, for every context (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP |
+// CU_MEMHOSTALLOC_PORTABLE), and looks up its device address
+// (cuMemHostGetDevicePointer_v2): DevicePtr. Stream work and kernels write it over the bus and
+// the host reads it in place, without a copy or a synchronization. Free it like AllocHost's.
+//
+// # Notes
+//
+// The host sees device writes to it as they land; reading a value the device is still writing
+// is a race unless both sides use aligned 32- or 64-bit words and the host reads them
+// atomically (sync/atomic), as CompletionWord does.
+func (c *Context) AllocHostMapped(size uint64) (*HostBuffer, error) {
+	b, err := c.b.MemHostAllocFlags(size, HostAllocDeviceMap|HostAllocPortable)
+	if err != nil {
+		return nil, c.note(err)
+	}
+	dptr, err := c.b.MemHostGetDevicePointer(b)
+	if err != nil {
+		return nil, errors.Join(c.note(err), c.note(c.b.MemFreeHost(b)))
+	}
+	c.count.pinnedAllocs.Add(1)
+	c.count.pinnedLive.Add(size)
+	return &HostBuffer{ctx: c, bytes: b, dptr: dptr}, nil
+}
+
 // Bytes returns the buffer's memory.
 func (h *HostBuffer) Bytes() []byte { return h.bytes }
+
+// DevicePtr returns the device address of the buffer's first byte when it was allocated with
+// AllocHostMapped, and 0 otherwise.
+func (h *HostBuffer) DevicePtr() DevicePtr { return h.dptr }
 
 // Free returns the memory to the driver; a second Free returns ErrDestroyed.
 func (h *HostBuffer) Free() error {

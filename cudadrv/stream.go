@@ -151,6 +151,18 @@ func (s *Stream) Memset32Async(dst DevicePtr, value uint32, count uint64) error 
 	return s.ctx.note(s.ctx.b.MemsetD32Async(dst, value, count, s.raw))
 }
 
+// WriteValue32 queues a write of value to the 4-byte-aligned device address addr
+// (cuStreamWriteValue32_v2): it runs after all work queued on s before it, behind a memory
+// fence that makes that work's writes visible first, so a host that reads value at addr (in
+// memory from Context.AllocHostMapped) knows that work is done. Inside a capture of s it is
+// recorded as a graph node. It allocates nothing.
+func (s *Stream) WriteValue32(addr DevicePtr, value uint32) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return s.ctx.note(s.ctx.b.StreamWriteValue32(s.raw, addr, value))
+}
+
 // Launch queues kernel f over grid×block threads with sharedMem bytes of dynamic shared
 // memory. It allocates nothing; args must be kept alive by the caller (it is read during the
 // call only: the driver copies the argument values).

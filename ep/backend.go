@@ -22,6 +22,10 @@ var backends struct {
 	m map[string]*sharedBackend
 }
 
+// simOptions returns the options of the simulated device the sim backend opens: one device
+// that runs the kernel library. Tests replace it (export_test.go) while no sim backend is open.
+var simOptions = func() sim.Options { return sim.Options{Kernels: kernels.SimKernels()} }
+
 // sharedBackend is one driver instance and the number of providers using it.
 type sharedBackend struct {
 	name string
@@ -64,7 +68,7 @@ func acquireBackend(name string) (*sharedBackend, string, error) {
 	switch {
 	case b != nil:
 	case kind == BackendSim:
-		b = sim.New(sim.Options{Kernels: kernels.SimKernels()})
+		b = sim.New(simOptions())
 	default:
 		cb, err := cuda.Open()
 		if err != nil {

@@ -1,7 +1,42 @@
 package ep
 
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/cudaep/cudaep/cudadrv/sim"
+	"github.com/cudaep/cudaep/ep/kernels"
+)
+
 // ParseEntries exposes the PTX entry parser to the black-box tests.
 var ParseEntries = parseEntries
 
 // GateOf exposes the provider's device capture gate to the black-box tests.
 func GateOf(p *Provider) interface{ WaitingDrains() int } { return p.gate }
+
+// SetSpinBudget sets how long p's SynchronizeCompute spins before it hands the wait to the
+// driver, for tests that need the spin to win (a long budget) or to give up (a short one).
+// Call it before p is used concurrently.
+func SetSpinBudget(p *Provider, d time.Duration) { p.spinBudget = d }
+
+// UseSimOptions makes the sim backends opened until t ends use opts (its Kernels added to the
+// library's). It fails t when a sim backend is open now, since that one would be shared.
+func UseSimOptions(t testing.TB, opts sim.Options) {
+	t.Helper()
+	backends.Lock()
+	open := backends.m[BackendSim] != nil
+	backends.Unlock()
+	if open {
+		t.Fatal("ep: UseSimOptions: a sim backend is open; close its providers first")
+	}
+	prev := simOptions
+	simOptions = func() sim.Options {
+		o := opts
+		k := kernels.SimKernels()
+		maps.Copy(k, opts.Kernels)
+		o.Kernels = k
+		return o
+	}
+	t.Cleanup(func() { simOptions = prev })
+}

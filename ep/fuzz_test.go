@@ -42,7 +42,7 @@ func FuzzParseEntries(f *testing.F) {
 // strings): Set either accepts the value, and then Get returns a value Set accepts again, or
 // refuses it with an *OptionError naming the key; it never panics.
 func FuzzOptionValue(f *testing.F) {
-	for _, v := range []string{"", "0", "1", "true", "auto", "sim", "-1", "18446744073709551616", "64MiB", "1e9", " 3 "} {
+	for _, v := range []string{"", "0", "1", "true", "auto", "sim", "-1", "18446744073709551616", "64MiB", "1e9", " 3 ", "spin", "block"} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, value string) {

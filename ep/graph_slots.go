@@ -1,6 +1,7 @@
 package ep
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -122,26 +123,50 @@ func (p *Provider) AbortCapture(slot Slot) error {
 }
 
 // Replay launches every installed segment of slot in capture order on the compute stream. It
-// takes no lock and allocates nothing.
+// takes no lock, allocates nothing and makes one driver call per segment (cuGraphLaunch).
+//
+// # Threads
+//
+// Replay does not make the provider's context current on the calling thread first (that is a
+// driver call of its own): its launches name the provider's own stream and executables, so
+// the driver runs them in the provider's context or refuses them. When the first launch is
+// refused, with nothing enqueued (the host, or a provider on another device, left another
+// context current on the thread, or none), Replay binds the provider's context and launches
+// once more. So the thread's current context is left as it was unless Replay had to bind.
 func (p *Provider) Replay(slot Slot) error {
-	e, err := p.enter("replay", accessDriver)
+	e, err := p.enterUnbound("replay", accessDriver)
 	if err != nil {
 		return err
 	}
 	err = p.slots.Replay(slot)
+	if err != nil && nothingLaunched(err) {
+		err = p.rebound("replay", err, func() error { return p.slots.Replay(slot) })
+	}
 	e.leave()
 	return err
 }
 
-// ReplaySegment launches one installed segment of slot by its capture-order index.
+// ReplaySegment launches one installed segment of slot by its capture-order index, as Replay
+// launches them all (and with Replay's rule for the thread's context).
 func (p *Provider) ReplaySegment(slot Slot, index int) error {
-	e, err := p.enter("replay a segment", accessDriver)
+	e, err := p.enterUnbound("replay a segment", accessDriver)
 	if err != nil {
 		return err
 	}
 	err = p.slots.ReplaySegment(slot, index)
+	if err != nil && nothingLaunched(err) {
+		err = p.rebound("replay a segment", err, func() error { return p.slots.ReplaySegment(slot, index) })
+	}
 	e.leave()
 	return err
+}
+
+// nothingLaunched reports whether err is a replay's failed launch that left nothing enqueued,
+// so that the replay may run again. Refusals before any launch (nothing installed, retired, a
+// capture on the stream) are not launch failures: they would fail the same way again.
+func nothingLaunched(err error) bool {
+	var le *graphs.LaunchError
+	return errors.As(err, &le) && le.Enqueued == 0
 }
 
 // ResetGraph retires slot's installed generation, waits for replays already admitted, and

@@ -23,6 +23,7 @@ import (
 //	staging_pool_cap_bytes   StagingPoolCapBytes   bytes > 0, e.g. 536870912, 512MiB 512 MiB
 //	residency_budget_bytes   ResidencyBudgetBytes  bytes, 0 = no budget, e.g. 8GiB  0
 //	prefill_double_buffer    PrefillDoubleBuffer   true | false | 1 | 0             false
+//	wait_mode                WaitMode              spin | block | auto              auto
 //
 // Byte counts are decimal integers with an optional binary suffix KiB, MiB, GiB or TiB
 // (512MiB = 536870912). Keys and values are case-sensitive and take no surrounding spaces.
@@ -61,6 +62,16 @@ type Options struct {
 	// PrefillDoubleBuffer turns on streaming of layer weights one layer ahead of compute
 	// through the two-slot double buffer during prefill. Off by default.
 	PrefillDoubleBuffer bool
+
+	// WaitMode chooses how SynchronizeCompute (the wait after a replayed step) waits for the
+	// compute stream: "spin" queues a write of a sequence number into a host-mapped pinned
+	// word behind the stream's work and spins on the word, falling back to the driver's
+	// stream synchronization after a bounded spin; "block" calls the driver's stream
+	// synchronization (cuStreamSynchronize) alone; "auto", the default, is spin where the
+	// device can write such a word from a stream, else block (Provider.WaitMode says which
+	// it chose, and why). With "spin", creating a provider fails when the device cannot. The
+	// empty string, a Go Options' zero value, means auto; Set refuses it.
+	WaitMode string
 }
 
 // The option keys, as [Options.Set] accepts them.
@@ -71,6 +82,14 @@ const (
 	OptionStagingPoolCapBytes  = "staging_pool_cap_bytes"
 	OptionResidencyBudgetBytes = "residency_budget_bytes"
 	OptionPrefillDoubleBuffer  = "prefill_double_buffer"
+	OptionWaitMode             = "wait_mode"
+)
+
+// The values the wait_mode option accepts.
+const (
+	WaitSpin  = "spin"
+	WaitBlock = "block"
+	WaitAuto  = "auto"
 )
 
 // The values the backend option accepts.
@@ -84,12 +103,13 @@ const (
 const DefaultStagingPoolCapBytes uint64 = 512 << 20
 
 // DefaultOptions returns the documented defaults: backend cuda on device 0, TF32 off, a
-// 512 MiB staging pool cap, no residency budget, prefill double buffering off.
+// 512 MiB staging pool cap, no residency budget, prefill double buffering off, wait mode auto.
 func DefaultOptions() Options {
 	return Options{
 		Backend:             BackendCUDA,
 		DeviceID:            0,
 		StagingPoolCapBytes: DefaultStagingPoolCapBytes,
+		WaitMode:            WaitAuto,
 	}
 }
 
@@ -280,6 +300,27 @@ var optionSpecs = [...]optionSpec{
 		parse:   func(o *Options, v string) bool { return parseBool(v, &o.PrefillDoubleBuffer) },
 		get:     func(o Options) string { return strconv.FormatBool(o.PrefillDoubleBuffer) },
 	},
+	{
+		key:     OptionWaitMode,
+		allowed: "spin, block or auto",
+		parse: func(o *Options, v string) bool {
+			switch v {
+			case WaitSpin, WaitBlock, WaitAuto:
+				o.WaitMode = v
+				return true
+			}
+			return false
+		},
+		get: func(o Options) string { return o.waitMode() },
+	},
+}
+
+// waitMode is WaitMode with the zero value read as auto.
+func (o Options) waitMode() string {
+	if o.WaitMode == "" {
+		return WaitAuto
+	}
+	return o.WaitMode
 }
 
 func lookupOption(key string) (optionSpec, bool) {

@@ -19,6 +19,7 @@ func TestDefaultOptions(t *testing.T) {
 	assert.Equal(t, uint64(512<<20), o.StagingPoolCapBytes)
 	assert.Equal(t, uint64(0), o.ResidencyBudgetBytes)
 	assert.False(t, o.PrefillDoubleBuffer)
+	assert.Equal(t, "auto", o.WaitMode)
 	assert.NoError(t, o.Validate())
 }
 
@@ -26,7 +27,7 @@ func TestOptionKeys(t *testing.T) {
 	keys := ep.OptionKeys()
 	assert.Equal(t, []string{
 		"backend", "device_id", "tf32",
-		"staging_pool_cap_bytes", "residency_budget_bytes", "prefill_double_buffer",
+		"staging_pool_cap_bytes", "residency_budget_bytes", "prefill_double_buffer", "wait_mode",
 	}, keys)
 	keys[0] = "changed"
 	assert.Equal(t, "backend", ep.OptionKeys()[0], "OptionKeys must return a fresh slice")
@@ -55,6 +56,9 @@ func TestOptionsSetAccepts(t *testing.T) {
 		{"residency_budget_bytes", "18446744073709551615", func(t *testing.T, o ep.Options) {
 			assert.Equal(t, uint64(18446744073709551615), o.ResidencyBudgetBytes)
 		}},
+		{"wait_mode", "spin", func(t *testing.T, o ep.Options) { assert.Equal(t, "spin", o.WaitMode) }},
+		{"wait_mode", "block", func(t *testing.T, o ep.Options) { assert.Equal(t, "block", o.WaitMode) }},
+		{"wait_mode", "auto", func(t *testing.T, o ep.Options) { assert.Equal(t, "auto", o.WaitMode) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -110,6 +114,10 @@ func TestOptionsSetRejects(t *testing.T) {
 		{"residency_budget_bytes", "17179869184GiB", "0 = no budget"},
 		{"residency_budget_bytes", "1.5GiB", "0 = no budget"},
 		{"residency_budget_bytes", " 1", "0 = no budget"},
+		{"wait_mode", "", "spin, block or auto"},
+		{"wait_mode", "poll", "spin, block or auto"},
+		{"wait_mode", "Spin", "spin, block or auto"},
+		{"wait_mode", "spin ", "spin, block or auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -155,6 +163,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"unknown backend", func(o *ep.Options) { o.Backend = "rocm" }, "backend"},
 		{"negative device", func(o *ep.Options) { o.DeviceID = -2 }, "device_id"},
 		{"zero staging cap", func(o *ep.Options) { o.StagingPoolCapBytes = 0 }, "staging_pool_cap_bytes"},
+		{"unknown wait mode", func(o *ep.Options) { o.WaitMode = "busy" }, "wait_mode"},
+		{"zero value wait mode is auto", func(o *ep.Options) { o.WaitMode = "" }, ""},
 		{"everything set", func(o *ep.Options) {
 			*o = ep.Options{Backend: "auto", DeviceID: 7, TF32: true, StagingPoolCapBytes: 1,
 				ResidencyBudgetBytes: 99, PrefillDoubleBuffer: true}
@@ -178,10 +188,10 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestOptionsStringRoundTrips(t *testing.T) {
 	want := ep.Options{Backend: "sim", DeviceID: 5, TF32: true, StagingPoolCapBytes: 3 << 20,
-		ResidencyBudgetBytes: 1234567, PrefillDoubleBuffer: true}
+		ResidencyBudgetBytes: 1234567, PrefillDoubleBuffer: true, WaitMode: "block"}
 	s := want.String()
 	assert.Equal(t, "backend=sim device_id=5 tf32=true staging_pool_cap_bytes=3145728 "+
-		"residency_budget_bytes=1234567 prefill_double_buffer=true", s)
+		"residency_budget_bytes=1234567 prefill_double_buffer=true wait_mode=block", s)
 
 	got := ep.DefaultOptions()
 	for _, kv := range strings.Fields(s) {
@@ -190,6 +200,14 @@ func TestOptionsStringRoundTrips(t *testing.T) {
 		require.NoError(t, got.Set(k, v))
 	}
 	assert.Equal(t, want, got)
+
+	// The zero WaitMode of an Options built in Go reads, prints and validates as auto.
+	zero := ep.Options{Backend: "sim", StagingPoolCapBytes: 1}
+	require.NoError(t, zero.Validate())
+	assert.Contains(t, zero.String(), "wait_mode=auto")
+	v, err := zero.Get("wait_mode")
+	require.NoError(t, err)
+	assert.Equal(t, "auto", v)
 }
 
 func TestOptionsGet(t *testing.T) {
@@ -199,7 +217,7 @@ func TestOptionsGet(t *testing.T) {
 	tests := map[string]string{
 		"backend": "cuda", "device_id": "0", "tf32": "true",
 		"staging_pool_cap_bytes": "2097152", "residency_budget_bytes": "0",
-		"prefill_double_buffer": "false",
+		"prefill_double_buffer": "false", "wait_mode": "auto",
 	}
 	for key, want := range tests {
 		got, err := o.Get(key)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep/kernels"
@@ -54,6 +55,13 @@ type Provider struct {
 	slots   *graphs.Slots // graph slots on compute
 	gate    *graphs.Gate  // the device's capture gate, shared with every provider on it
 	weights weights       // external data, staging pool and residency
+
+	// How SynchronizeCompute waits (wait.go): word is the compute stream's completion word
+	// in spin mode, nil in block mode. Set by start, read-only afterwards.
+	word       *cudadrv.CompletionWord
+	waitMode   string
+	waitReason string
+	spinBudget time.Duration
 
 	win      window      // the capture window every entry point goes through
 	owned    owned       // modules and double buffers Close gives back
@@ -142,6 +150,9 @@ func (p *Provider) start() error {
 	if p.slots, err = graphs.NewSlots(p.compute, graphs.NewOwner(), graphs.Config{}.WithGate(p.gate)); err != nil {
 		return fmt.Errorf("ep: graph slots: %w", err)
 	}
+	if err := p.startWait(); err != nil {
+		return err
+	}
 	return p.startWeights()
 }
 
@@ -170,6 +181,7 @@ func (p *Provider) teardown() error {
 				errs = append(errs, s.Destroy())
 			}
 		}
+		errs = append(errs, p.closeWord()) // after the stream that writes it
 	}
 	errs = append(errs, p.ctx.Release())
 	errs = append(errs, releaseBackend(p.backend))

@@ -10,7 +10,7 @@ import (
 // once and does nothing, because every result the host reads goes through CopyToHost, which
 // waits for exactly the work it needs. Use ForceSynchronize for a real drain.
 func (p *Provider) Synchronize() error {
-	e, err := p.enter("synchronize", accessQuery)
+	e, err := p.enterUnbound("synchronize", accessQuery)
 	if err != nil {
 		return err
 	}
@@ -38,23 +38,6 @@ func (p *Provider) ForceSynchronize() error {
 		return fmt.Errorf("ep: force synchronize: %w", err)
 	}
 	return nil
-}
-
-// SynchronizeCompute waits for the work queued on the provider's compute stream (kernels,
-// replays, copies) — not for the whole device, and without the capture gate, so it costs one
-// stream synchronization. It is how a host waits for a replayed step.
-//
-// # Errors
-//
-// While the compute stream is capturing it is refused with ErrCaptureLive (synchronizing a
-// capturing stream would invalidate the capture).
-func (p *Provider) SynchronizeCompute() error {
-	e, err := p.enter("synchronize the compute stream", accessDriver)
-	if err != nil {
-		return err
-	}
-	defer e.leave()
-	return p.compute.Synchronize()
 }
 
 // DrainForUnmap is ForceSynchronize under the name a host uses before unmapping host memory

@@ -1,6 +1,9 @@
 package graphs
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of them (test with errors.Is) and
 // add the context: the operation, the slot and, for mismatches, both sides.
@@ -60,3 +63,27 @@ var (
 	// resource was passed.
 	ErrInvalidArgument = errors.New("graphs: invalid argument")
 )
+
+// LaunchError is the error of a replay whose launch of a segment failed: the driver's error
+// (Err, wrapped) and where the replay stood. Enqueued segments stay queued; a caller that
+// knows the failure cannot have been the work's (say, another context was current on the
+// thread) may repeat the replay only when Enqueued is 0, or it would launch them twice.
+type LaunchError struct {
+	Token    Token // the generation replayed
+	Segment  int   // the capture-order index of the segment whose launch failed
+	Segments int   // the segments installed (Replay), or 0 for ReplaySegment
+	Enqueued int   // segments this replay enqueued before the failure
+	Err      error // the driver's error
+}
+
+// Error names the token and the segment, as "graphs: replay TOKEN: launch segment I of N: ERR"
+// (ReplaySegment: without "of N").
+func (e *LaunchError) Error() string {
+	if e.Segments > 0 {
+		return fmt.Sprintf("graphs: replay %v: launch segment %d of %d: %v", e.Token, e.Segment, e.Segments, e.Err)
+	}
+	return fmt.Sprintf("graphs: replay %v: launch segment %d: %v", e.Token, e.Segment, e.Err)
+}
+
+// Unwrap returns the driver's error.
+func (e *LaunchError) Unwrap() error { return e.Err }

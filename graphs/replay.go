@@ -15,7 +15,8 @@ import "fmt"
 //   - A token of another owner, slot or generation: [ErrTokenMismatch] naming both.
 //   - The generation was retired while the replay was being admitted: [ErrRetired].
 //   - A capture is live on the lifecycle's stream: [ErrStreamCapturing].
-//   - A launch fails: the driver's error, naming the segment; earlier segments stay queued.
+//   - A launch fails: a *[LaunchError] wrapping the driver's error, naming the segment and how
+//     many earlier segments stay queued.
 //
 // In every case but the last, nothing was enqueued.
 func (l *Lifecycle) Replay(token Token) error {
@@ -68,28 +69,33 @@ func (l *Lifecycle) replaySegmentInstalled(index int) error {
 	return l.launchOne(set, index)
 }
 
-// launchAll launches every segment of an admitted set, in capture order.
+// launchAll launches every segment of an admitted set, in capture order. A failed launch is a
+// *LaunchError. The launches are counted once for the whole set (one atomic add per replay,
+// not per segment), before the replay leaves its epoch.
 func (l *Lifecycle) launchAll(set *replaySet) error {
 	for i, seg := range set.segments {
 		if err := l.launch(seg); err != nil {
-			return fmt.Errorf("graphs: replay %v: launch segment %d of %d: %w", set.token, i, len(set.segments), err)
+			l.launches.Add(uint64(i))
+			return &LaunchError{Token: set.token, Segment: i, Segments: len(set.segments), Enqueued: i, Err: err}
 		}
 	}
+	l.launches.Add(uint64(len(set.segments)))
 	return nil
 }
 
-// launchOne launches segment index of an admitted set.
+// launchOne launches segment index of an admitted set. A failed launch is a *LaunchError.
 func (l *Lifecycle) launchOne(set *replaySet, index int) error {
 	if index < 0 || index >= len(set.segments) {
 		return fmt.Errorf("%w: replay segment %d of slot %v: %d segment(s) installed", ErrSegmentIndex, index, l.slot, len(set.segments))
 	}
 	if err := l.launch(set.segments[index]); err != nil {
-		return fmt.Errorf("graphs: replay %v: launch segment %d: %w", set.token, index, err)
+		return &LaunchError{Token: set.token, Segment: index, Err: err}
 	}
+	l.launches.Add(1)
 	return nil
 }
 
-// launch enqueues one segment, between the test hooks.
+// launch enqueues one segment, between the test hooks; the caller counts it.
 func (l *Lifecycle) launch(seg *segment) error {
 	h := l.hooks
 	if h != nil && h.beforeLaunch != nil {
@@ -101,6 +107,5 @@ func (l *Lifecycle) launch(seg *segment) error {
 	if h != nil && h.afterLaunch != nil {
 		h.afterLaunch()
 	}
-	l.launches.Add(1)
 	return nil
 }

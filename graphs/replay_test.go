@@ -8,6 +8,7 @@ import (
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/drivertest"
+	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/graphs"
 )
 
@@ -184,4 +185,54 @@ func TestReplayAdmitsOnceAndLaunchesTheAdmittedSet(t *testing.T) {
 	assert.Equal(t, launches, l.Stats().ReplayLaunches)
 	undo()
 	require.NoError(t, slots.Replay(graphs.Primary))
+}
+
+// TestFailedLaunchSaysWhatWasEnqueued: a replay whose launch fails returns a *LaunchError
+// wrapping the driver's error, naming the segment and how many segments it had enqueued
+// before, so that a caller knows whether running it again would launch any segment twice.
+func TestFailedLaunchSaysWhatWasEnqueued(t *testing.T) {
+	r := newRig(t)
+	if r.env.Sim == nil {
+		t.Skip("needs the sim backend's fault injection")
+	}
+	const n = 16
+	x, y, z := r.buf(n), r.buf(n), r.buf(n)
+	slots := r.slots(graphs.Config{})
+	l, err := slots.Lifecycle(graphs.Primary)
+	require.NoError(t, err)
+	tok, err := l.Begin(graphs.Token{}, capturable, nil)
+	require.NoError(t, err)
+	r.addOne(x.Ptr(), y.Ptr(), n)
+	require.NoError(t, l.End(tok))
+	_, err = l.Begin(tok, capturable, nil)
+	require.NoError(t, err)
+	r.addOne(y.Ptr(), z.Ptr(), n)
+	require.NoError(t, l.End(tok))
+
+	for _, tc := range []struct {
+		name                        string
+		nth                         int
+		call                        func() error
+		segment, segments, enqueued int
+		message                     string
+	}{
+		{"first of two", 1, func() error { return slots.Replay(graphs.Primary) }, 0, 2, 0, "launch segment 0 of 2"},
+		{"second of two", 2, func() error { return l.Replay(tok) }, 1, 2, 1, "launch segment 1 of 2"},
+		{"one segment", 1, func() error { return slots.ReplaySegment(graphs.Primary, 1) }, 1, 0, 0, "launch segment 1: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.env.BindHere(t)
+			r.env.Sim.InjectFault(sim.OpGraphLaunch, tc.nth, cudadrv.ErrorInvalidHandle)
+			err := tc.call()
+			var le *graphs.LaunchError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, tok, le.Token)
+			assert.Equal(t, tc.segment, le.Segment)
+			assert.Equal(t, tc.segments, le.Segments)
+			assert.Equal(t, tc.enqueued, le.Enqueued)
+			assert.Equal(t, cudadrv.ErrorInvalidHandle, cudadrv.ResultOf(err), "the driver's error is wrapped")
+			assert.Contains(t, err.Error(), tc.message)
+			require.NoError(t, r.s.Synchronize())
+		})
+	}
 }

@@ -261,6 +261,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetLiveHandleCount(CUDAEP_OUT uin
  *   residency_budget_bytes  device bytes paged weights may keep resident; "0" (default) = no
  *                           budget. Same syntax as above.
  *   prefill_double_buffer   "true" | "false" | "1" | "0"; default "false".
+ *   wait_mode               "spin" | "block" | "auto"; default "auto". How
+ *                           CudaEpSynchronizeCompute waits: spin on a host-mapped word the compute
+ *                           stream writes (then the driver wait after a bounded spin), or the
+ *                           driver's stream synchronization. auto spins where the device can
+ *                           write the word (checked when the provider is created) and blocks
+ *                           otherwise; spin fails provider creation where it cannot.
  */
 
 /*
@@ -428,8 +434,11 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider p
 
 /*
  * CudaEpSynchronizeCompute waits for the work queued on the provider's compute stream
- * (kernel executions, graph replays, device copies): one stream synchronization, not a device
- * drain, so it is how a host waits for a replayed decode step.
+ * (kernel executions, graph replays, device copies): the stream alone, not a device drain, so
+ * it is how a host waits for a replayed decode step. With wait_mode spin (auto's choice where
+ * the device can) the stream writes a sequence number into a host-mapped word and the host
+ * spins on it, falling back to the driver's stream synchronization after a bounded spin; with
+ * block it is one stream synchronization. A device fault is reported either way.
  * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on the provider
  * (the capture window; synchronizing the capturing stream would invalidate the capture);
  * CUDAEP_CUDA_ERROR for a device fault. Thread-safe.

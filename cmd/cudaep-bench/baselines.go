@@ -131,10 +131,20 @@ func extKeysFor(id string) []extKey {
 	kind, arg, _ := strings.Cut(id, "/")
 	switch strings.TrimSuffix(kind, "-capi") {
 	case "replay":
-		return []extKey{
+		keys := []extKey{
 			{"c.replay_stream/" + arg, "raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros},
 			{"c.replay_ctx/" + arg, "raw C cuGraphLaunch + cuCtxSynchronize", SourceCRaw, UnitMicros},
 			{"t.replay/" + arg, "PyTorch CUDAGraph.replay + stream sync", SourceTorch, UnitMicros},
+		}
+		if kind == "replay-capi" {
+			keys = append(keys, extKey{"a.replay_block/" + arg, "CudaEpReplay + CudaEpSynchronizeCompute, wait_mode=block (C, libcudaep.so)", SourceCABI, UnitMicros})
+		}
+		return keys
+	case "wait":
+		return []extKey{
+			{"c.replay_stream/" + arg, "raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros},
+			{"c.replay_word_op/" + arg, "raw C cuGraphLaunch + cuStreamWriteValue32 + spin on the mapped word", SourceCRaw, UnitMicros},
+			{"c.replay_word_node/" + arg, "raw C graph ending in a write-value node + spin on the mapped word", SourceCRaw, UnitMicros},
 		}
 	case "enqueue":
 		return []extKey{{"c.enqueue_graph", "raw C cuGraphLaunch", SourceCRaw, UnitMicros}}
@@ -307,6 +317,9 @@ func (b *bench) setGoal(row *Row) {
 	switch kind {
 	case "replay":
 		row.Goal = b.replayGoal(row)
+	case "wait":
+		rawC, _ := row.Baseline(SourceCRaw, "raw C cuGraphLaunch + cuStreamSynchronize")
+		row.Goal = goalRatio(row, rawC, "< raw C launch + stream sync", 1.0, b.onGPU)
 	case "enqueue":
 		row.Goal = goalMargin(row, first(), "≤ raw C + 0.15 µs", 0.15, b.onGPU)
 	case "eager":

@@ -74,6 +74,7 @@ type benchCase struct {
 // cases are every case, in the order they run.
 var cases = []benchCase{
 	{"graph replay", replayIDs, (*bench).replayRows},
+	{"replay wait modes", perStepIDs("wait"), (*bench).waitRows},
 	{"graph-launch enqueue", constIDs("enqueue/graph-launch"), (*bench).enqueueRows},
 	{"eager execute", constIDs("eager/add"), (*bench).eagerRows},
 	{"matmul", constIDs("matmul/sgemm"), (*bench).matmulRows},

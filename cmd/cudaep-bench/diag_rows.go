@@ -3,9 +3,10 @@ package main
 import "fmt"
 
 // diagRows are the costs a miss is explained with, each against its raw C counterpart: the
-// context bind every ep entry point makes (cuCtxSetCurrent), and the synchronizations with
-// nothing queued — a stream's, the context's, and ep.ForceSynchronize, which is the
-// context's behind the capture gate. They carry no goal.
+// context bind the ep entry points make (cuCtxSetCurrent; all but Replay, ReplaySegment,
+// SynchronizeCompute and the deferred Synchronize, which bind only when refused), and the
+// synchronizations with nothing queued — a stream's, the context's, and ep.ForceSynchronize,
+// which is the context's behind the capture gate. They carry no goal.
 func (b *bench) diagRows() ([]Row, error) {
 	p, raw := b.p, b.raw
 	calls := b.sz.enqCalls
@@ -22,7 +23,7 @@ func (b *bench) diagRows() ([]Row, error) {
 		return Row{ID: id, Group: "diagnostics", Title: title, Ours: ours}
 	}
 	rows := []Row{
-		row("diag/ctx-bind", "bind the context (every ep call)", measure("Go cudadrv Context.Bind (cuCtxSetCurrent)", SourceGoRaw, UnitMicros, samples[0])),
+		row("diag/ctx-bind", "bind the context (ep calls but replay and wait)", measure("Go cudadrv Context.Bind (cuCtxSetCurrent)", SourceGoRaw, UnitMicros, samples[0])),
 		row("diag/stream-sync-idle", "stream sync, nothing queued", measure("Go cudadrv Stream.Synchronize", SourceGoRaw, UnitMicros, samples[1])),
 		row("diag/ctx-sync-idle", "context sync, nothing queued", measure("Go cudadrv Context.Synchronize", SourceGoRaw, UnitMicros, samples[2])),
 		row("diag/force-sync-idle", "ep drain, nothing queued", measure("ep.ForceSynchronize", SourceEP, UnitMicros, samples[3])),

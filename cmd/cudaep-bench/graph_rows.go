@@ -96,6 +96,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 			measure(labelEPReplayCtx, SourceEP, UnitMicros, samples[1]),
 			measure(labelGoReplay, SourceGoRaw, UnitMicros, samples[2]),
 		},
+		Notes: []string{fmt.Sprintf("ep.SynchronizeCompute waits with wait_mode=%s, the default (%s); wait/%d compares the modes", p.WaitMode(), p.WaitModeReason(), n)},
 	}, nil
 }
 

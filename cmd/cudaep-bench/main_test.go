@@ -306,7 +306,7 @@ func TestRunOnSim(t *testing.T) {
 			assert.Len(t, r.Ours.Summary.Samples, map[bool]int{true: 3, false: 2}[r.Group == GroupPaging || r.Group == "allocations"], r.ID)
 		}
 	}
-	want := []string{"replay/1", "replay/4", "replay/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
+	want := []string{"replay/1", "replay/4", "replay/32", "wait/1", "wait/4", "wait/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
 		"capture/1", "capture/4", "capture/32", "update/1", "update/4", "update/32",
 		"seam/monolithic", "seam/segmented", "seam/price", "allocs/heap", "allocs/device",
 		"diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"}
@@ -348,6 +348,7 @@ func TestAttachExternalOnGPU(t *testing.T) {
 	}
 	b.rep.Rows = []Row{
 		m("replay/4", "ep", UnitMicros, 5.0),
+		m("wait/4", "ep", UnitMicros, 4.8),
 		m("enqueue/graph-launch", "ep", UnitMicros, 2.6),
 		m("eager/add", "ep", UnitMicros, 3.0),
 		{ID: "matmul/sgemm", HigherIsBetter: true, Ours: measure("ep", SourceEP, UnitTFLOPS, []float64{50})},
@@ -359,6 +360,8 @@ func TestAttachExternalOnGPU(t *testing.T) {
 		"c.": `info device NVIDIA H200
 sample replay_stream/4 us 4.9
 sample replay_ctx/4 us 5.0
+sample replay_word_op/4 us 4.7
+sample replay_word_node/4 us 4.6
 sample enqueue_graph us 2.4
 sample eager_launch us 2.5
 sample capture/4 us 300
@@ -367,7 +370,7 @@ sample seam_price us 9.5
 sample seam_host us 9.4
 `,
 		"s.": "sample sgemm TFLOP/s 51\n",
-		"a.": "sample replay/4 us 5.2\nsample enqueue_graph us 2.7\nsample eager_execute us 3.1\nsample allocs_device count 0 0 0\n",
+		"a.": "sample replay/4 us 5.2\nsample replay_block/4 us 5.4\nsample enqueue_graph us 2.7\nsample eager_execute us 3.1\nsample allocs_device count 0 0 0\n",
 	} {
 		require.NoError(t, b.ext.Parse(strings.NewReader(out), prefix))
 	}
@@ -380,7 +383,7 @@ sample seam_host us 9.4
 		byID[r.ID] = r
 		order = append(order, r.ID)
 	}
-	assert.Equal(t, []string{"replay/4", "replay-capi/4", "enqueue/graph-launch", "enqueue-capi/graph-launch",
+	assert.Equal(t, []string{"replay/4", "replay-capi/4", "wait/4", "enqueue/graph-launch", "enqueue-capi/graph-launch",
 		"eager/add", "eager-capi/add", "matmul/sgemm", "update/4", "seam/price", "allocs/device", "allocs-capi/device",
 		"replay-capi/1", "replay-capi/32", "diag/export-noop", "diag/replay-plain"}, order,
 		"a C ABI row follows the Go row it mirrors; the others end the list")
@@ -402,6 +405,17 @@ sample seam_host us 9.4
 	require.NotNil(t, capi.Goal.Met)
 	assert.False(t, *capi.Goal.Met, "5.2/4.9 = 1.061 is over 1.03×")
 	assert.Equal(t, "not reported by the program", byID["replay-capi/1"].Ours.Note)
+	require.Len(t, capi.Baselines, 4)
+	assert.Contains(t, capi.Baselines[3].Label, "wait_mode=block")
+	assert.InDelta(t, 5.2/5.4, *capi.Baselines[3].Ratio, 1e-12)
+
+	wait := byID["wait/4"]
+	require.Len(t, wait.Baselines, 3)
+	assert.Equal(t, "raw C cuGraphLaunch + cuStreamSynchronize", wait.Baselines[0].Label)
+	assert.InDelta(t, 4.8/4.7, *wait.Baselines[1].Ratio, 1e-12, "the raw C word written by a stream op")
+	assert.InDelta(t, 4.8/4.6, *wait.Baselines[2].Ratio, 1e-12, "the raw C word written by a graph node")
+	require.NotNil(t, wait.Goal.Met)
+	assert.True(t, *wait.Goal.Met, "4.8/4.9 is below raw C's launch + stream sync")
 
 	assert.False(t, *byID["enqueue/graph-launch"].Goal.Met, "2.6 − 2.4 = 0.2 µs is over the 0.15 µs margin")
 	assert.False(t, *byID["enqueue-capi/graph-launch"].Goal.Met, "2.7 − 2.4 = 0.3 µs")

@@ -106,9 +106,10 @@ func (r *rawEnv) launchAdd(out, x, y cudadrv.DevicePtr, n int64) error {
 	return r.stream.Launch(r.add, grid, cudadrv.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, r.args)
 }
 
-// step is the three buffers of a chain step, as ep buffers and tensors.
+// step is the three buffers of a chain step, as ep buffers and tensors, on one provider.
 type step struct {
 	b       *bench
+	p       *ep.Provider // the provider the buffers and the kernel belong to
 	n       int64
 	add     *ep.Kernel
 	a, bb   *ep.Buffer
@@ -119,24 +120,27 @@ type step struct {
 }
 
 // newStep allocates the buffers through ep, fills them with non-zero patterns and gets the Add
-// kernel.
-func (b *bench) newStep(n int64) (*step, error) {
+// kernel, on the run's provider.
+func (b *bench) newStep(n int64) (*step, error) { return b.newStepOn(b.p, n) }
+
+// newStepOn is newStep on provider p.
+func (b *bench) newStepOn(p *ep.Provider, n int64) (*step, error) {
 	info := ep.TensorInfo{DType: kernels.Float32, Shape: []int64{n}}
-	add, err := b.p.GetKernel(ep.Spec{Op: "Add", Opset: 14, Inputs: []ep.TensorInfo{info, info}})
+	add, err := p.GetKernel(ep.Spec{Op: "Add", Opset: 14, Inputs: []ep.TensorInfo{info, info}})
 	if err != nil {
 		return nil, err
 	}
-	s := &step{b: b, n: n, add: add}
+	s := &step{b: b, p: p, n: n, add: add}
 	bufs := make([]*ep.Buffer, 3)
 	for i := range bufs {
-		if bufs[i], err = b.p.Alloc(uint64(4*n), 0); err != nil {
+		if bufs[i], err = p.Alloc(uint64(4*n), 0); err != nil {
 			return nil, errors.Join(err, s.release())
 		}
 	}
 	s.a, s.bb, s.c = bufs[0], bufs[1], bufs[2]
 	s.initial = floatPattern(n, 0.25)
 	for i, buf := range bufs {
-		if err := b.p.CopyToDevice(buf, 0, floatPattern(n, float32(i)+0.25)); err != nil {
+		if err := p.CopyToDevice(buf, 0, floatPattern(n, float32(i)+0.25)); err != nil {
 			return nil, errors.Join(err, s.release())
 		}
 	}
@@ -158,7 +162,7 @@ func (s *step) release() error {
 }
 
 // reset writes a's starting bytes back, so that two ways of running a step can be compared.
-func (s *step) reset() error { return s.b.p.CopyToDevice(s.a, 0, s.initial) }
+func (s *step) reset() error { return s.p.CopyToDevice(s.a, 0, s.initial) }
 
 // execute queues kernels Adds of the chain through ep, starting at link first.
 func (s *step) execute(first, kernels int) error {
@@ -173,17 +177,17 @@ func (s *step) execute(first, kernels int) error {
 // capture records kernels Adds (from link first) into slot as one segment: a new generation,
 // or a further segment when one is installed. A failure aborts the capture.
 func (s *step) capture(slot ep.Slot, first, kernels int) error {
-	return s.record(slot, first, kernels, s.b.p.BeginCapture)
+	return s.record(slot, first, kernels, s.p.BeginCapture)
 }
 
 // recapture is capture through Recapture: the slot's installed generation is retired and the
 // new one updates its executable in place when the topology is unchanged.
 func (s *step) recapture(slot ep.Slot, kernels int) error {
-	return s.record(slot, 0, kernels, s.b.p.Recapture)
+	return s.record(slot, 0, kernels, s.p.Recapture)
 }
 
 func (s *step) record(slot ep.Slot, first, kernels int, begin func(ep.Slot, []*ep.Kernel, []*ep.Buffer) error) error {
-	p := s.b.p
+	p := s.p
 	if err := begin(slot, []*ep.Kernel{s.add}, []*ep.Buffer{s.a, s.bb, s.c}); err != nil {
 		return err
 	}

@@ -8,7 +8,10 @@
  *                     PRIMARY graph slot;
  *
  *   replay/N       CudaEpReplay + CudaEpSynchronizeCompute per step, N = 1, 4, 32 (the wait
- *                  the ABI offers a host; CudaEpSynchronize is deferred by design)
+ *                  the ABI offers a host; CudaEpSynchronize is deferred by design), on a
+ *                  provider with the default options (wait_mode=auto)
+ *   replay_block/N the same on a second provider created with wait_mode=block (the driver's
+ *                  stream synchronization), measured in turn with replay/N
  *   enqueue_graph  host time of one CudaEpReplay of the 1-kernel step; CudaEpSynchronizeCompute
  *                  every SYNC_EVERY calls with the clock stopped
  *   eager_execute  host time of one CudaEpKernelExecute of Add over float32[4096], the same way
@@ -112,10 +115,15 @@ static CudaEpKernel add_kernel(CudaEpProvider p, const int64_t *shape) {
     return k;
 }
 
-static void open_rig(struct rig *r, const char *backend) {
+/* open_rig opens a provider on backend (with wait_mode set when wait_mode is not NULL) and
+ * the step's buffers and kernels on it. */
+static void open_rig(struct rig *r, const char *backend, const char *wait_mode) {
     CudaEpOptions opts;
     CHECK(CudaEpCreateOptions(&opts));
     CHECK(CudaEpSetOption(opts, "backend", backend));
+    if (wait_mode != NULL) {
+        CHECK(CudaEpSetOption(opts, "wait_mode", wait_mode));
+    }
     CHECK(CudaEpCreateProvider(opts, &r->p));
     CHECK(CudaEpReleaseOptions(opts));
     r->step_shape[0] = STEP_ELEMS;
@@ -217,25 +225,39 @@ static uint64_t device_allocs(const struct rig *r) {
     return st.device_allocs;
 }
 
-static void bench_replay(const struct rig *r, const struct sizes *sz) {
+/* bench_replay measures replay/N on r (the default options) and replay_block/N on rb
+ * (wait_mode=block) in turn, alternating which goes first. */
+static void bench_replay(const struct rig *r, const struct rig *rb, const struct sizes *sz) {
     double allocs[3];
     for (int s = 0; s < 3; s++) {
         int n = step_kernels[s];
         capture(r, n);
+        capture(rb, n);
         if (n == 4) {
             check_step(r);
+            check_step(rb);
         }
-        double v[MAX_REPS];
+        double v[MAX_REPS], vb[MAX_REPS];
         replay_sample(r, sz->step_iters[s]); /* warm-up */
+        replay_sample(rb, sz->step_iters[s]);
         uint64_t before = device_allocs(r);
         for (int rep = 0; rep < sz->reps; rep++) {
-            v[rep] = replay_sample(r, sz->step_iters[s]);
+            if (rep % 2 == 0) {
+                v[rep] = replay_sample(r, sz->step_iters[s]);
+                vb[rep] = replay_sample(rb, sz->step_iters[s]);
+            } else {
+                vb[rep] = replay_sample(rb, sz->step_iters[s]);
+                v[rep] = replay_sample(r, sz->step_iters[s]);
+            }
         }
         allocs[s] = (double)(device_allocs(r) - before);
         char key[64];
         snprintf(key, sizeof key, "replay/%d", n);
         print_series(key, "us", v, sz->reps);
+        snprintf(key, sizeof key, "replay_block/%d", n);
+        print_series(key, "us", vb, sz->reps);
         reset(r);
+        reset(rb);
     }
     print_series("allocs_device", "count", allocs, 3);
 }
@@ -321,11 +343,13 @@ int main(int argc, char **argv) {
     printf("info library_version %s\n", lib);
     printf("info replay_label CudaEpReplay + CudaEpSynchronizeCompute (C, libcudaep.so)\n");
 
-    struct rig r;
-    open_rig(&r, backend);
-    bench_replay(&r, sz);
+    struct rig r, rb;
+    open_rig(&r, backend, NULL);
+    open_rig(&rb, backend, "block");
+    bench_replay(&r, &rb, sz);
     bench_enqueue(&r, sz);
     bench_exports(&r, sz);
+    close_rig(&rb);
     close_rig(&r);
     uint64_t live = 0;
     CHECK(CudaEpGetLiveHandleCount(&live));

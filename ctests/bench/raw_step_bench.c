@@ -15,6 +15,16 @@
  *
  *   replay_stream/N  cuGraphLaunch + cuStreamSynchronize per step, N = 1, 4, 32
  *   replay_ctx/N     cuGraphLaunch + cuCtxSynchronize per step
+ *   replay_word_op/N cuGraphLaunch + cuStreamWriteValue32 of the next sequence number into a
+ *                    32-bit word of pinned host memory mapped for the device
+ *                    (cuMemHostAlloc with DEVICEMAP | PORTABLE), then the host spins on the
+ *                    word (PAUSE / YIELD between reads) until the number arrives: the wait
+ *                    cudaep's wait_mode=spin makes
+ *   replay_word_node/N the same step captured with a cuStreamWriteValue32 of 1 at its end (a
+ *                    write-value node); the host sets the word to 0, launches and spins until
+ *                    it reads 1 (DESIGN.md measured this one at 5.74-6.08 us for N = 1)
+ *                    Where the driver refuses stream writes, or their capture, an "info
+ *                    word_unavailable" line says why and those series are left out
  *   enqueue_graph    host time of one cuGraphLaunch of the 1-kernel step; the stream is
  *                    synchronized every SYNC_EVERY launches with the clock stopped
  *   eager_launch     host time of one cuLaunchKernel of cudaep_add_f32 over 4096 floats, the
@@ -47,6 +57,7 @@
  * Usage: raw_step_bench PATH/TO/elementwise.ptx quick|full
  */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,6 +473,165 @@ static void bench_diag(const struct rig *r, const struct sizes *sz) {
     }
 }
 
+/* word is the completion word of the replay_word_* series: host-mapped pinned memory the
+ * stream writes sequence numbers into. */
+struct word {
+    uint32_t *host;  /* read with atomic loads: the device writes it */
+    CUdeviceptr dev; /* its device address */
+    uint32_t last;   /* the latest number queued */
+};
+
+/* cpu_pause is the CPU's spin-wait hint, as cudaep's spin uses between reads. */
+static inline void cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* spin_until reads the word until it reaches seq (compared modulo 2^32, as cudaep does).
+ * After a second without it, it synchronizes the stream (a fault shows there) and fails the
+ * run if the number still has not arrived. */
+static void spin_until(const struct rig *r, const struct word *w, uint32_t seq) {
+    double t0 = 0;
+    for (unsigned i = 0;; i++) {
+        if ((int32_t)(__atomic_load_n(w->host, __ATOMIC_ACQUIRE) - seq) >= 0) {
+            return;
+        }
+        cpu_pause();
+        if ((i & 1023) == 1023) {
+            if (t0 == 0) {
+                t0 = now_us();
+            } else if (now_us() - t0 > 1e6) {
+                CHECK(cuStreamSynchronize(r->stream));
+                if ((int32_t)(__atomic_load_n(w->host, __ATOMIC_ACQUIRE) - seq) >= 0) {
+                    return;
+                }
+                fprintf(stderr, "raw_step_bench: the mapped word holds %u after a synchronization, not %u\n",
+                        __atomic_load_n(w->host, __ATOMIC_ACQUIRE), seq);
+                exit(1);
+            }
+        }
+    }
+}
+
+/* word_op_sample times iters steps of launch + a write of the next number + spin. */
+static double word_op_sample(const struct rig *r, struct word *w, CUgraphExec e, int iters) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        CHECK(cuGraphLaunch(e, r->stream));
+        uint32_t seq = ++w->last;
+        CHECK(cuStreamWriteValue32(r->stream, w->dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT));
+        spin_until(r, w, seq);
+    }
+    return (now_us() - t0) / iters;
+}
+
+/* word_node_sample times iters steps of: the host sets the word to 0, launches the graph that
+ * ends in a write of 1, and spins until it reads 1. */
+static double word_node_sample(const struct rig *r, struct word *w, CUgraphExec e, int iters) {
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++) {
+        __atomic_store_n(w->host, 0, __ATOMIC_RELEASE);
+        CHECK(cuGraphLaunch(e, r->stream));
+        spin_until(r, w, 1);
+    }
+    w->last = 1; /* the word now holds 1: the op arm's numbers continue past it */
+    return (now_us() - t0) / iters;
+}
+
+/* word_ok reports a refused call of the word series (they are then left out) and
+ * returns 0; it returns 1 when the call succeeded. */
+static int word_ok(CUresult r, const char *call) {
+    if (r == CUDA_SUCCESS) {
+        return 1;
+    }
+    const char *name = NULL;
+    cuGetErrorName(r, &name);
+    printf("info word_unavailable %s: %s (%d)\n", call, name ? name : "?", (int)r);
+    fflush(stdout);
+    return 0;
+}
+
+/* capture_word_node records the n-kernel step followed by a write of 1 into the word; it
+ * returns NULL (after an info line) where the driver cannot capture the write. */
+static CUgraph capture_word_node(const struct rig *r, const struct word *w, int n) {
+    CUgraph g = NULL;
+    CHECK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    chain(r, 0, n);
+    CUresult wr = cuStreamWriteValue32(r->stream, w->dev, 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+    CUresult er = cuStreamEndCapture(r->stream, &g);
+    if (!word_ok(wr, "cuStreamWriteValue32 (captured)") || !word_ok(er, "cuStreamEndCapture (write-value node)")) {
+        if (er == CUDA_SUCCESS && g != NULL) {
+            CHECK(cuGraphDestroy(g));
+        }
+        return NULL;
+    }
+    return g;
+}
+
+/* bench_word measures replay_word_op/N and replay_word_node/N, alternating which runs first. */
+static void bench_word(const struct rig *r, const struct sizes *sz) {
+    void *p = NULL;
+    struct word w;
+    memset(&w, 0, sizeof w);
+    if (!word_ok(cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc")) {
+        return;
+    }
+    w.host = (uint32_t *)p;
+    __atomic_store_n(w.host, 0, __ATOMIC_RELEASE);
+    int ok = word_ok(cuMemHostGetDevicePointer(&w.dev, p, 0), "cuMemHostGetDevicePointer");
+    if (ok) { /* one round trip before timing: the stream writes, the host reads */
+        ok = word_ok(cuStreamWriteValue32(r->stream, w.dev, ++w.last, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue32");
+    }
+    if (ok) {
+        CHECK(cuStreamSynchronize(r->stream));
+        if (__atomic_load_n(w.host, __ATOMIC_ACQUIRE) != w.last) {
+            printf("info word_unavailable the host reads %u, the stream wrote %u\n", __atomic_load_n(w.host, __ATOMIC_ACQUIRE), w.last);
+            ok = 0;
+        }
+    }
+    for (int s = 0; ok && s < 3; s++) {
+        int n = step_kernels[s], iters = sz->step_iters[s];
+        CUgraph g = capture(r, 0, n);
+        CUgraphExec e = ready(r, g);
+        CUgraph gn = capture_word_node(r, &w, n);
+        CUgraphExec en = gn != NULL ? ready(r, gn) : NULL;
+        int arms = en != NULL ? 2 : 1;
+        double op[MAX_REPS], node[MAX_REPS];
+        for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+            for (int a = 0; a < arms; a++) {
+                int which = (a + (rep < 0 ? 0 : rep)) % arms;
+                double v = which == 0 ? word_op_sample(r, &w, e, iters) : word_node_sample(r, &w, en, iters);
+                if (rep >= 0) {
+                    if (which == 0) {
+                        op[rep] = v;
+                    } else {
+                        node[rep] = v;
+                    }
+                }
+            }
+        }
+        char key[64];
+        snprintf(key, sizeof key, "replay_word_op/%d", n);
+        print_series(key, op, sz->reps);
+        if (en != NULL) {
+            snprintf(key, sizeof key, "replay_word_node/%d", n);
+            print_series(key, node, sz->reps);
+        }
+        CHECK(cuStreamSynchronize(r->stream));
+        if (en != NULL) {
+            CHECK(cuGraphExecDestroy(en));
+            CHECK(cuGraphDestroy(gn));
+        }
+        CHECK(cuGraphExecDestroy(e));
+        CHECK(cuGraphDestroy(g));
+    }
+    CHECK(cuStreamSynchronize(r->stream));
+    CHECK(cuMemFreeHost(p));
+}
+
 /* The empty kernel of the plain set-up: what a minimal replay loop launches. */
 static const char empty_ptx[] =
     ".version 7.8\n"
@@ -563,6 +733,7 @@ int main(int argc, char **argv) {
 
     bench_seam(&r, sz); /* checks the step's result first */
     bench_replay(&r, sz);
+    bench_word(&r, sz);
     bench_enqueue(&r, sz);
     bench_capture(&r, sz);
     bench_diag(&r, sz);

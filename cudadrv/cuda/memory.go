@@ -7,9 +7,9 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 )
 
-// memHostAllocPortable is CU_MEMHOSTALLOC_PORTABLE: the memory is pinned for every context,
-// not only the current one, so a pool outlives any one context binding.
-const memHostAllocPortable = 0x01
+// validHostAllocFlags are the cuMemHostAlloc flags: CU_MEMHOSTALLOC_PORTABLE, _DEVICEMAP and
+// _WRITECOMBINED.
+const validHostAllocFlags = cudadrv.HostAllocPortable | cudadrv.HostAllocDeviceMap | cudadrv.HostAllocWriteCombined
 
 // MemAlloc allocates size bytes of device memory in the current context. A size of 0 is
 // refused by the driver (ErrorInvalidValue).
@@ -27,7 +27,8 @@ func (b *Backend) MemFree(p cudadrv.DevicePtr) error {
 }
 
 // MemHostAlloc allocates size bytes of page-locked (pinned) host memory, portable across
-// contexts, and returns it as a slice.
+// contexts (CU_MEMHOSTALLOC_PORTABLE: a pool outlives any one context binding), and returns it
+// as a slice. It is MemHostAllocFlags(size, cudadrv.HostAllocPortable).
 //
 // # Ownership
 //
@@ -39,17 +40,50 @@ func (b *Backend) MemFree(p cudadrv.DevicePtr) error {
 //
 // A size of 0 or one that does not fit an int is ErrorInvalidValue.
 func (b *Backend) MemHostAlloc(size uint64) ([]byte, error) {
-	if size == 0 || size > math.MaxInt {
+	return b.MemHostAllocFlags(size, cudadrv.HostAllocPortable)
+}
+
+// MemHostAllocFlags is MemHostAlloc with the cuMemHostAlloc flags given; its ownership rules
+// are MemHostAlloc's. With cudadrv.HostAllocDeviceMap the memory is also mapped into the device
+// address space (MemHostGetDevicePointer returns its device address).
+//
+// # Errors
+//
+// MemHostAlloc's, and unknown flag bits: ErrorInvalidValue.
+func (b *Backend) MemHostAllocFlags(size uint64, flags cudadrv.HostAllocFlags) ([]byte, error) {
+	if size == 0 || size > math.MaxInt || flags&^validHostAllocFlags != 0 {
 		return nil, cudadrv.NewError("cuMemHostAlloc", cudadrv.ErrorInvalidValue)
 	}
 	// p receives a driver address; an unsafe.Pointer may hold a non-Go address (the
 	// collector ignores it). It escapes through the wrapper: one allocation on this cold call.
 	var p unsafe.Pointer
-	if err := cudadrv.NewError("cuMemHostAlloc", b.drv.cuMemHostAlloc(unsafe.Pointer(&p), uintptr(size), memHostAllocPortable)); err != nil {
+	if err := cudadrv.NewError("cuMemHostAlloc", b.drv.cuMemHostAlloc(unsafe.Pointer(&p), uintptr(size), uint32(flags))); err != nil {
 		return nil, err
 	}
 	// Safe: the driver returned size bytes of host memory at p, valid until cuMemFreeHost.
 	return unsafe.Slice((*byte)(p), int(size)), nil
+}
+
+// MemHostGetDevicePointer returns the device address of p's first byte, which must lie in
+// memory from MemHostAllocFlags with cudadrv.HostAllocDeviceMap (cuMemHostGetDevicePointer_v2,
+// flags 0). With unified addressing the address may equal the host address; callers use the
+// one returned.
+//
+// # Errors
+//
+// An empty slice is ErrorInvalidValue, as is memory that is not mapped pinned memory.
+func (b *Backend) MemHostGetDevicePointer(p []byte) (cudadrv.DevicePtr, error) {
+	if len(p) == 0 {
+		return 0, cudadrv.NewError("cuMemHostGetDevicePointer_v2", cudadrv.ErrorInvalidValue)
+	}
+	// d escapes through the wrapper: one allocation on this cold call. p's memory is the
+	// driver's (outside the Go heap); the driver only reads the address.
+	var d cudadrv.DevicePtr
+	r := b.drv.cuMemHostGetDevicePointer_v2(&d, unsafe.Pointer(unsafe.SliceData(p)), 0)
+	if err := cudadrv.NewError("cuMemHostGetDevicePointer_v2", r); err != nil {
+		return 0, err
+	}
+	return d, nil
 }
 
 // MemFreeHost frees memory from MemHostAlloc; p must be the slice MemHostAlloc returned (its

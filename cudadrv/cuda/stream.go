@@ -36,6 +36,20 @@ func (b *Backend) StreamWaitEvent(s cudadrv.RawStream, e cudadrv.RawEvent) error
 	return cudadrv.NewError("cuStreamWaitEvent", b.drv.cuStreamWaitEvent(s, e, 0))
 }
 
+// streamWriteValueDefault is CU_STREAM_WRITE_VALUE_DEFAULT: the write is preceded by a memory
+// fence (like __threadfence_system, scoped to the stream), so the writes of the work before it
+// are visible before the value is. (The _v2 entry point does not accept
+// CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER.)
+const streamWriteValueDefault = 0x0
+
+// StreamWriteValue32 queues a 32-bit write of value to addr on s, after all earlier work of s
+// and behind a memory fence (cuStreamWriteValue32_v2, CU_STREAM_WRITE_VALUE_DEFAULT). addr is a
+// device address, 4-byte aligned: of device memory, or of mapped pinned host memory from
+// MemHostGetDevicePointer. It is a hot call: it allocates nothing.
+func (b *Backend) StreamWriteValue32(s cudadrv.RawStream, addr cudadrv.DevicePtr, value uint32) error {
+	return cudadrv.NewError("cuStreamWriteValue32_v2", b.drv.cuStreamWriteValue32_v2(s, addr, value, streamWriteValueDefault))
+}
+
 // EventCreate creates an event in the current context.
 func (b *Backend) EventCreate(flags cudadrv.EventFlags) (cudadrv.RawEvent, error) {
 	var e cudadrv.RawEvent

@@ -14,7 +14,7 @@ import (
 )
 
 // driverSymbols are the entry points of driver.prototypes, in file order.
-var driverSymbols = [54]string{
+var driverSymbols = [56]string{
 	"cuInit",
 	"cuDriverGetVersion",
 	"cuDeviceGet",
@@ -34,6 +34,7 @@ var driverSymbols = [54]string{
 	"cuStreamSynchronize",
 	"cuStreamQuery",
 	"cuStreamWaitEvent",
+	"cuStreamWriteValue32_v2",
 	"cuEventCreate",
 	"cuEventDestroy_v2",
 	"cuEventRecord",
@@ -46,6 +47,7 @@ var driverSymbols = [54]string{
 	"cuMemFreeHost",
 	"cuMemHostRegister_v2",
 	"cuMemHostUnregister",
+	"cuMemHostGetDevicePointer_v2",
 	"cuMemcpyHtoD_v2",
 	"cuMemcpyDtoH_v2",
 	"cuMemcpyDtoD_v2",
@@ -74,7 +76,7 @@ var driverSymbols = [54]string{
 // driverTable holds the addresses of driverSymbols in the CUDA driver. It is written once by resolve
 // and only read afterwards, so its methods may be called from any goroutine.
 type driverTable struct {
-	addr [54]uintptr
+	addr [56]uintptr
 }
 
 // resolve looks up every symbol in lib, a handle from purego.Dlopen. It stops at the first
@@ -297,13 +299,25 @@ func (t *driverTable) cuStreamWaitEvent(hStream cudadrv.RawStream, hEvent cudadr
 	return cudadrv.Result(r)
 }
 
+// cuStreamWriteValue32_v2 calls CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags).
+func (t *driverTable) cuStreamWriteValue32_v2(stream cudadrv.RawStream, addr cudadrv.DevicePtr, value uint32, flags uint32) cudadrv.Result {
+	a := getCallArgs()
+	a[0] = uintptr(stream)
+	a[1] = uintptr(addr)
+	a[2] = uintptr(value)
+	a[3] = uintptr(flags)
+	r, _, _ := purego.SyscallN(t.addr[19], a[:4]...)
+	putCallArgs(a)
+	return cudadrv.Result(r)
+}
+
 // cuEventCreate calls CUresult cuEventCreate(CUevent *phEvent, unsigned int flags).
 func (t *driverTable) cuEventCreate(phEvent *cudadrv.RawEvent, flags uint32) cudadrv.Result {
 	escape(unsafe.Pointer(phEvent))
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(phEvent))
 	a[1] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[19], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[20], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phEvent)
 	return cudadrv.Result(r)
@@ -313,7 +327,7 @@ func (t *driverTable) cuEventCreate(phEvent *cudadrv.RawEvent, flags uint32) cud
 func (t *driverTable) cuEventDestroy_v2(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[20], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[21], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -323,7 +337,7 @@ func (t *driverTable) cuEventRecord(hEvent cudadrv.RawEvent, hStream cudadrv.Raw
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[21], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[22], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -332,7 +346,7 @@ func (t *driverTable) cuEventRecord(hEvent cudadrv.RawEvent, hStream cudadrv.Raw
 func (t *driverTable) cuEventQuery(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[22], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[23], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -341,7 +355,7 @@ func (t *driverTable) cuEventQuery(hEvent cudadrv.RawEvent) cudadrv.Result {
 func (t *driverTable) cuEventSynchronize(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[23], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[24], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -353,7 +367,7 @@ func (t *driverTable) cuEventElapsedTime(pMilliseconds *float32, hStart cudadrv.
 	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
 	a[1] = uintptr(hStart)
 	a[2] = uintptr(hEnd)
-	r, _, _ := purego.SyscallN(t.addr[24], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[25], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pMilliseconds)
 	return cudadrv.Result(r)
@@ -365,7 +379,7 @@ func (t *driverTable) cuMemAlloc_v2(dptr *cudadrv.DevicePtr, bytesize uintptr) c
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(dptr))
 	a[1] = uintptr(bytesize)
-	r, _, _ := purego.SyscallN(t.addr[25], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[26], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dptr)
 	return cudadrv.Result(r)
@@ -375,7 +389,7 @@ func (t *driverTable) cuMemAlloc_v2(dptr *cudadrv.DevicePtr, bytesize uintptr) c
 func (t *driverTable) cuMemFree_v2(dptr cudadrv.DevicePtr) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(dptr)
-	r, _, _ := purego.SyscallN(t.addr[26], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[27], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -387,7 +401,7 @@ func (t *driverTable) cuMemHostAlloc(pp unsafe.Pointer, bytesize uintptr, flags 
 	a[0] = uintptr(pp)
 	a[1] = uintptr(bytesize)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[27], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[28], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pp)
 	return cudadrv.Result(r)
@@ -398,7 +412,7 @@ func (t *driverTable) cuMemFreeHost(p unsafe.Pointer) cudadrv.Result {
 	escape(p)
 	a := getCallArgs()
 	a[0] = uintptr(p)
-	r, _, _ := purego.SyscallN(t.addr[28], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[29], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
@@ -411,7 +425,7 @@ func (t *driverTable) cuMemHostRegister_v2(p unsafe.Pointer, bytesize uintptr, f
 	a[0] = uintptr(p)
 	a[1] = uintptr(bytesize)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[29], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[30], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
@@ -422,8 +436,23 @@ func (t *driverTable) cuMemHostUnregister(p unsafe.Pointer) cudadrv.Result {
 	escape(p)
 	a := getCallArgs()
 	a[0] = uintptr(p)
-	r, _, _ := purego.SyscallN(t.addr[30], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[31], a[:1]...)
 	putCallArgs(a)
+	runtime.KeepAlive(p)
+	return cudadrv.Result(r)
+}
+
+// cuMemHostGetDevicePointer_v2 calls CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags).
+func (t *driverTable) cuMemHostGetDevicePointer_v2(pdptr *cudadrv.DevicePtr, p unsafe.Pointer, Flags uint32) cudadrv.Result {
+	escape(unsafe.Pointer(pdptr))
+	escape(p)
+	a := getCallArgs()
+	a[0] = uintptr(unsafe.Pointer(pdptr))
+	a[1] = uintptr(p)
+	a[2] = uintptr(Flags)
+	r, _, _ := purego.SyscallN(t.addr[32], a[:3]...)
+	putCallArgs(a)
+	runtime.KeepAlive(pdptr)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
 }
@@ -435,7 +464,7 @@ func (t *driverTable) cuMemcpyHtoD_v2(dstDevice cudadrv.DevicePtr, srcHost unsaf
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(srcHost)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[31], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[33], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
 	return cudadrv.Result(r)
@@ -448,7 +477,7 @@ func (t *driverTable) cuMemcpyDtoH_v2(dstHost unsafe.Pointer, srcDevice cudadrv.
 	a[0] = uintptr(dstHost)
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[32], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[34], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
 	return cudadrv.Result(r)
@@ -460,7 +489,7 @@ func (t *driverTable) cuMemcpyDtoD_v2(dstDevice cudadrv.DevicePtr, srcDevice cud
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[33], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[35], a[:3]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -473,7 +502,7 @@ func (t *driverTable) cuMemcpyHtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcHost 
 	a[1] = uintptr(srcHost)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[34], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[36], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
 	return cudadrv.Result(r)
@@ -487,7 +516,7 @@ func (t *driverTable) cuMemcpyDtoHAsync_v2(dstHost unsafe.Pointer, srcDevice cud
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[35], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[37], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
 	return cudadrv.Result(r)
@@ -500,7 +529,7 @@ func (t *driverTable) cuMemcpyDtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcDevic
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[36], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[38], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -511,7 +540,7 @@ func (t *driverTable) cuMemsetD8_v2(dstDevice cudadrv.DevicePtr, uc uint8, count
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(uc)
 	a[2] = uintptr(count)
-	r, _, _ := purego.SyscallN(t.addr[37], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[39], a[:3]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -523,7 +552,7 @@ func (t *driverTable) cuMemsetD8Async(dstDevice cudadrv.DevicePtr, uc uint8, cou
 	a[1] = uintptr(uc)
 	a[2] = uintptr(count)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[38], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[40], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -535,7 +564,7 @@ func (t *driverTable) cuMemsetD32Async(dstDevice cudadrv.DevicePtr, ui uint32, c
 	a[1] = uintptr(ui)
 	a[2] = uintptr(count)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[39], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[41], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -547,7 +576,7 @@ func (t *driverTable) cuModuleLoadData(module *cudadrv.RawModule, image unsafe.P
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(module))
 	a[1] = uintptr(image)
-	r, _, _ := purego.SyscallN(t.addr[40], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[42], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(image)
@@ -558,7 +587,7 @@ func (t *driverTable) cuModuleLoadData(module *cudadrv.RawModule, image unsafe.P
 func (t *driverTable) cuModuleUnload(hmod cudadrv.RawModule) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hmod)
-	r, _, _ := purego.SyscallN(t.addr[41], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[43], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -571,7 +600,7 @@ func (t *driverTable) cuModuleGetFunction(hfunc *cudadrv.RawFunction, hmod cudad
 	a[0] = uintptr(unsafe.Pointer(hfunc))
 	a[1] = uintptr(hmod)
 	a[2] = uintptr(unsafe.Pointer(name))
-	r, _, _ := purego.SyscallN(t.addr[42], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[44], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(hfunc)
 	runtime.KeepAlive(name)
@@ -594,7 +623,7 @@ func (t *driverTable) cuLaunchKernel(f cudadrv.RawFunction, gridDimX uint32, gri
 	a[8] = uintptr(hStream)
 	a[9] = uintptr(kernelParams)
 	a[10] = uintptr(extra)
-	r, _, _ := purego.SyscallN(t.addr[43], a[:11]...)
+	r, _, _ := purego.SyscallN(t.addr[45], a[:11]...)
 	putCallArgs(a)
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
@@ -606,7 +635,7 @@ func (t *driverTable) cuStreamBeginCapture_v2(hStream cudadrv.RawStream, mode cu
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(mode)
-	r, _, _ := purego.SyscallN(t.addr[44], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[46], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -617,7 +646,7 @@ func (t *driverTable) cuStreamEndCapture(hStream cudadrv.RawStream, phGraph *cud
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(unsafe.Pointer(phGraph))
-	r, _, _ := purego.SyscallN(t.addr[45], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[47], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraph)
 	return cudadrv.Result(r)
@@ -629,7 +658,7 @@ func (t *driverTable) cuStreamIsCapturing(hStream cudadrv.RawStream, captureStat
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(unsafe.Pointer(captureStatus))
-	r, _, _ := purego.SyscallN(t.addr[46], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[48], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(captureStatus)
 	return cudadrv.Result(r)
@@ -643,7 +672,7 @@ func (t *driverTable) cuGraphGetNodes(hGraph cudadrv.RawGraph, nodes *graphNode,
 	a[0] = uintptr(hGraph)
 	a[1] = uintptr(unsafe.Pointer(nodes))
 	a[2] = uintptr(unsafe.Pointer(numNodes))
-	r, _, _ := purego.SyscallN(t.addr[47], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[49], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(nodes)
 	runtime.KeepAlive(numNodes)
@@ -657,7 +686,7 @@ func (t *driverTable) cuGraphInstantiateWithFlags(phGraphExec *cudadrv.RawGraphE
 	a[0] = uintptr(unsafe.Pointer(phGraphExec))
 	a[1] = uintptr(hGraph)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[48], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[50], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraphExec)
 	return cudadrv.Result(r)
@@ -668,7 +697,7 @@ func (t *driverTable) cuGraphUpload(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[49], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[51], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -678,7 +707,7 @@ func (t *driverTable) cuGraphLaunch(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[50], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[52], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -690,7 +719,7 @@ func (t *driverTable) cuGraphExecUpdate_v2(hGraphExec cudadrv.RawGraphExec, hGra
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hGraph)
 	a[2] = uintptr(unsafe.Pointer(resultInfo))
-	r, _, _ := purego.SyscallN(t.addr[51], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[53], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(resultInfo)
 	return cudadrv.Result(r)
@@ -700,7 +729,7 @@ func (t *driverTable) cuGraphExecUpdate_v2(hGraphExec cudadrv.RawGraphExec, hGra
 func (t *driverTable) cuGraphExecDestroy(hGraphExec cudadrv.RawGraphExec) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
-	r, _, _ := purego.SyscallN(t.addr[52], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[54], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -709,7 +738,7 @@ func (t *driverTable) cuGraphExecDestroy(hGraphExec cudadrv.RawGraphExec) cudadr
 func (t *driverTable) cuGraphDestroy(hGraph cudadrv.RawGraph) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hGraph)
-	r, _, _ := purego.SyscallN(t.addr[53], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[55], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }

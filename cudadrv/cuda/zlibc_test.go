@@ -13,17 +13,18 @@ import (
 )
 
 // libcSymbols are the entry points of testdata/libc.prototypes, in file order.
-var libcSymbols = [4]string{
+var libcSymbols = [5]string{
 	"memset",
 	"getpid",
 	"abs",
 	"sched_yield",
+	"strlen",
 }
 
 // libcTable holds the addresses of libcSymbols in libc. It is written once by resolve
 // and only read afterwards, so its methods may be called from any goroutine.
 type libcTable struct {
-	addr [4]uintptr
+	addr [5]uintptr
 }
 
 // resolve looks up every symbol in lib, a handle from purego.Dlopen. It stops at the first
@@ -71,4 +72,15 @@ func (t *libcTable) abs(j int32) int32 {
 func (t *libcTable) sched_yield() int32 {
 	r, _, _ := purego.SyscallN(t.addr[3])
 	return int32(r)
+}
+
+// strlen calls size_t strlen(const char *s).
+func (t *libcTable) strlen(s *byte) uintptr {
+	escape(unsafe.Pointer(s))
+	a := getCallArgs()
+	a[0] = uintptr(unsafe.Pointer(s))
+	r, _, _ := purego.SyscallN(t.addr[4], a[:1]...)
+	putCallArgs(a)
+	runtime.KeepAlive(s)
+	return r
 }

@@ -23,6 +23,7 @@ func TestHotCallsDoNotAllocate(t *testing.T) {
 	ev := e.event(0)
 	x := e.instantiate(e.capture(s, func() { require.NoError(t, e.launchTouch(s, p, 64)) }))
 	h := e.blas(s)
+	_, word := e.mapped(64)
 	gp := &cudadrv.GemmParams{M: 2, N: 2, K: 2, Alpha: 1, A: p, B: p + 16, C: p + 32, LDA: 2, LDB: 2, LDC: 2}
 	calls := []struct {
 		name string
@@ -35,6 +36,7 @@ func TestHotCallsDoNotAllocate(t *testing.T) {
 		{"MemsetD32Async", func() error { return e.d.MemsetD32Async(p, 7, 8, s) }},
 		{"EventRecord", func() error { return e.d.EventRecord(ev, s) }},
 		{"StreamWaitEvent", func() error { return e.d.StreamWaitEvent(s, ev) }},
+		{"StreamWriteValue32", func() error { return e.d.StreamWriteValue32(s, word, 7) }},
 		{"GraphLaunch", func() error { return e.d.GraphLaunch(x, s) }},
 		{"Sgemm", func() error { return e.d.Sgemm(h, gp) }},
 		{"StreamSynchronize", func() error { return e.d.StreamSynchronize(s) }},

@@ -79,6 +79,7 @@ type Device struct {
 
 	mem   memory
 	fault faults
+	calls map[string]uint64 // entry point → calls that reached it (Calls); every key present from New
 
 	workers sync.WaitGroup
 
@@ -132,6 +133,10 @@ func New(opts Options) *Device {
 	}
 	d.cond = sync.NewCond(&d.mu)
 	d.mem.init()
+	d.calls = make(map[string]uint64, len(opNames))
+	for op := range opNames {
+		d.calls[op] = 0 // counting a present key never allocates
+	}
 	for i := 0; i < opts.Devices; i++ {
 		d.gpus = append(d.gpus, &gpu{ordinal: i})
 	}
@@ -175,6 +180,7 @@ func fail(op string, r cudadrv.Result, format string, args ...any) error {
 // begin is the prologue of every driver entry point that needs no context: it refuses calls
 // after Close or before Init and applies an injected fault. d.mu is held.
 func (d *Device) begin(op string) error {
+	d.calls[op]++
 	if d.closed {
 		return fail(op, cudadrv.ErrorDeinitialized, "the simulated device is closed")
 	}
@@ -237,6 +243,7 @@ func stickyOf(op string, c *context) error {
 func (d *Device) Init() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.calls[OpInit]++
 	if d.closed {
 		return fail(OpInit, cudadrv.ErrorDeinitialized, "the simulated device is closed")
 	}
@@ -366,6 +373,7 @@ func (d *Device) DeviceTotalMem(ordinal int) (uint64, error) {
 // cudadrv.ErrUnsupported.
 func (d *Device) CompilePTX(source, name string, options []string) ([]byte, error) {
 	d.mu.Lock()
+	d.calls[OpCompilePTX]++
 	closed := d.closed
 	ferr := d.fault.take(OpCompilePTX, d)
 	d.mu.Unlock()

@@ -17,6 +17,11 @@
 // access is bounds-checked against a single live allocation: copies and memsets with a bad
 // range fail at enqueue with CUDA_ERROR_INVALID_VALUE, and a kernel that touches memory
 // outside an allocation faults the context with the sticky CUDA_ERROR_ILLEGAL_ADDRESS.
+// Pinned host memory allocated with HostAllocDeviceMap gets a device address range of its own
+// (MemHostGetDevicePointer) through which stream work and kernels reach the host buffer
+// itself; StreamWriteValue32 stores a 32-bit value there (or in device memory) atomically when
+// its stream reaches it, so a host spinning on the word with sync/atomic sees the stream's
+// earlier work done.
 //
 // Kernels are Go functions under their PTX entry names, handed to [New] in [Options].Kernels
 // (or registered process-wide with [RegisterKernel], for tests); a PTX module is loaded by
@@ -28,12 +33,13 @@
 // replay against live memory, and launches of one executable are ordered behind each other.
 //
 // Tests can inject failures into any entry point ([Device.InjectFault]), model copy
-// bandwidth and kernel duration ([Options]), and read live-object counters ([Device.Stats]).
+// bandwidth and kernel duration ([Options]), and read live-object counters ([Device.Stats])
+// and per-entry-point call counts ([Device.Calls]).
 //
 // # Stream capture
 //
 // While a stream captures, work enqueued on it (kernels, copies, memsets, GEMMs, graph
-// launches) is appended to the capture as graph nodes instead of running; event records and
+// launches, 32-bit value writes) is appended to the capture as graph nodes instead of running; event records and
 // waits inside the capture only order it. A captured host copy keeps its host slice and
 // reads or writes it when the graph replays.
 //

@@ -45,6 +45,7 @@ type hostRange struct {
 	start, end uintptr
 	buf        []byte // keeps the memory alive while registered
 	flags      cudadrv.HostRegisterFlags
+	mapped     *allocation // the device address range of a HostAllocDeviceMap allocation, else nil
 }
 
 // memory is the device address space and the host-memory registry. Guarded by d.mu.
@@ -56,6 +57,11 @@ type memory struct {
 	freedNext  int
 	pinned     map[uintptr]*hostRange // MemHostAlloc'd buffers by start address
 	registered map[uintptr]*hostRange // MemHostRegister'ed ranges by start address
+	// mapped are the device address ranges of pinned host memory allocated with
+	// HostAllocDeviceMap, sorted by base: allocations whose data is the host buffer itself,
+	// outside live (they are not device memory: MemGetInfo, Stats and context teardown do not
+	// count them).
+	mapped []*allocation
 }
 
 func (m *memory) init() {
@@ -65,11 +71,15 @@ func (m *memory) init() {
 }
 
 // index returns the index of the live allocation with the greatest base <= p, or -1.
-func (m *memory) index(p cudadrv.DevicePtr) int {
-	lo, hi := 0, len(m.live)
+func (m *memory) index(p cudadrv.DevicePtr) int { return search(m.live, p) }
+
+// search returns the index of the allocation of list (sorted by base) with the greatest base
+// <= p, or -1.
+func search(list []*allocation, p cudadrv.DevicePtr) int {
+	lo, hi := 0, len(list)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if m.live[mid].base <= p {
+		if list[mid].base <= p {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -78,14 +88,27 @@ func (m *memory) index(p cudadrv.DevicePtr) int {
 	return lo - 1
 }
 
-// find returns the live allocation holding all of [p, p+n), or an *AccessError.
+// holds returns the offset of p in list[i] when that allocation holds all of [p, p+n).
+func holds(list []*allocation, i int, p cudadrv.DevicePtr, n uint64) (uint64, bool) {
+	if i < 0 {
+		return 0, false
+	}
+	a := list[i]
+	off := uint64(p - a.base)
+	return off, off < a.size && n <= a.size-off
+}
+
+// find returns the live allocation, or mapped host range, holding all of [p, p+n), or an
+// *AccessError.
 func (m *memory) find(p cudadrv.DevicePtr, n uint64) (*allocation, uint64, error) {
 	i := m.index(p)
-	if i >= 0 {
-		a := m.live[i]
-		off := uint64(p - a.base)
-		if off < a.size && n <= a.size-off {
-			return a, off, nil
+	if off, ok := holds(m.live, i, p, n); ok {
+		return m.live[i], off, nil
+	}
+	if len(m.mapped) > 0 {
+		j := search(m.mapped, p)
+		if off, ok := holds(m.mapped, j, p, n); ok {
+			return m.mapped[j], off, nil
 		}
 	}
 	return nil, 0, m.describe(p, n, i)
@@ -149,8 +172,13 @@ func (m *memory) freeContext(c *context) {
 
 // retire records a as freed.
 func (m *memory) retire(a *allocation) {
-	a.data = nil
 	m.liveBytes -= a.size
+	m.remember(a)
+}
+
+// remember keeps a freed allocation or mapped range, to name it in later access errors.
+func (m *memory) remember(a *allocation) {
+	a.data = nil
 	m.freed[m.freedNext] = a
 	m.freedNext = (m.freedNext + 1) % freedKept
 }
@@ -251,8 +279,25 @@ func (m *memory) overlapping(start, end uintptr) *hostRange {
 }
 
 // MemHostAlloc returns size bytes of (simulated) page-locked host memory, zeroed; it stays
-// registered until MemFreeHost.
+// registered until MemFreeHost. It is MemHostAllocFlags(size, cudadrv.HostAllocPortable).
 func (d *Device) MemHostAlloc(size uint64) ([]byte, error) {
+	return d.MemHostAllocFlags(size, cudadrv.HostAllocPortable)
+}
+
+// validHostAllocFlags are PORTABLE, DEVICEMAP and WRITECOMBINED.
+const validHostAllocFlags = cudadrv.HostAllocPortable | cudadrv.HostAllocDeviceMap | cudadrv.HostAllocWriteCombined
+
+// MemHostAllocFlags returns size bytes of (simulated) page-locked host memory, zeroed and
+// 8-byte aligned, registered until MemFreeHost. With cudadrv.HostAllocDeviceMap it also gets a
+// device address range of its own (MemHostGetDevicePointer), never reused, through which
+// stream work and kernels read and write the host buffer itself, bounds-checked like device
+// memory. Portability and write-combining change nothing on the simulator.
+//
+// # Errors
+//
+// CUDA_ERROR_INVALID_VALUE for size 0 or unknown flags; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// where a live capture prohibits it (capture.go).
+func (d *Device) MemHostAllocFlags(size uint64, flags cudadrv.HostAllocFlags) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c, err := d.enter(OpMemHostAlloc)
@@ -265,13 +310,53 @@ func (d *Device) MemHostAlloc(size uint64) ([]byte, error) {
 	if size == 0 {
 		return nil, fail(OpMemHostAlloc, cudadrv.ErrorInvalidValue, "allocation size is 0")
 	}
-	buf := make([]byte, size)
+	if flags&^validHostAllocFlags != 0 {
+		return nil, fail(OpMemHostAlloc, cudadrv.ErrorInvalidValue, "unknown flags %#x", uint32(flags))
+	}
+	// Backed by words so that aligned 32- and 64-bit accesses (atomics included) are aligned
+	// in Go memory too, as they are in the driver's page-aligned allocations.
+	words := make([]uint64, (size+7)/8)
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), size)[:size:size]
 	start := hostStart(buf)
-	d.mem.pinned[start] = &hostRange{start: start, end: start + uintptr(size), buf: buf}
+	r := &hostRange{start: start, end: start + uintptr(size), buf: buf}
+	if flags&cudadrv.HostAllocDeviceMap != 0 {
+		rounded := (size + AllocationAlignment - 1) &^ (AllocationAlignment - 1)
+		r.mapped = &allocation{base: d.mem.next, size: size, rounded: rounded, data: buf}
+		d.mem.next += cudadrv.DevicePtr(rounded + guardGap)
+		d.mem.mapped = append(d.mem.mapped, r.mapped)
+	}
+	d.mem.pinned[start] = r
 	return buf, nil
 }
 
-// MemFreeHost frees memory from MemHostAlloc; p must start at the buffer's first byte.
+// MemHostGetDevicePointer returns the device address of p's first byte, which must lie in a
+// pinned allocation made with cudadrv.HostAllocDeviceMap (CUDA_ERROR_INVALID_VALUE otherwise,
+// and for an empty slice).
+func (d *Device) MemHostGetDevicePointer(p []byte) (cudadrv.DevicePtr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := d.enter(OpMemHostGetDevicePointer); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, fail(OpMemHostGetDevicePointer, cudadrv.ErrorInvalidValue, "empty host range")
+	}
+	start := hostStart(p)
+	for _, r := range d.mem.pinned {
+		if start < r.start || start >= r.end {
+			continue
+		}
+		if r.mapped == nil {
+			return 0, fail(OpMemHostGetDevicePointer, cudadrv.ErrorInvalidValue, "the pinned allocation was made without CU_MEMHOSTALLOC_DEVICEMAP")
+		}
+		return r.mapped.base + cudadrv.DevicePtr(start-r.start), nil
+	}
+	return 0, fail(OpMemHostGetDevicePointer, cudadrv.ErrorInvalidValue, "%#x is not in pinned memory from cuMemHostAlloc", start)
+}
+
+// MemFreeHost frees memory from MemHostAlloc or MemHostAllocFlags; p must start at the
+// buffer's first byte. A mapped buffer's device address range is retired with it: a later
+// access through it faults, naming the freed range.
 func (d *Device) MemFreeHost(p []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -282,10 +367,16 @@ func (d *Device) MemFreeHost(p []byte) error {
 	if err := d.checkUnsafe(OpMemFreeHost, c); err != nil {
 		return err
 	}
-	if len(p) == 0 || d.mem.pinned[hostStart(p)] == nil {
+	r := d.mem.pinned[hostStart(p)]
+	if len(p) == 0 || r == nil {
 		return fail(OpMemFreeHost, cudadrv.ErrorInvalidValue, "the slice does not start a pinned host allocation")
 	}
 	delete(d.mem.pinned, hostStart(p))
+	if a := r.mapped; a != nil {
+		i := search(d.mem.mapped, a.base)
+		d.mem.mapped = append(d.mem.mapped[:i], d.mem.mapped[i+1:]...)
+		d.mem.remember(a)
+	}
 	return stickyOf(OpMemFreeHost, c)
 }
 
@@ -545,4 +636,32 @@ func (d *Device) MemsetD32Async(dst cudadrv.DevicePtr, value uint32, count uint6
 	}
 	o := op{kind: opMemset32, dst: dst, size: count, value: value}
 	return d.asyncOp(OpMemsetD32Async, c, s, &o)
+}
+
+// StreamWriteValue32 queues a 32-bit write of value to addr on stream s, or records it when the
+// stream captures (a graph node, replayed with the graph). The write runs when the stream
+// reaches it, after all earlier work of the stream, as one atomic store: a host reading a
+// mapped word (MemHostAllocFlags with HostAllocDeviceMap) with sync/atomic sees it, and
+// through it everything the earlier work wrote. In a faulted context it does not run.
+//
+// # Errors
+//
+// CUDA_ERROR_INVALID_VALUE for an address that is not 4-byte aligned or whose 4 bytes are not
+// in one live allocation or mapped host range; at run time, a range freed meanwhile faults the
+// context with CUDA_ERROR_ILLEGAL_ADDRESS.
+func (d *Device) StreamWriteValue32(h cudadrv.RawStream, addr cudadrv.DevicePtr, value uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, err := d.enter(OpStreamWriteValue32)
+	if err != nil {
+		return err
+	}
+	if addr%4 != 0 {
+		return fail(OpStreamWriteValue32, cudadrv.ErrorInvalidValue, "address %#x is not 4-byte aligned", uint64(addr))
+	}
+	if err := d.checkRange(OpStreamWriteValue32, "destination", addr, 4); err != nil {
+		return err
+	}
+	o := op{kind: opWrite32, dst: addr, value: value}
+	return d.asyncOp(OpStreamWriteValue32, c, h, &o)
 }

@@ -17,11 +17,12 @@ const (
 	OpMemGetInfo          = "cuMemGetInfo_v2"
 	OpStreamPriorityRange = "cuCtxGetStreamPriorityRange"
 
-	OpStreamCreate      = "cuStreamCreateWithPriority"
-	OpStreamDestroy     = "cuStreamDestroy_v2"
-	OpStreamSynchronize = "cuStreamSynchronize"
-	OpStreamQuery       = "cuStreamQuery"
-	OpStreamWaitEvent   = "cuStreamWaitEvent"
+	OpStreamCreate       = "cuStreamCreateWithPriority"
+	OpStreamDestroy      = "cuStreamDestroy_v2"
+	OpStreamSynchronize  = "cuStreamSynchronize"
+	OpStreamQuery        = "cuStreamQuery"
+	OpStreamWaitEvent    = "cuStreamWaitEvent"
+	OpStreamWriteValue32 = "cuStreamWriteValue32_v2"
 
 	OpEventCreate      = "cuEventCreate"
 	OpEventDestroy     = "cuEventDestroy_v2"
@@ -30,21 +31,22 @@ const (
 	OpEventSynchronize = "cuEventSynchronize"
 	OpEventElapsedTime = "cuEventElapsedTime_v2"
 
-	OpMemAlloc          = "cuMemAlloc_v2"
-	OpMemFree           = "cuMemFree_v2"
-	OpMemHostAlloc      = "cuMemHostAlloc"
-	OpMemFreeHost       = "cuMemFreeHost"
-	OpMemHostRegister   = "cuMemHostRegister_v2"
-	OpMemHostUnregister = "cuMemHostUnregister"
-	OpMemcpyHtoD        = "cuMemcpyHtoD_v2"
-	OpMemcpyDtoH        = "cuMemcpyDtoH_v2"
-	OpMemcpyDtoD        = "cuMemcpyDtoD_v2"
-	OpMemcpyHtoDAsync   = "cuMemcpyHtoDAsync_v2"
-	OpMemcpyDtoHAsync   = "cuMemcpyDtoHAsync_v2"
-	OpMemcpyDtoDAsync   = "cuMemcpyDtoDAsync_v2"
-	OpMemsetD8          = "cuMemsetD8_v2"
-	OpMemsetD8Async     = "cuMemsetD8Async"
-	OpMemsetD32Async    = "cuMemsetD32Async"
+	OpMemAlloc                = "cuMemAlloc_v2"
+	OpMemFree                 = "cuMemFree_v2"
+	OpMemHostAlloc            = "cuMemHostAlloc"
+	OpMemFreeHost             = "cuMemFreeHost"
+	OpMemHostRegister         = "cuMemHostRegister_v2"
+	OpMemHostUnregister       = "cuMemHostUnregister"
+	OpMemHostGetDevicePointer = "cuMemHostGetDevicePointer_v2"
+	OpMemcpyHtoD              = "cuMemcpyHtoD_v2"
+	OpMemcpyDtoH              = "cuMemcpyDtoH_v2"
+	OpMemcpyDtoD              = "cuMemcpyDtoD_v2"
+	OpMemcpyHtoDAsync         = "cuMemcpyHtoDAsync_v2"
+	OpMemcpyDtoHAsync         = "cuMemcpyDtoHAsync_v2"
+	OpMemcpyDtoDAsync         = "cuMemcpyDtoDAsync_v2"
+	OpMemsetD8                = "cuMemsetD8_v2"
+	OpMemsetD8Async           = "cuMemsetD8Async"
+	OpMemsetD32Async          = "cuMemsetD32Async"
 
 	OpModuleLoadData    = "cuModuleLoadData"
 	OpModuleUnload      = "cuModuleUnload"
@@ -78,11 +80,11 @@ var opNames = map[string]bool{
 	OpPrimaryCtxRelease: true, OpCtxSetCurrent: true, OpCtxGetCurrent: true,
 	OpCtxSynchronize: true, OpMemGetInfo: true, OpStreamPriorityRange: true,
 	OpStreamCreate: true, OpStreamDestroy: true, OpStreamSynchronize: true,
-	OpStreamQuery: true, OpStreamWaitEvent: true,
+	OpStreamQuery: true, OpStreamWaitEvent: true, OpStreamWriteValue32: true,
 	OpEventCreate: true, OpEventDestroy: true, OpEventRecord: true, OpEventQuery: true,
 	OpEventSynchronize: true, OpEventElapsedTime: true,
 	OpMemAlloc: true, OpMemFree: true, OpMemHostAlloc: true, OpMemFreeHost: true,
-	OpMemHostRegister: true, OpMemHostUnregister: true, OpMemcpyHtoD: true,
+	OpMemHostRegister: true, OpMemHostUnregister: true, OpMemHostGetDevicePointer: true, OpMemcpyHtoD: true,
 	OpMemcpyDtoH: true, OpMemcpyDtoD: true, OpMemcpyHtoDAsync: true, OpMemcpyDtoHAsync: true,
 	OpMemcpyDtoDAsync: true, OpMemsetD8: true, OpMemsetD8Async: true, OpMemsetD32Async: true,
 	OpModuleLoadData: true, OpModuleUnload: true, OpModuleGetFunction: true,

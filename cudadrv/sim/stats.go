@@ -49,3 +49,13 @@ func (d *Device) GraphExecFlags(e cudadrv.RawGraphExec) (cudadrv.InstantiateFlag
 	}
 	return x.flags, true
 }
+
+// Calls returns how many calls of the entry point op (one of the Op* constants) were made on
+// d since New, failed ones included: tests use it to see which driver calls a layer above
+// made (say, a stream synchronization or none). An unknown op counts 0. Safe for concurrent
+// use.
+func (d *Device) Calls(op string) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[op]
+}

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -23,6 +25,7 @@ const (
 	opWait                       // wait for another stream's position (stream queues only)
 	opGraph                      // replay graph nodes (a launch, or a child-graph node)
 	opGemm                       // cuBLAS SGEMM / strided-batched SGEMM
+	opWrite32                    // cuStreamWriteValue32: one atomic 32-bit store
 )
 
 // String names the kind for update-failure details.
@@ -48,6 +51,8 @@ func (k opKind) String() string {
 		return "child graph"
 	case opGemm:
 		return "cuBLAS GEMM"
+	case opWrite32:
+		return "write value 32"
 	}
 	return "unknown"
 }
@@ -64,8 +69,8 @@ type op struct {
 	nargs       int
 	args        [cudadrv.MaxKernelArgs]uint64
 
-	// copies and memsets: device addresses, byte count (element count for opMemset32),
-	// the host slice of a host copy, the fill value.
+	// copies, memsets and writes: device addresses, byte count (element count for
+	// opMemset32), the host slice of a host copy, the fill or written value.
 	dst, src cudadrv.DevicePtr
 	size     uint64
 	host     []byte
@@ -239,6 +244,16 @@ func (d *Device) execute(s *stream, o *op) (cudadrv.Result, string) {
 		for i := 0; i+4 <= len(dst); i += 4 {
 			binary.LittleEndian.PutUint32(dst[i:], o.value)
 		}
+	case opWrite32:
+		dst, err := d.view(o.dst, 4)
+		if err != nil {
+			return accessFault("write value 32", err)
+		}
+		// Atomic, because a host may be spinning on the word: the store publishes every
+		// earlier write of the stream (this worker's, and the workers' it waited for) to a
+		// host that loads the value atomically. The address is 4-byte aligned, and so is the
+		// Go memory behind it (allocations are word-backed).
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), o.value)
 	}
 	return cudadrv.Success, ""
 }

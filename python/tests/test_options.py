@@ -5,7 +5,7 @@ import cudaep
 from .support import TestCase
 
 KEYS = ["backend", "device_id", "tf32", "staging_pool_cap_bytes", "residency_budget_bytes",
-        "prefill_double_buffer"]
+        "prefill_double_buffer", "wait_mode"]
 
 
 class OptionsTest(TestCase):
@@ -14,14 +14,15 @@ class OptionsTest(TestCase):
             self.assertEqual({k: o.get(k) for k in KEYS}, {
                 "backend": "cuda", "device_id": "0", "tf32": "false",
                 "staging_pool_cap_bytes": "536870912", "residency_budget_bytes": "0",
-                "prefill_double_buffer": "false"})
+                "prefill_double_buffer": "false", "wait_mode": "auto"})
 
     def test_values_read_back_canonically(self):
         cases = [("backend", "sim", "sim"), ("backend", "auto", "auto"), ("device_id", 3, "3"),
                  ("tf32", True, "true"), ("tf32", "0", "false"),
                  ("staging_pool_cap_bytes", "256MiB", "268435456"),
                  ("residency_budget_bytes", 3 << 30, "3221225472"),
-                 ("prefill_double_buffer", "1", "true")]
+                 ("prefill_double_buffer", "1", "true"), ("wait_mode", "spin", "spin"),
+                 ("wait_mode", "block", "block")]
         with cudaep.Options() as o:
             for key, value, canonical in cases:
                 with self.subTest(key=key, value=value):
@@ -37,7 +38,8 @@ class OptionsTest(TestCase):
         cases = [("backend", "gpu", "cuda, sim or auto"), ("device_id", -1, "0..2147483647"),
                  ("tf32", "yes", "true, false, 1 or 0"),
                  ("staging_pool_cap_bytes", 0, "greater than 0"),
-                 ("residency_budget_bytes", "12MB", "KiB, MiB, GiB or TiB")]
+                 ("residency_budget_bytes", "12MB", "KiB, MiB, GiB or TiB"),
+                 ("wait_mode", "poll", "spin, block or auto")]
         with cudaep.Options() as o:
             for key, value, allowed in cases:
                 with self.subTest(key=key, value=value):

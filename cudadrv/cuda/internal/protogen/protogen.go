@@ -77,6 +77,7 @@ var Types = map[string]GoType{
 	"long long":                   {Go: "int64"},
 	"long long int":               {Go: "int64"},
 	"unsigned long long":          {Go: "uint64"},
+	"cuuint32_t":                  {Go: "uint32"},
 	"size_t":                      {Go: "uintptr"},
 	"float":                       {Go: "float32", Float: true},
 	"double":                      {Go: "float64", Float: true},
