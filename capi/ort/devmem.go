@@ -25,6 +25,9 @@ var devmem struct {
 	providers  map[int]*ep.Provider
 	bufs       []devBuf // sorted by base
 	allocators int      // allocators ORT holds
+	// cached holds freed allocations for reuse, by ordinal and size; cachedBytes is their sum.
+	cached      map[cacheKey][]devBuf
+	cachedBytes uint64
 	// Factories released (ORT unregistered the library) while allocators were still held:
 	// their devices and memory infos are released with the last allocator, since a session
 	// that outlives the unregistering still uses them.
@@ -184,11 +187,14 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 	if n == 0 {
 		n = 1
 	}
-	b, err := p.Alloc(n, ep.DefaultAlignment)
-	if err != nil {
-		return nil
+	d, ok := reuse(a.ordinal, n)
+	if !ok {
+		b, err := p.Alloc(n, ep.DefaultAlignment)
+		if err != nil {
+			return nil
+		}
+		d = devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b}
 	}
-	d := devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b}
 	devmem.mu.Lock()
 	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > d.base })
 	devmem.bufs = append(devmem.bufs, devBuf{})
@@ -211,10 +217,45 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 		devmem.mu.Unlock()
 		return
 	}
-	b := devmem.bufs[i].buf
+	d := devmem.bufs[i]
 	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
+	keep := devmem.cachedBytes+d.size <= maxCachedBytes
+	if keep {
+		if devmem.cached == nil {
+			devmem.cached = map[cacheKey][]devBuf{}
+		}
+		devmem.cached[cacheKey{d.ordinal, d.size}] = append(devmem.cached[cacheKey{d.ordinal, d.size}], d)
+		devmem.cachedBytes += d.size
+	}
 	devmem.mu.Unlock()
-	_ = b.Release()
+	if !keep {
+		_ = d.buf.Release()
+	}
+}
+
+// ORT allocates a run's inputs and outputs anew every run and gives plugin allocators no arena
+// of their own, so freed allocations are kept for reuse by size (up to maxCachedBytes per
+// process): a device allocation and free per tensor per run would cost more than the run.
+const maxCachedBytes = 256 << 20
+
+type cacheKey struct {
+	ordinal int
+	size    uint64
+}
+
+// reuse takes a cached allocation of exactly n bytes on ordinal, if one is kept.
+func reuse(ordinal int, n uint64) (devBuf, bool) {
+	devmem.mu.Lock()
+	defer devmem.mu.Unlock()
+	k := cacheKey{ordinal, n}
+	list := devmem.cached[k]
+	if len(list) == 0 {
+		return devBuf{}, false
+	}
+	d := list[len(list)-1]
+	devmem.cached[k] = list[:len(list)-1]
+	devmem.cachedBytes -= d.size
+	return d, true
 }
 
 // deviceTensor is a tensor's memory as ORT describes it.
@@ -311,9 +352,16 @@ func located(t deviceTensor) (devBuf, uint64, *ep.Provider, error) {
 func closeDeviceMemory() {
 	devmem.mu.Lock()
 	ps := devmem.providers
+	cached := devmem.cached
 	devmem.providers = nil
 	devmem.bufs = nil
+	devmem.cached, devmem.cachedBytes = nil, 0
 	devmem.mu.Unlock()
+	for _, list := range cached {
+		for _, d := range list {
+			_ = d.buf.Release()
+		}
+	}
 	for _, p := range ps {
 		_ = p.Close()
 	}

@@ -155,3 +155,28 @@ func TestLookupFindsTheAllocationHoldingAnAddress(t *testing.T) {
 		assert.ErrorIs(t, err, errInvalid, "%#x+%d", c.addr, c.n)
 	}
 }
+
+// TestFreedAllocationsAreReusedBySize: ORT allocates a run's tensors anew every run; a freed
+// allocation of the same size on the same device is handed out again instead of a new one.
+func TestFreedAllocationsAreReusedBySize(t *testing.T) {
+	devmem.mu.Lock()
+	saved, savedBytes := devmem.cached, devmem.cachedBytes
+	devmem.cached = map[cacheKey][]devBuf{{0, 4096}: {{base: 0x9000, size: 4096}}}
+	devmem.cachedBytes = 4096
+	devmem.mu.Unlock()
+	t.Cleanup(func() {
+		devmem.mu.Lock()
+		devmem.cached, devmem.cachedBytes = saved, savedBytes
+		devmem.mu.Unlock()
+	})
+	_, ok := reuse(1, 4096)
+	assert.False(t, ok, "another device's allocation is not reused")
+	_, ok = reuse(0, 4095)
+	assert.False(t, ok, "another size is not reused")
+	d, ok := reuse(0, 4096)
+	require.True(t, ok)
+	assert.Equal(t, uint64(0x9000), d.base)
+	assert.Zero(t, devmem.cachedBytes)
+	_, ok = reuse(0, 4096)
+	assert.False(t, ok, "an allocation is handed out once")
+}
