@@ -119,9 +119,9 @@ func TestHostCopiesAreAtomicWithBeginCapture(t *testing.T) {
 			}
 		}
 	}()
-	// Counts, not time: at least 50 capture rounds, and go on until the copier has done 400
-	// copies or refusals among them.
-	for rounds := 0; rounds < 50 || copies.Load()+refused.Load() < 400; rounds++ {
+	// Counts, not time: at least 50 capture rounds, and go on until the copier has had 200 copies
+	// through between them (under load it can be refused hundreds of times in a row).
+	for rounds := 0; rounds < 50 || copies.Load() < 200; rounds++ {
 		captureRelu(t, p, graphs.Primary, x, y)
 		require.NoError(t, p.EndCapture(graphs.Primary))
 		_, err := p.ResetGraph(graphs.Primary)
@@ -131,7 +131,6 @@ func TestHostCopiesAreAtomicWithBeginCapture(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d copies done, %d refused during captures", copies.Load(), refused.Load())
-	assert.Positive(t, copies.Load())
 }
 
 // TestCapturingThreadDriverCallsAreRefusedBeforeTheDriver is item 5: on the capturing thread,
