@@ -5,7 +5,8 @@
 //
 // A [Library] is created once per provider from a [Runtime] (context, stream, cuBLAS handle,
 // TF32 choice); it loads the built-in PTX modules once. [Library.Get] turns a [Spec] (op,
-// opset, input dtypes and shapes, attributes) into a [Kernel]; every combination the package
+// opset, input dtypes and shapes, attributes, and the values of constant inputs in
+// [Spec.Consts]) into a [Kernel]; every combination the package
 // cannot run is refused there, with an error wrapping [ErrUnsupported] that names the op, the
 // offending input or attribute and what is supported. A Kernel's Execute only queues work on
 // the runtime's stream and allocates nothing.

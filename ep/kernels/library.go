@@ -219,6 +219,9 @@ func (l *Library) Get(spec Spec) (Kernel, error) {
 			return nil, s.errorf("%s has unknown dtype number %d", s.input(i), int32(in.DType))
 		}
 	}
+	if err := s.checkConsts(); err != nil {
+		return nil, err
+	}
 	return b.build(l, s)
 }
 

@@ -8,13 +8,102 @@ import (
 )
 
 // Spec describes one operator instance to Library.Get: the ONNX op type (default domain), the
-// opset the model imports, the input tensors' dtypes and shapes in ONNX input order, and the
-// node's attributes by name. Get copies what it keeps, so the caller may reuse a Spec.
+// opset the model imports, the input tensors' dtypes and shapes in ONNX input order, the
+// node's attributes by name, and the values of the inputs that are constant. Get copies what
+// it keeps, so the caller may reuse a Spec.
 type Spec struct {
 	Op     string
 	Opset  int
 	Inputs []TensorInfo
 	Attrs  map[string]Attribute
+	// Consts holds, by input index, the values of inputs known when the kernel is built (ONNX
+	// initializers). Ops whose output shape depends on an input's values (Reshape's shape,
+	// Slice's starts, ends, axes and steps, Expand's shape, Split's split, the axes input of
+	// the Reduce ops, Squeeze and Unsqueeze, Range, ConstantOfShape, Trilu's k, Tile's
+	// repeats) read that input here, and Get refuses them, naming the input, when it is
+	// absent. Other ops, and other inputs, ignore their entries. Execute still receives every
+	// input as a tensor, and a constant one must hold the values given here.
+	//
+	// Get checks every entry: the index names an input, and the Const holds one value per
+	// element of that input, in Ints for an int32, int64 or bool input and in Floats for a
+	// floating-point one (see Const).
+	Consts map[int]Const
+}
+
+// Const is the value of a constant input, row-major, one entry per element: integer and bool
+// inputs (int32, int64, bool as 0 or 1) fill Ints, floating-point inputs (float32, float16,
+// bfloat16, float64) fill Floats, converted exactly to float64. The other field stays nil.
+// Make one with IntsConst or FloatsConst.
+type Const struct {
+	Ints   []int64
+	Floats []float64
+}
+
+// IntsConst returns the Const of an integer or bool input holding a copy of v.
+func IntsConst(v ...int64) Const { return Const{Ints: append([]int64{}, v...)} }
+
+// FloatsConst returns the Const of a floating-point input holding a copy of v.
+func FloatsConst(v ...float64) Const { return Const{Floats: append([]float64{}, v...)} }
+
+// isFloat reports whether d is a floating-point type.
+func isFloat(d DType) bool { return d == Float32 || d == Float16 || d == BFloat16 || d == Float64 }
+
+// checkConsts refuses a Consts entry that names no input or does not match its input's dtype
+// and element count.
+func (s opSpec) checkConsts() error {
+	for i, c := range s.Consts {
+		if i < 0 || i >= len(s.Inputs) {
+			return s.errorf("Consts has an entry for input %d, but the op has %d inputs", i, len(s.Inputs))
+		}
+		in := s.Inputs[i]
+		n := in.NumElements()
+		for _, d := range in.Shape {
+			if d < 0 {
+				return s.errorf("%s is constant but has the dynamic shape %s", s.input(i), shapeString(in.Shape))
+			}
+		}
+		vals, field, other := len(c.Ints), "Ints", len(c.Floats)
+		if isFloat(in.DType) {
+			vals, field, other = len(c.Floats), "Floats", len(c.Ints)
+		}
+		if other != 0 {
+			return s.errorf("the constant value of %s (%s) must be in Const.%s", s.input(i), in, field)
+		}
+		if int64(vals) != n {
+			return s.errorf("the constant value of %s (%s) has %d values in Const.%s, want %d", s.input(i), in, vals, field, n)
+		}
+	}
+	return nil
+}
+
+// constInts returns the values of integer input i, which the op needs at Get (why says what
+// for); an input that is not in Consts is refused, naming it.
+func (s opSpec) constInts(i int, why string) ([]int64, error) {
+	c, ok := s.Consts[i]
+	if !ok {
+		return nil, s.errorf("%s must be a constant (an initializer, given in Spec.Consts) because %s", s.input(i), why)
+	}
+	if c.Ints == nil && s.Inputs[i].NumElements() > 0 {
+		return nil, s.errorf("%s has dtype %s; integer values are needed", s.input(i), s.Inputs[i].DType)
+	}
+	return c.Ints, nil
+}
+
+// constFloats returns the values of input i converted to float64 (integer inputs too), or
+// false when it is not constant.
+func (s opSpec) constFloats(i int) ([]float64, bool) {
+	c, ok := s.Consts[i]
+	if !ok {
+		return nil, false
+	}
+	if c.Floats != nil {
+		return c.Floats, true
+	}
+	out := make([]float64, len(c.Ints))
+	for j, v := range c.Ints {
+		out[j] = float64(v)
+	}
+	return out, true
 }
 
 // ErrUnsupported is wrapped by every error Library.Get returns for an op, opset, dtype, shape
