@@ -22,6 +22,8 @@ type (
 	Spec = kernels.Spec
 	// Attribute is one ONNX node attribute.
 	Attribute = kernels.Attribute
+	// Const is the value of a constant input, for Spec.Consts.
+	Const = kernels.Const
 	// DevicePtr is a device address.
 	DevicePtr = cudadrv.DevicePtr
 )
@@ -32,6 +34,12 @@ var (
 	IntsAttr   = kernels.IntsAttr
 	FloatAttr  = kernels.FloatAttr
 	StringAttr = kernels.StringAttr
+)
+
+// Constant-input constructors, for Spec.Consts.
+var (
+	IntsConst   = kernels.IntsConst
+	FloatsConst = kernels.FloatsConst
 )
 
 // ErrUnsupported is wrapped by every refusal of an op, dtype, shape, stride or attribute the
