@@ -132,7 +132,30 @@ const (
 	MathDisallowReduction MathMode = 16
 )
 
-// GemmParams describes one SGEMM (BatchCount 0 or 1) or strided-batched SGEMM in cuBLAS's
+// BLASDataType is a cudaDataType_t: the element type of the matrices of a GemmEx call.
+type BLASDataType int32
+
+// The matrix element types GemmEx takes, with the library's values.
+const (
+	BLASFloat32  BLASDataType = 0  // CUDA_R_32F
+	BLASFloat16  BLASDataType = 2  // CUDA_R_16F
+	BLASBFloat16 BLASDataType = 14 // CUDA_R_16BF
+)
+
+// String names the type as CUDA does.
+func (t BLASDataType) String() string {
+	switch t {
+	case BLASFloat32:
+		return "CUDA_R_32F"
+	case BLASFloat16:
+		return "CUDA_R_16F"
+	case BLASBFloat16:
+		return "CUDA_R_16BF"
+	}
+	return "cudaDataType(?)"
+}
+
+// GemmParams describes one GEMM (BatchCount 0 or 1) or strided-batched GEMM in cuBLAS's
 // column-major convention: C = Alpha·op(A)·op(B) + Beta·C with op(A) M×K, op(B) K×N, C M×N.
 // Backends read Alpha and Beta through pointers into this struct, so callers on a hot path
 // keep one GemmParams on the heap and reuse it (no allocation per call).
@@ -145,6 +168,10 @@ type GemmParams struct {
 	// Strided-batched only: element strides between consecutive matrices and the count.
 	StrideA, StrideB, StrideC int64
 	BatchCount                int
+	// Type is the element type of A, B and C for GemmEx and GemmStridedBatchedEx (the Sgemm
+	// calls ignore it: their matrices are float32). Products accumulate in float32 whatever
+	// the type (CUBLAS_COMPUTE_32F), on tensor cores for float16 and bfloat16.
+	Type BLASDataType
 }
 
 // Backend is the flat driver surface a device implementation provides: one method per driver
@@ -154,7 +181,7 @@ type GemmParams struct {
 // Errors are *Error (driver), *BLASError (cuBLAS), *CompileError (NVRTC), *LibraryError
 // (a library that could not be loaded) or wrap ErrUnsupported. A method that succeeds returns
 // a nil error and, on the hot calls (LaunchKernel, the *Async copies, EventRecord,
-// GraphLaunch, StreamWriteValue32, Sgemm), allocates nothing.
+// GraphLaunch, StreamWriteValue32, Sgemm, GemmEx), allocates nothing.
 //
 // Host slices passed to asynchronous copies must stay alive and unchanged until the stream
 // work that reads or writes them has completed; the backend keeps no reference after that.
@@ -251,6 +278,10 @@ type Backend interface {
 	BLASSetMathMode(h RawBLAS, mode MathMode) error
 	Sgemm(h RawBLAS, p *GemmParams) error
 	SgemmStridedBatched(h RawBLAS, p *GemmParams) error
+	// GemmEx and GemmStridedBatchedEx are Sgemm and SgemmStridedBatched over matrices of
+	// p.Type with float32 accumulation (cublasGemmEx, cublasGemmStridedBatchedEx).
+	GemmEx(h RawBLAS, p *GemmParams) error
+	GemmStridedBatchedEx(h RawBLAS, p *GemmParams) error
 
 	// CompilePTX compiles CUDA C source to PTX with NVRTC. On a compile error it returns a
 	// *CompileError carrying the log.

@@ -66,6 +66,24 @@ func (h *BLAS) SgemmStridedBatched(p *GemmParams) error {
 	return h.ctx.note(h.ctx.b.SgemmStridedBatched(h.raw, p))
 }
 
+// GemmEx queues one GEMM over matrices of p.Type (float32, float16 or bfloat16), accumulating
+// in float32; float16 and bfloat16 products run on tensor cores. It allocates nothing when p
+// lives on the heap.
+func (h *BLAS) GemmEx(p *GemmParams) error {
+	if err := h.live(); err != nil {
+		return err
+	}
+	return h.ctx.note(h.ctx.b.GemmEx(h.raw, p))
+}
+
+// GemmStridedBatchedEx queues p.BatchCount GEMMs over strided matrices of p.Type, as GemmEx.
+func (h *BLAS) GemmStridedBatchedEx(p *GemmParams) error {
+	if err := h.live(); err != nil {
+		return err
+	}
+	return h.ctx.note(h.ctx.b.GemmStridedBatchedEx(h.raw, p))
+}
+
 // Destroy destroys the handle; a second call returns an error.
 func (h *BLAS) Destroy() error {
 	if !h.destroyed.CompareAndSwap(false, true) {

@@ -154,3 +154,62 @@ func (b *Backend) SgemmStridedBatched(h cudadrv.RawBLAS, p *cudadrv.GemmParams) 
 	runtime.KeepAlive(p)
 	return cudadrv.NewBLASError("cublasSgemmStridedBatched", st)
 }
+
+// cuBLAS constants of the GemmEx calls.
+const (
+	cublasCompute32F  = 68 // CUBLAS_COMPUTE_32F: float32 accumulation, float alpha and beta
+	cublasGemmDefault = -1 // CUBLAS_GEMM_DEFAULT: the library's heuristic (tensor cores for 16-bit types)
+)
+
+// gemmExType refuses a matrix type other than the three GemmEx is used with here.
+func gemmExType(t cudadrv.BLASDataType) error {
+	switch t {
+	case cudadrv.BLASFloat32, cudadrv.BLASFloat16, cudadrv.BLASBFloat16:
+		return nil
+	}
+	return &cudadrv.BLASError{Op: "cublasGemmEx", Status: cudadrv.BLASInvalidValue,
+		Detail: "matrix type must be CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF"}
+}
+
+// GemmEx queues C = Alpha·op(A)·op(B) + Beta·C (column-major) over matrices of p.Type with
+// float32 accumulation. It is a hot call: it allocates nothing when p is on the heap.
+func (b *Backend) GemmEx(h cudadrv.RawBLAS, p *cudadrv.GemmParams) error {
+	t, err := b.loadedBLAS()
+	if err != nil {
+		return err
+	}
+	if !fitsInt32(p.M, p.N, p.K, p.LDA, p.LDB, p.LDC) {
+		return errGemmRange
+	}
+	if err := gemmExType(p.Type); err != nil {
+		return err
+	}
+	// As in Sgemm: the float32 scalars are read through pointers into the heap object *p.
+	ty := int32(p.Type)
+	st := t.cublasGemmEx(h, p.TransA, p.TransB, int32(p.M), int32(p.N), int32(p.K),
+		&p.Alpha, p.A, ty, int32(p.LDA), p.B, ty, int32(p.LDB),
+		&p.Beta, p.C, ty, int32(p.LDC), cublasCompute32F, cublasGemmDefault)
+	runtime.KeepAlive(p)
+	return cudadrv.NewBLASError("cublasGemmEx", st)
+}
+
+// GemmStridedBatchedEx is GemmEx over BatchCount matrices StrideA, StrideB and StrideC
+// elements apart. It is a hot call: it allocates nothing when p is on the heap.
+func (b *Backend) GemmStridedBatchedEx(h cudadrv.RawBLAS, p *cudadrv.GemmParams) error {
+	t, err := b.loadedBLAS()
+	if err != nil {
+		return err
+	}
+	if !fitsInt32(p.M, p.N, p.K, p.LDA, p.LDB, p.LDC, p.BatchCount) {
+		return errGemmRange
+	}
+	if err := gemmExType(p.Type); err != nil {
+		return err
+	}
+	ty := int32(p.Type)
+	st := t.cublasGemmStridedBatchedEx(h, p.TransA, p.TransB, int32(p.M), int32(p.N), int32(p.K),
+		&p.Alpha, p.A, ty, int32(p.LDA), p.StrideA, p.B, ty, int32(p.LDB), p.StrideB,
+		&p.Beta, p.C, ty, int32(p.LDC), p.StrideC, int32(p.BatchCount), cublasCompute32F, cublasGemmDefault)
+	runtime.KeepAlive(p)
+	return cudadrv.NewBLASError("cublasGemmStridedBatchedEx", st)
+}

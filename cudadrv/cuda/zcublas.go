@@ -14,19 +14,21 @@ import (
 )
 
 // cublasSymbols are the entry points of cublas.prototypes, in file order.
-var cublasSymbols = [6]string{
+var cublasSymbols = [8]string{
 	"cublasCreate_v2",
 	"cublasDestroy_v2",
 	"cublasSetStream_v2",
 	"cublasSetMathMode",
 	"cublasSgemm_v2",
 	"cublasSgemmStridedBatched",
+	"cublasGemmEx",
+	"cublasGemmStridedBatchedEx",
 }
 
 // cublasTable holds the addresses of cublasSymbols in cuBLAS. It is written once by resolve
 // and only read afterwards, so its methods may be called from any goroutine.
 type cublasTable struct {
-	addr [6]uintptr
+	addr [8]uintptr
 }
 
 // resolve looks up every symbol in lib, a handle from purego.Dlopen. It stops at the first
@@ -132,6 +134,72 @@ func (t *cublasTable) cublasSgemmStridedBatched(handle cudadrv.RawBLAS, transa c
 	a[16] = uintptr(strideC)
 	a[17] = uintptr(batchCount)
 	r, _, _ := purego.SyscallN(t.addr[5], a[:18]...)
+	putCallArgs(a)
+	runtime.KeepAlive(alpha)
+	runtime.KeepAlive(beta)
+	return cudadrv.BLASStatus(r)
+}
+
+// cublasGemmEx calls cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float *alpha, CUdeviceptr A, int Atype, int lda, CUdeviceptr B, int Btype, int ldb, const float *beta, CUdeviceptr C, int Ctype, int ldc, int computeType, int algo).
+func (t *cublasTable) cublasGemmEx(handle cudadrv.RawBLAS, transa cudadrv.BLASOp, transb cudadrv.BLASOp, m int32, n int32, k int32, alpha *float32, A cudadrv.DevicePtr, Atype int32, lda int32, B cudadrv.DevicePtr, Btype int32, ldb int32, beta *float32, C cudadrv.DevicePtr, Ctype int32, ldc int32, computeType int32, algo int32) cudadrv.BLASStatus {
+	escape(unsafe.Pointer(alpha))
+	escape(unsafe.Pointer(beta))
+	a := getCallArgs()
+	a[0] = uintptr(handle)
+	a[1] = uintptr(transa)
+	a[2] = uintptr(transb)
+	a[3] = uintptr(m)
+	a[4] = uintptr(n)
+	a[5] = uintptr(k)
+	a[6] = uintptr(unsafe.Pointer(alpha))
+	a[7] = uintptr(A)
+	a[8] = uintptr(Atype)
+	a[9] = uintptr(lda)
+	a[10] = uintptr(B)
+	a[11] = uintptr(Btype)
+	a[12] = uintptr(ldb)
+	a[13] = uintptr(unsafe.Pointer(beta))
+	a[14] = uintptr(C)
+	a[15] = uintptr(Ctype)
+	a[16] = uintptr(ldc)
+	a[17] = uintptr(computeType)
+	a[18] = uintptr(algo)
+	r, _, _ := purego.SyscallN(t.addr[6], a[:19]...)
+	putCallArgs(a)
+	runtime.KeepAlive(alpha)
+	runtime.KeepAlive(beta)
+	return cudadrv.BLASStatus(r)
+}
+
+// cublasGemmStridedBatchedEx calls cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float *alpha, CUdeviceptr A, int Atype, int lda, long long int strideA, CUdeviceptr B, int Btype, int ldb, long long int strideB, const float *beta, CUdeviceptr C, int Ctype, int ldc, long long int strideC, int batchCount, int computeType, int algo).
+func (t *cublasTable) cublasGemmStridedBatchedEx(handle cudadrv.RawBLAS, transa cudadrv.BLASOp, transb cudadrv.BLASOp, m int32, n int32, k int32, alpha *float32, A cudadrv.DevicePtr, Atype int32, lda int32, strideA int64, B cudadrv.DevicePtr, Btype int32, ldb int32, strideB int64, beta *float32, C cudadrv.DevicePtr, Ctype int32, ldc int32, strideC int64, batchCount int32, computeType int32, algo int32) cudadrv.BLASStatus {
+	escape(unsafe.Pointer(alpha))
+	escape(unsafe.Pointer(beta))
+	a := getCallArgs()
+	a[0] = uintptr(handle)
+	a[1] = uintptr(transa)
+	a[2] = uintptr(transb)
+	a[3] = uintptr(m)
+	a[4] = uintptr(n)
+	a[5] = uintptr(k)
+	a[6] = uintptr(unsafe.Pointer(alpha))
+	a[7] = uintptr(A)
+	a[8] = uintptr(Atype)
+	a[9] = uintptr(lda)
+	a[10] = uintptr(strideA)
+	a[11] = uintptr(B)
+	a[12] = uintptr(Btype)
+	a[13] = uintptr(ldb)
+	a[14] = uintptr(strideB)
+	a[15] = uintptr(unsafe.Pointer(beta))
+	a[16] = uintptr(C)
+	a[17] = uintptr(Ctype)
+	a[18] = uintptr(ldc)
+	a[19] = uintptr(strideC)
+	a[20] = uintptr(batchCount)
+	a[21] = uintptr(computeType)
+	a[22] = uintptr(algo)
+	r, _, _ := purego.SyscallN(t.addr[7], a[:23]...)
 	putCallArgs(a)
 	runtime.KeepAlive(alpha)
 	runtime.KeepAlive(beta)

@@ -162,6 +162,18 @@ func (d *Device) SgemmStridedBatched(h cudadrv.RawBLAS, p *cudadrv.GemmParams) e
 	return d.gemm(OpSgemmStridedBatched, h, p, true)
 }
 
+// GemmEx is Sgemm over matrices of p.Type (float32, float16 or bfloat16), accumulating in
+// float32 as CUBLAS_COMPUTE_32F does and rounding C to its type (to nearest, ties to even).
+// Another type is CUBLAS_STATUS_INVALID_VALUE.
+func (d *Device) GemmEx(h cudadrv.RawBLAS, p *cudadrv.GemmParams) error {
+	return d.gemm(OpGemmEx, h, p, false)
+}
+
+// GemmStridedBatchedEx is GemmEx over p.BatchCount strided matrices, as SgemmStridedBatched.
+func (d *Device) GemmStridedBatchedEx(h cudadrv.RawBLAS, p *cudadrv.GemmParams) error {
+	return d.gemm(OpGemmStridedBatchedEx, h, p, true)
+}
+
 func (d *Device) gemm(opName string, h cudadrv.RawBLAS, p *cudadrv.GemmParams, batched bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -178,6 +190,10 @@ func (d *Device) gemm(opName string, h cudadrv.RawBLAS, p *cudadrv.GemmParams, b
 	if why := checkGemm(p, batched); why != "" {
 		return blasFail(opName, cudadrv.BLASInvalidValue, "%s", why)
 	}
+	ex := opName == OpGemmEx || opName == OpGemmStridedBatchedEx
+	if t := p.Type; ex && t != cudadrv.BLASFloat32 && t != cudadrv.BLASFloat16 && t != cudadrv.BLASBFloat16 {
+		return blasFail(opName, cudadrv.BLASInvalidValue, "matrix type %d is not CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF", int32(t))
+	}
 	if p.M == 0 || p.N == 0 || (batched && p.BatchCount == 0) {
 		return nil
 	}
@@ -188,6 +204,9 @@ func (d *Device) gemm(opName string, h cudadrv.RawBLAS, p *cudadrv.GemmParams, b
 		return blasFail(opName, cudadrv.BLASExecutionFailed, "%v", b.ctx.stickyError(OpLaunchKernel))
 	}
 	o := op{kind: opGemm, gemm: *p, batched: batched, math: b.math}
+	if !ex {
+		o.gemm.Type = cudadrv.BLASFloat32 // the Sgemm calls ignore Type
+	}
 	if !batched {
 		o.gemm.BatchCount = 1
 	}
@@ -234,25 +253,65 @@ func tf32(x float32) float32 {
 	return math.Float32frombits(bits &^ 0x1fff)
 }
 
-// matrix returns the column-major matrix of rows×cols with leading dimension ld at base plus
-// batch·stride elements, or nil for an empty one.
-func (d *Device) matrix(base cudadrv.DevicePtr, batch int, stride int64, rows, cols, ld int) ([]float32, error) {
+// gemmMatrix is a GEMM operand in device memory: float32 elements, or the bits of float16 or
+// bfloat16 ones.
+type gemmMatrix struct {
+	f32  []float32
+	bits []uint16
+	bf16 bool
+}
+
+// at returns element i as a float32.
+func (m gemmMatrix) at(i int) float32 {
+	switch {
+	case m.f32 != nil:
+		return m.f32[i]
+	case m.bf16:
+		return cudadrv.BFloat16Value(m.bits[i])
+	}
+	return cudadrv.Float16Value(m.bits[i])
+}
+
+// set stores v rounded to the matrix's type.
+func (m gemmMatrix) set(i int, v float32) {
+	switch {
+	case m.f32 != nil:
+		m.f32[i] = v
+	case m.bf16:
+		m.bits[i] = cudadrv.BFloat16Bits(v)
+	default:
+		m.bits[i] = cudadrv.Float16Bits(v)
+	}
+}
+
+// matrix returns the column-major matrix of elements of type t, rows×cols with leading
+// dimension ld at base plus batch·stride elements, or an empty one.
+func (d *Device) matrix(t cudadrv.BLASDataType, base cudadrv.DevicePtr, batch int, stride int64, rows, cols, ld int) (gemmMatrix, error) {
 	if rows == 0 || cols == 0 {
-		return nil, nil
+		return gemmMatrix{}, nil
+	}
+	size := int64(4)
+	if t != cudadrv.BLASFloat32 {
+		size = 2
 	}
 	if ld > 0 && cols-1 > (math.MaxInt64/4-rows)/ld {
-		return nil, &AccessError{Addr: base, Len: math.MaxUint64}
+		return gemmMatrix{}, &AccessError{Addr: base, Len: math.MaxUint64}
 	}
 	n := ld*(cols-1) + rows
 	off := int64(batch) * stride
 	if stride != 0 && off/stride != int64(batch) || off > math.MaxInt64/4 || off < math.MinInt64/4 {
-		return nil, &AccessError{Addr: base, Len: uint64(n) * 4}
+		return gemmMatrix{}, &AccessError{Addr: base, Len: uint64(n) * uint64(size)}
 	}
-	addr := int64(base) + off*4
+	addr := int64(base) + off*size
 	if addr < 0 {
-		return nil, &AccessError{Addr: cudadrv.DevicePtr(addr), Len: uint64(n) * 4}
+		return gemmMatrix{}, &AccessError{Addr: cudadrv.DevicePtr(addr), Len: uint64(n) * uint64(size)}
 	}
-	return cudadrv.ViewOf[float32](d.kernelMemory(), cudadrv.DevicePtr(addr), n)
+	if t == cudadrv.BLASFloat32 {
+		v, err := cudadrv.ViewOf[float32](d.kernelMemory(), cudadrv.DevicePtr(addr), n)
+		return gemmMatrix{f32: v}, err
+	}
+	v, err := cudadrv.ViewOf[uint16](d.kernelMemory(), cudadrv.DevicePtr(addr), n)
+	return gemmMatrix{bits: v, bf16: t == cudadrv.BLASBFloat16}, err
 }
 
 // runGemm executes a GEMM op without d.mu held.
@@ -260,7 +319,12 @@ func (d *Device) runGemm(o *op) (r cudadrv.Result, detail string) {
 	d.sleep(d.opts.KernelDuration)
 	p := &o.gemm
 	name := OpSgemm
-	if o.batched {
+	switch {
+	case o.batched && p.Type != cudadrv.BLASFloat32:
+		name = OpGemmStridedBatchedEx
+	case p.Type != cudadrv.BLASFloat32:
+		name = OpGemmEx
+	case o.batched:
 		name = OpSgemmStridedBatched
 	}
 	defer func() {
@@ -277,19 +341,19 @@ func (d *Device) runGemm(o *op) (r cudadrv.Result, detail string) {
 		rowsB, colsB = p.N, p.K
 	}
 	readAB := p.K > 0 && p.Alpha != 0
-	round := o.math&^mathDisallowReducing == cudadrv.MathTF32TensorOp
+	round := o.math&^mathDisallowReducing == cudadrv.MathTF32TensorOp && p.Type == cudadrv.BLASFloat32
 	for bi := 0; bi < p.BatchCount; bi++ {
-		var a, b []float32
+		var a, b gemmMatrix
 		var err error
 		if readAB {
-			if a, err = d.matrix(p.A, bi, p.StrideA, rowsA, colsA, p.LDA); err != nil {
+			if a, err = d.matrix(p.Type, p.A, bi, p.StrideA, rowsA, colsA, p.LDA); err != nil {
 				return accessFault(name+" A", err)
 			}
-			if b, err = d.matrix(p.B, bi, p.StrideB, rowsB, colsB, p.LDB); err != nil {
+			if b, err = d.matrix(p.Type, p.B, bi, p.StrideB, rowsB, colsB, p.LDB); err != nil {
 				return accessFault(name+" B", err)
 			}
 		}
-		c, err := d.matrix(p.C, bi, p.StrideC, p.M, p.N, p.LDC)
+		c, err := d.matrix(p.Type, p.C, bi, p.StrideC, p.M, p.N, p.LDC)
 		if err != nil {
 			return accessFault(name+" C", err)
 		}
@@ -305,11 +369,11 @@ func (d *Device) runGemm(o *op) (r cudadrv.Result, detail string) {
 						sum += x * y
 					}
 				}
-				ci := &c[i+j*p.LDC]
+				ci := i + j*p.LDC
 				if p.Beta == 0 {
-					*ci = p.Alpha * sum
+					c.set(ci, p.Alpha*sum)
 				} else {
-					*ci = p.Alpha*sum + p.Beta**ci
+					c.set(ci, p.Alpha*sum+p.Beta*c.at(ci))
 				}
 			}
 		}
@@ -318,9 +382,9 @@ func (d *Device) runGemm(o *op) (r cudadrv.Result, detail string) {
 }
 
 // gemmAt returns element (r, col) of op(M) for column-major M with leading dimension ld.
-func gemmAt(m []float32, t cudadrv.BLASOp, r, col, ld int) float32 {
+func gemmAt(m gemmMatrix, t cudadrv.BLASOp, r, col, ld int) float32 {
 	if t == cudadrv.OpN {
-		return m[r+col*ld]
+		return m.at(r + col*ld)
 	}
-	return m[col+r*ld]
+	return m.at(col + r*ld)
 }

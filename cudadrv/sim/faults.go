@@ -92,7 +92,7 @@ func (d *Device) InjectFault(op string, nth int, r cudadrv.Result) {
 	d.fault.arm(op, nth, &armedFault{result: r, status: cudadrv.BLASExecutionFailed})
 }
 
-// InjectBLASFault is InjectFault for a cuBLAS entry point (OpBLASCreate … OpSgemmStridedBatched)
+// InjectBLASFault is InjectFault for a cuBLAS entry point (OpBLASCreate … OpGemmStridedBatchedEx)
 // failing with status s. It panics when op is not a cuBLAS entry point, nth < 1 or s is
 // success.
 func (d *Device) InjectBLASFault(op string, nth int, s cudadrv.BLASStatus) {

@@ -184,7 +184,7 @@ func topologyDiff(a, b []op, path string) string {
 			return fmt.Sprintf("%s: kernel %q vs %q", where, x.fn.name, y.fn.name)
 		case x.kind == opGemm && (x.gemm.TransA != y.gemm.TransA || x.gemm.TransB != y.gemm.TransB ||
 			x.gemm.M != y.gemm.M || x.gemm.N != y.gemm.N || x.gemm.K != y.gemm.K ||
-			x.batched != y.batched || x.gemm.BatchCount != y.gemm.BatchCount):
+			x.batched != y.batched || x.gemm.BatchCount != y.gemm.BatchCount || x.gemm.Type != y.gemm.Type):
 			return fmt.Sprintf("%s: GEMM shape or transposes differ", where)
 		case x.kind == opGraph:
 			if why := topologyDiff(x.nodes, y.nodes, where+" > "); why != "" {

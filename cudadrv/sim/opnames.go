@@ -64,13 +64,15 @@ const (
 	OpGraphExecDestroy    = "cuGraphExecDestroy"
 	OpGraphDestroy        = "cuGraphDestroy"
 
-	OpBLASCreate          = "cublasCreate_v2"
-	OpBLASDestroy         = "cublasDestroy_v2"
-	OpBLASSetStream       = "cublasSetStream_v2"
-	OpBLASSetMathMode     = "cublasSetMathMode"
-	OpSgemm               = "cublasSgemm_v2"
-	OpSgemmStridedBatched = "cublasSgemmStridedBatched"
-	OpCompilePTX          = "nvrtcCompileProgram"
+	OpBLASCreate           = "cublasCreate_v2"
+	OpBLASDestroy          = "cublasDestroy_v2"
+	OpBLASSetStream        = "cublasSetStream_v2"
+	OpBLASSetMathMode      = "cublasSetMathMode"
+	OpSgemm                = "cublasSgemm_v2"
+	OpSgemmStridedBatched  = "cublasSgemmStridedBatched"
+	OpGemmEx               = "cublasGemmEx"
+	OpGemmStridedBatchedEx = "cublasGemmStridedBatchedEx"
+	OpCompilePTX           = "nvrtcCompileProgram"
 )
 
 // opNames lists every name above; InjectFault accepts only these.
@@ -94,11 +96,12 @@ var opNames = map[string]bool{
 	OpGraphLaunch: true, OpGraphExecUpdate: true, OpGraphExecDestroy: true,
 	OpGraphDestroy: true,
 	OpBLASCreate:   true, OpBLASDestroy: true, OpBLASSetStream: true, OpBLASSetMathMode: true,
-	OpSgemm: true, OpSgemmStridedBatched: true, OpCompilePTX: true,
+	OpSgemm: true, OpSgemmStridedBatched: true, OpGemmEx: true, OpGemmStridedBatchedEx: true,
+	OpCompilePTX: true,
 }
 
 // blasOps are the entry points whose failures are *cudadrv.BLASError.
 var blasOps = map[string]bool{
 	OpBLASCreate: true, OpBLASDestroy: true, OpBLASSetStream: true, OpBLASSetMathMode: true,
-	OpSgemm: true, OpSgemmStridedBatched: true,
+	OpSgemm: true, OpSgemmStridedBatched: true, OpGemmEx: true, OpGemmStridedBatchedEx: true,
 }
