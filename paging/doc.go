@@ -12,6 +12,10 @@
 //     bytes either through the pinned [StagingPool] or zero-copy from registered file extents.
 //   - [Residency] routes a provider's lazy weights through one pipeline with typed [Decline]s,
 //     hands out [PagedWeight]s and keeps statistics.
+//   - The [StagingPool] keeps file extents registered with the driver across fills (and
+//     [StagingPool.RegisterFile] registers a whole file when it is opened), under a cap on
+//     registered bytes, so that a prefill copies from registered memory at the link's rate
+//     instead of registering every layer again.
 //
 // # Threads
 //

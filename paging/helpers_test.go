@@ -63,6 +63,12 @@ type rig struct {
 
 func newRig(t *testing.T, opts sim.Options, poolCap uint64) *rig {
 	t.Helper()
+	return newRigPool(t, opts, paging.StagingPoolConfig{RetentionCap: poolCap})
+}
+
+// newRigPool is newRig with the staging pool configured by cfg.
+func newRigPool(t *testing.T, opts sim.Options, cfg paging.StagingPoolConfig) *rig {
+	t.Helper()
 	env := drivertest.OpenWith(t, opts)
 	r := &rig{env: env, ctx: env.Context}
 	var err error
@@ -70,7 +76,7 @@ func newRig(t *testing.T, opts sim.Options, poolCap uint64) *rig {
 	require.NoError(t, err)
 	r.compute, err = r.ctx.NewStream(cudadrv.StreamNonBlocking, 0)
 	require.NoError(t, err)
-	r.pool, err = paging.NewStagingPool(r.ctx, poolCap)
+	r.pool, err = paging.NewStagingPoolWith(r.ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, r.pool.Close())

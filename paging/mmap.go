@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,6 +77,9 @@ type mappedFile struct {
 	size uint64      // file size at mapping time
 	refs int         // Opens not yet matched by a Close
 	pins map[*filePin]struct{}
+	// holders are the registries that may keep pages of the mapping registered with the
+	// driver; they unregister them before the mapping is unmapped.
+	holders map[*registry]struct{}
 }
 
 // MmapSource maps ONNX external-data files and resolves regions of them. Each file is mapped
@@ -92,10 +96,13 @@ type mappedFile struct {
 // closed id fails with a *RegionError that says so, and reopening the file gives a new id.
 //
 // A file is in use while a DoubleBuffer fill reads from it: from the Prefetch that resolves
-// its regions until the pipeline knows the copy completed (which is also when the zero-copy
-// path has unregistered its pages). Close refuses to unmap a file in use (ErrFileBusy).
-// Only pipelines reading this source directly are seen; a wrapper around the source hides
-// them.
+// its regions until the pipeline knows the copy completed, and while StagingPool.RegisterFile
+// registers it. Close refuses to unmap a file in use (ErrFileBusy). Only pipelines reading
+// this source directly are seen; a wrapper around the source hides them.
+//
+// Pages of a file may stay registered with the driver after the copies that read them
+// (StagingPool keeps registrations for the next prefill): Close and CloseAll unregister them
+// before unmapping the file.
 //
 // An MmapSource is safe for concurrent use. CloseAll unmaps every file at teardown: call it
 // only after every pipeline that reads from the source has been closed.
@@ -108,8 +115,9 @@ type MmapSource struct {
 }
 
 var (
-	_ MappingSource = (*MmapSource)(nil)
-	_ Preparer      = (*MmapSource)(nil)
+	_ MappingSource      = (*MmapSource)(nil)
+	_ Preparer           = (*MmapSource)(nil)
+	_ registrationHolder = (*MmapSource)(nil)
 )
 
 // NewMmapSource returns an empty source; add files with Open.
@@ -222,7 +230,8 @@ func (s *MmapSource) Close(id MappingID) error {
 			delete(s.files, id)
 			s.gone[id] = mf.path
 			s.mu.Unlock()
-			if err := mf.unmap(); err != nil {
+			// No fill can pin the file any more: its registrations are idle.
+			if err := errors.Join(mf.dropRegistrations(), mf.unmap()); err != nil {
 				return fmt.Errorf("paging: mapping %d (%s): %w", id, mf.path, err)
 			}
 			return nil
@@ -234,7 +243,9 @@ func (s *MmapSource) Close(id MappingID) error {
 		}
 		polls := make([]func(), 0, len(mf.pins))
 		for p := range mf.pins {
-			polls = append(polls, p.poll)
+			if p.poll != nil {
+				polls = append(polls, p.poll)
+			}
 		}
 		s.mu.Unlock()
 		// Without the source's lock: a pipeline's poll takes its own lock, then this one.
@@ -246,12 +257,70 @@ func (s *MmapSource) Close(id MappingID) error {
 
 func (mf *mappedFile) busyError() error {
 	var layers []LayerID
+	registering := false
 	for p := range mf.pins {
+		if p.poll == nil {
+			registering = true
+			continue
+		}
 		layers = append(layers, p.layer)
 	}
+	if len(layers) == 0 && registering {
+		return fmt.Errorf("%w: mapping %d (%s): it is being registered with the driver (StagingPool.RegisterFile); close it after that returns",
+			ErrFileBusy, mf.id, mf.path)
+	}
 	slices.Sort(layers)
-	return fmt.Errorf("%w: mapping %d (%s): the copies of layers %v may still read it or hold its pages registered with the driver; close it after they complete (wait for and release them, or close their pipeline)",
+	return fmt.Errorf("%w: mapping %d (%s): the copies of layers %v may still read it; close it after they complete (wait for and release them, or close their pipeline)",
 		ErrFileBusy, mf.id, mf.path, slices.Compact(layers))
+}
+
+// dropRegistrations has every registry holding pages of the mapping unregister them; the file
+// is no longer reachable through its source, so nothing registers it again.
+func (mf *mappedFile) dropRegistrations() error {
+	if len(mf.mem) == 0 {
+		return nil
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(mf.mem)))
+	hi := lo + uintptr(len(mf.mem))
+	var errs []error
+	for r := range mf.holders {
+		errs = append(errs, r.dropRange(lo, hi))
+	}
+	mf.holders = nil
+	return errors.Join(errs...)
+}
+
+// holdRegistrations records that r may keep pages of mapping id registered (see
+// registrationHolder). The caller has the file pinned.
+func (s *MmapSource) holdRegistrations(id MappingID, r *registry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mf, err := s.lookupLocked(id)
+	if err != nil {
+		return err
+	}
+	if mf.holders == nil {
+		mf.holders = map[*registry]struct{}{}
+	}
+	mf.holders[r] = struct{}{}
+	return nil
+}
+
+// pinWhole marks the file opened as id in use (as a fill's pin does, with no pipeline to ask)
+// and returns its whole mapping, for StagingPool.RegisterFile.
+func (s *MmapSource) pinWhole(id MappingID) (*filePin, []byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mf, err := s.lookupLocked(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &filePin{src: s, files: []*mappedFile{mf}}
+	if mf.pins == nil {
+		mf.pins = map[*filePin]struct{}{}
+	}
+	mf.pins[p] = struct{}{}
+	return p, mf.mem, nil
 }
 
 // filePin marks the files of one fill in use until the pipeline knows the fill completed.
@@ -259,7 +328,7 @@ type filePin struct {
 	src   *MmapSource
 	files []*mappedFile
 	layer LayerID
-	poll  func() // asks the pipeline to look again whether its fills completed
+	poll  func() // asks the pipeline to look again whether its fills completed; nil for RegisterFile
 }
 
 // pin marks the files of regions in use by layer's fill; poll lets Close ask the pipeline
@@ -494,9 +563,9 @@ func (s *MmapSource) Advise(regions []Region, a Advice) error {
 	return first
 }
 
-// CloseAll unmaps and closes every file, whatever its references, for teardown: bytes
-// returned earlier become invalid. Close every pipeline reading the source first. A second
-// CloseAll returns ErrClosed.
+// CloseAll unregisters what the driver still holds of every file, then unmaps and closes them
+// all, whatever their references, for teardown: bytes returned earlier become invalid. Close
+// every pipeline reading the source first. A second CloseAll returns ErrClosed.
 func (s *MmapSource) CloseAll() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -506,7 +575,7 @@ func (s *MmapSource) CloseAll() error {
 	s.closed = true
 	var errs []error
 	for id, mf := range s.files {
-		if err := mf.unmap(); err != nil {
+		if err := errors.Join(mf.dropRegistrations(), mf.unmap()); err != nil {
 			errs = append(errs, fmt.Errorf("paging: mapping %d (%s): %w", id, mf.path, err))
 		}
 	}

@@ -127,6 +127,11 @@ type ResidencyConfig struct {
 	Pool                      *StagingPool // the provider's pinned staging pool
 	// BudgetBytes caps the device bytes the pipeline holds (its two slots); 0 means no budget.
 	BudgetBytes uint64
+	// SlotBytes, when not 0, sizes the pipeline's slots and has NewResidency build it at once
+	// (when the gate is on): slots, events and staging buffers are reserved before the first
+	// prefill, and a layer larger than SlotBytes is declined DeclineOversize. When 0 the
+	// pipeline is built at the first eligible Prefetch, sized by that layer.
+	SlotBytes uint64
 	// DoubleBuffer is the default-off gate (see Gate).
 	DoubleBuffer Gate
 	// Mode, CopyWorkers, RegisterChunkBytes and StagingChunkBytes configure the pipeline's
@@ -156,6 +161,20 @@ type ResidencyStats struct {
 	// and the registration error's text; nil when none did. PagedWeight.Path and
 	// PagedWeight.Fallback give each layer's own.
 	LastFallback *Fallback
+	// Layers is the path of the latest paging of every layer paged so far, with the reason
+	// of each fallback. The map is the caller's copy.
+	Layers map[LayerID]LayerPath
+	// Registered describes the external-data extents the staging pool keeps registered with
+	// the driver (shared by every pipeline of the pool).
+	Registered RegistrationStats
+}
+
+// LayerPath is how a layer's latest paging moved its bytes.
+type LayerPath struct {
+	Path  Path   // the fill's path
+	Bytes uint64 // the layer's image size
+	// Fallback says why a PathFallback fill staged (nil for any other path).
+	Fallback *Fallback
 }
 
 type pendingLayer struct {
@@ -187,13 +206,21 @@ type Residency struct {
 	db      *DoubleBuffer
 	pending map[LayerID]pendingLayer
 	stats   ResidencyStats
+	layers  map[LayerID]LayerPath
 	paged   int // PagedWeights not yet released
 	closed  bool
 	down    bool // pipeline torn down
 }
 
-// NewResidency checks cfg and returns a residency; nothing is allocated until the first
-// eligible layer is prefetched.
+// NewResidency checks cfg and returns a residency. With cfg.SlotBytes set and the gate on, it
+// builds the pipeline now (two slots of SlotBytes, their events and staging buffers);
+// otherwise nothing is allocated until the first eligible layer is prefetched.
+//
+// # Errors
+//
+// A missing context, stream or pool, or an unknown gate. With SlotBytes set: a slot larger
+// than half the budget, a *PoolCapacityError when two staging buffers of SlotBytes exceed the
+// pool's retention cap, or the driver's error while building (nothing stays allocated).
 func NewResidency(cfg ResidencyConfig) (*Residency, error) {
 	switch {
 	case cfg.Context == nil:
@@ -204,9 +231,17 @@ func NewResidency(cfg ResidencyConfig) (*Residency, error) {
 		return nil, errors.New("paging: residency needs a staging pool")
 	case cfg.DoubleBuffer < GateFromEnv || cfg.DoubleBuffer > GateOff:
 		return nil, fmt.Errorf("paging: unknown gate %d", int(cfg.DoubleBuffer))
+	case cfg.SlotBytes > 0 && cfg.BudgetBytes > 0 && cfg.SlotBytes > cfg.BudgetBytes/SlotCount:
+		return nil, fmt.Errorf("paging: slots of %d bytes exceed half the residency budget of %d bytes", cfg.SlotBytes, cfg.BudgetBytes)
 	}
 	enabled := cfg.DoubleBuffer == GateOn || (cfg.DoubleBuffer == GateFromEnv && DoubleBufferFromEnv())
-	return &Residency{cfg: cfg, enabled: enabled, pending: map[LayerID]pendingLayer{}}, nil
+	r := &Residency{cfg: cfg, enabled: enabled, pending: map[LayerID]pendingLayer{}, layers: map[LayerID]LayerPath{}}
+	if enabled && cfg.SlotBytes > 0 {
+		if err := r.buildLocked(cfg.SlotBytes); err != nil {
+			return nil, fmt.Errorf("paging: reserve the residency's slots of %d bytes: %w", cfg.SlotBytes, err)
+		}
+	}
+	return r, nil
 }
 
 // Enabled reports whether the gate routes weights through the double buffer.
@@ -375,6 +410,7 @@ func (r *Residency) Page(layer LayerID) (*PagedWeight, error) {
 	}
 	r.stats.Consumed++
 	r.paged++
+	r.layers[layer] = LayerPath{Path: view.Path, Bytes: view.Len, Fallback: view.Fallback}
 	return &PagedWeight{r: r, ticket: p.ticket, view: view, weight: p.weight}, nil
 }
 
@@ -405,6 +441,11 @@ func (r *Residency) Stats() (ResidencyStats, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
+	s.Registered = r.cfg.Pool.RegistrationStats()
+	s.Layers = make(map[LayerID]LayerPath, len(r.layers))
+	for l, p := range r.layers {
+		s.Layers[l] = p
+	}
 	if r.db == nil {
 		return s, false
 	}

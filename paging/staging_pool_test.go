@@ -143,6 +143,7 @@ func TestZeroCopySharesPagesBetweenAdjacentLayers(t *testing.T) {
 	}
 	assert.Equal(t, uint64(5), db.Metrics().ZeroCopyLayers)
 	require.NoError(t, db.Close())
+	require.NoError(t, l.src.Close(l.id))
 	st := r.pool.Stats()
 	assert.Equal(t, st.Registrations, st.Unregistered)
 	assert.Zero(t, r.ctx.Counters().RegisteredLiveBytes)

@@ -21,7 +21,8 @@ const (
 	// PathZeroCopy registered the layer's page-aligned file extents read-only with the driver
 	// and copied H2D from them directly.
 	PathZeroCopy
-	// PathFallback tried zero-copy, hit a registration error, and staged the rest of the layer.
+	// PathFallback tried zero-copy, could not register an extent (a driver error, or the
+	// register cap with every registration in use), and staged the rest of the layer.
 	PathFallback
 )
 
@@ -98,27 +99,34 @@ type TransferMode int
 
 // The modes.
 const (
-	// ModeZeroCopy (the default) registers the layer's file extents and copies from them,
-	// falling back to staging on any registration error or for a source that is not a
-	// MappingSource.
+	// ModeZeroCopy (the default, the "auto" path) copies from the layer's file extents
+	// registered with the driver (kept registered by the pool across fills), and stages
+	// through pinned memory whatever it cannot register: a registration error, the register
+	// cap with every registration in use, or a source that is not a MappingSource. Each such
+	// fill is reported as PathFallback with its reason.
 	ModeZeroCopy TransferMode = iota
 	// ModeStaging always copies through pinned staging memory.
 	ModeStaging
+	// ModeZeroCopyOnly copies from registered file extents only: a fill that cannot register
+	// them fails (its slot is quarantined) instead of staging. It reserves no staging memory.
+	ModeZeroCopyOnly
 )
 
 // String names the mode.
 func (m TransferMode) String() string {
-	if m == ModeStaging {
+	switch m {
+	case ModeZeroCopy:
+		return "zero-copy"
+	case ModeStaging:
 		return "staging"
+	case ModeZeroCopyOnly:
+		return "zero-copy only"
 	}
-	return "zero-copy"
+	return fmt.Sprintf("TransferMode(%d)", int(m))
 }
 
-// Defaults for CUDATransferConfig's tuning fields.
-const (
-	DefaultRegisterChunkBytes = 32 << 20
-	DefaultStagingChunkBytes  = 8 << 20
-)
+// DefaultStagingChunkBytes is the default of CUDATransferConfig.StagingChunkBytes.
+const DefaultStagingChunkBytes = 8 << 20
 
 // CUDATransferConfig configures a CUDATransfer. Context, CopyStream, ComputeStream and Pool are
 // required; the transfer does not own them.
@@ -134,9 +142,10 @@ type CUDATransferConfig struct {
 	// CopyWorkers caps the goroutines that copy file bytes into staging memory (0: chosen
 	// from the size, at most 16 and GOMAXPROCS; one copies about 6 GB/s, 16 about 35 GB/s).
 	CopyWorkers int
-	// RegisterChunkBytes is the most bytes registered per driver call on the zero-copy path;
-	// each chunk's copy is queued as soon as it is registered, overlapping the next
-	// registration (0: DefaultRegisterChunkBytes).
+	// RegisterChunkBytes is the most bytes registered per driver call on the zero-copy path,
+	// aligned to it in the file; each chunk's copy is queued as soon as it is registered,
+	// overlapping the next registration (0: the pool's, StagingPoolConfig.RegisterChunkBytes,
+	// so that fills find what StagingPool.RegisterFile registered in whole ranges).
 	RegisterChunkBytes uint64
 	// StagingChunkBytes is the granularity at which staged bytes are copied H2D as soon as
 	// they land in staging memory (0: DefaultStagingChunkBytes).
@@ -147,7 +156,7 @@ type CUDATransferConfig struct {
 type TransferMetrics struct {
 	ZeroCopyBytes        uint64        // bytes copied from registered file extents
 	StagedBytes          uint64        // bytes copied through staging memory
-	RegistrationFailures uint64        // registration errors that made a fill fall back
+	RegistrationFailures uint64        // registration errors (or cap refusals) that made a fill fall back or fail
 	StagingWait          time.Duration // host time spent waiting for a staging buffer's previous copy
 	HostCopy             time.Duration // host time spent copying file bytes into staging memory
 }
@@ -198,11 +207,13 @@ func NewCUDATransfer(cfg CUDATransferConfig) (*CUDATransfer, error) {
 		return nil, errors.New("paging: transfer needs a staging pool")
 	case cfg.Pool.Context() != cfg.Context:
 		return nil, errors.New("paging: staging pool belongs to another context")
-	case cfg.Mode != ModeZeroCopy && cfg.Mode != ModeStaging:
+	case cfg.Mode != ModeZeroCopy && cfg.Mode != ModeStaging && cfg.Mode != ModeZeroCopyOnly:
 		return nil, fmt.Errorf("paging: unknown transfer mode %d", int(cfg.Mode))
+	case cfg.RegisterChunkBytes > 1<<40:
+		return nil, fmt.Errorf("paging: register chunk of %d bytes is too large (at most 1 TiB)", cfg.RegisterChunkBytes)
 	}
 	if cfg.RegisterChunkBytes == 0 {
-		cfg.RegisterChunkBytes = DefaultRegisterChunkBytes
+		cfg.RegisterChunkBytes = cfg.Pool.chunk
 	}
 	cfg.RegisterChunkBytes = max(alignUp(cfg.RegisterChunkBytes, pageSize), pageSize)
 	if cfg.StagingChunkBytes == 0 {
@@ -223,16 +234,17 @@ func (t *CUDATransfer) Metrics() TransferMetrics {
 
 // Admit declines slots of slotBytes when the pool cannot retain two such staging buffers at
 // once (a *PoolCapacityError), before anything is reserved. The gate applies in zero-copy mode
-// too, since any fill may fall back to staging.
+// too, since any fill may fall back to staging; ModeZeroCopyOnly never stages and skips it.
 func (t *CUDATransfer) Admit(slotBytes uint64, slots int) error {
-	if !t.cfg.Pool.CanRetainConcurrent(slotBytes, slots) {
+	if t.cfg.Mode != ModeZeroCopyOnly && !t.cfg.Pool.CanRetainConcurrent(slotBytes, slots) {
 		return &PoolCapacityError{LayerBytes: slotBytes, RetentionCap: t.cfg.Pool.RetentionCap()}
 	}
 	return nil
 }
 
-// Reserve allocates the slots' device buffers and events; in staging mode it also acquires
-// their staging buffers now (zero-copy mode acquires one only when a fill falls back).
+// Reserve allocates the slots' device buffers and events and acquires their staging buffers
+// (in every mode but ModeZeroCopyOnly: a zero-copy fill that falls back stages without
+// allocating pinned memory inside a prefill), so that no fill sets anything up.
 func (t *CUDATransfer) Reserve(slotBytes uint64, slots int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -260,7 +272,7 @@ func (t *CUDATransfer) Reserve(slotBytes uint64, slots int) error {
 		if s.released, err = t.cfg.Context.NewEvent(cudadrv.EventDisableTiming); err != nil {
 			return err
 		}
-		if t.cfg.Mode == ModeStaging {
+		if t.cfg.Mode != ModeZeroCopyOnly {
 			if s.staging, err = t.cfg.Pool.Acquire(slotBytes); err != nil {
 				return err
 			}
@@ -350,7 +362,13 @@ func (t *CUDATransfer) Fill(slot int, req *FillRequest) (FillResult, error) {
 func (t *CUDATransfer) fillLocked(slot int, s *cudaSlot, req *FillRequest) (FillResult, error) {
 	dst := s.buf.Ptr()
 	ms, zeroCopy := req.Source.(MappingSource)
-	if t.cfg.Mode != ModeZeroCopy || !zeroCopy {
+	if t.cfg.Mode == ModeStaging {
+		return FillResult{Path: PathStaging}, t.stageLocked(s, dst, req.Segments, 0, 0)
+	}
+	if !zeroCopy {
+		if t.cfg.Mode == ModeZeroCopyOnly {
+			return FillResult{}, fmt.Errorf("paging: layer %d: zero-copy only, and its source is not a MappingSource", req.Layer)
+		}
 		return FillResult{Path: PathStaging}, t.stageLocked(s, dst, req.Segments, 0, 0)
 	}
 	k, pos, err := t.zeroCopyLocked(s, dst, ms, req.Segments)
@@ -362,6 +380,9 @@ func (t *CUDATransfer) fillLocked(slot int, s *cudaSlot, req *FillRequest) (Fill
 		return FillResult{Path: PathZeroCopy}, err
 	}
 	t.metrics.RegistrationFailures++
+	if t.cfg.Mode == ModeZeroCopyOnly {
+		return FillResult{Path: PathZeroCopy}, fmt.Errorf("paging: layer %d: zero-copy only, and mapping %d could not be registered: %w", req.Layer, regErr.mapping, regErr.err)
+	}
 	fb := &Fallback{Layer: req.Layer, Slot: slot, Mapping: regErr.mapping, Reason: regErr.Error(), Err: regErr.err}
 	return FillResult{Path: PathFallback, Fallback: fb}, t.stageLocked(s, dst, req.Segments, k, pos)
 }
@@ -376,15 +397,27 @@ type registrationError struct {
 func (e *registrationError) Error() string { return e.err.Error() }
 func (e *registrationError) Unwrap() error { return e.err }
 
-// zeroCopyLocked registers the segments' page-aligned extents chunk by chunk and queues each
-// chunk's copies straight from the registration covering it. On a registration error it
-// returns the segment index and offset within it where staging must take over.
+// zeroCopyLocked queues each chunk of the segments' page-aligned extents straight from the
+// registrations covering it, registering what no registration covers yet (kept after the copy
+// when the source can tell the pool when the file is unmapped, see registrationHolder). On a
+// registration error it returns the segment index and offset within it where staging must
+// take over.
 func (t *CUDATransfer) zeroCopyLocked(s *cudaSlot, dst cudadrv.DevicePtr, ms MappingSource, segs []Segment) (int, uint64, error) {
 	chunk := t.cfg.RegisterChunkBytes
+	holder, persist := ms.(registrationHolder)
+	var held MappingID
 	for k, sg := range segs {
 		mem, err := ms.Mapping(sg.Region.Mapping)
 		if err != nil {
 			return k, 0, &registrationError{sg.Region.Mapping, err}
+		}
+		if persist && (k == 0 || held != sg.Region.Mapping) {
+			// The fill has the file pinned: it cannot be unmapped before the registrations
+			// are known to its source.
+			if err := holder.holdRegistrations(sg.Region.Mapping, &t.cfg.Pool.regs); err != nil {
+				return k, 0, &registrationError{sg.Region.Mapping, err}
+			}
+			held = sg.Region.Mapping
 		}
 		start, end := sg.Region.Offset, sg.Region.Offset+sg.Region.Len
 		if end > uint64(len(mem)) || &mem[start] != &sg.Src[0] {
@@ -396,7 +429,7 @@ func (t *CUDATransfer) zeroCopyLocked(s *cudaSlot, dst cudadrv.DevicePtr, ms Map
 		for pos := start; pos < end; {
 			next := min(end, alignDown(pos, chunk)+chunk)
 			lo, hi := alignDown(pos, pageSize), min(alignUp(next, pageSize), uint64(len(mem)))
-			entries, err := t.cfg.Pool.regs.acquire(t.cfg.Context, mem[lo:hi:hi], base+uintptr(lo))
+			entries, err := t.cfg.Pool.regs.acquire(mem[lo:hi:hi], base+uintptr(lo), !persist, true)
 			if err != nil {
 				return k, pos - start, &registrationError{sg.Region.Mapping, err}
 			}

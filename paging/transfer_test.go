@@ -53,8 +53,9 @@ func TestWholeLayerPrefillIsByteIdenticalAcrossWraparound(t *testing.T) {
 			assert.Equal(t, uint64(layers), m.StagingLayers)
 		}
 		require.NoError(t, db.Close(), "teardown drains in-flight and frees both stable buffers")
+		require.NoError(t, l.src.Close(l.id))
 		c := r.ctx.Counters()
-		assert.Zero(t, c.RegisteredLiveBytes, "every registration undone")
+		assert.Zero(t, c.RegisteredLiveBytes, "every registration undone once the file is closed")
 	})
 }
 
@@ -364,9 +365,10 @@ func TestCopyOfNextLayerOverlapsComputeOfCurrent(t *testing.T) {
 	})
 }
 
-// Zero-copy registrations live exactly as long as their copy: held while it is in flight,
-// undone once its completion is observed (here by polling the slot), before Close.
-func TestZeroCopyUnregistersOnceTheCopyCompleted(t *testing.T) {
+// Zero-copy registrations outlive their copy: held while it is in flight, idle once its
+// completion is observed, reused by the next fill of the same bytes without registering again,
+// and undone when the file is closed.
+func TestZeroCopyKeepsRegistrationsUntilTheFileCloses(t *testing.T) {
 	r := newRig(t, sim.Options{}, 0)
 	l := writeLayered(t, mib, 2, 1, 0)
 	db := r.pipeline(t, 2*mib, paging.ModeZeroCopy)
@@ -374,17 +376,38 @@ func TestZeroCopyUnregistersOnceTheCopyCompleted(t *testing.T) {
 	tk, err := db.Prefetch(0, l.weights[0], l.src)
 	require.NoError(t, err)
 	assert.Equal(t, paging.SlotFilling, db.SlotState(tk.Slot()))
-	assert.NotZero(t, r.ctx.Counters().RegisteredLiveBytes, "registered while the copy is in flight")
+	rs := r.pool.RegistrationStats()
+	assert.NotZero(t, rs.InUse, "in use while the copy is in flight")
+	assert.Equal(t, rs.Bytes, r.ctx.Counters().RegisteredLiveBytes)
 	require.NoError(t, gate.Open())
 	require.NoError(t, r.copy.Synchronize())
 	assert.Equal(t, paging.SlotReady, db.SlotState(tk.Slot()))
-	assert.Zero(t, r.ctx.Counters().RegisteredLiveBytes, "unregistered once the copy completed")
-	st := r.pool.Stats()
-	assert.NotZero(t, st.Registrations)
-	assert.Equal(t, st.Registrations, st.Unregistered)
+	rs = r.pool.RegistrationStats()
+	assert.Zero(t, rs.InUse, "idle once the copy completed")
+	assert.Equal(t, rs.Bytes, r.ctx.Counters().RegisteredLiveBytes, "and still registered")
 	v, err := db.Wait(tk)
 	require.NoError(t, err)
 	assert.Equal(t, paging.PathZeroCopy, v.Path)
 	assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, v.Ptr, v.Len))
 	require.NoError(t, db.Release(tk))
+
+	// The next prefill of the same layer registers nothing.
+	made := rs.Made
+	tk, err = db.Prefetch(1, l.weights[0], l.src)
+	require.NoError(t, err)
+	v, err = db.Wait(tk)
+	require.NoError(t, err)
+	assert.Equal(t, paging.PathZeroCopy, v.Path)
+	assert.Equal(t, canonical(t, l.src, l.weights[0]), r.readback(t, v.Ptr, v.Len))
+	require.NoError(t, db.Release(tk))
+	rs = r.pool.RegistrationStats()
+	assert.Equal(t, made, rs.Made, "no registration made for the second pass")
+	assert.NotZero(t, rs.Reused)
+	require.NoError(t, db.Close())
+
+	require.NoError(t, l.src.Close(l.id))
+	assert.Zero(t, r.ctx.Counters().RegisteredLiveBytes, "undone when the file closed")
+	rs = r.pool.RegistrationStats()
+	assert.Equal(t, rs.Made, rs.Undone)
+	assert.Zero(t, rs.Bytes)
 }
