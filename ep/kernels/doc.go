@@ -1,5 +1,6 @@
-// Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic and activations,
-// Softmax, Identity, NonZero) on a cudadrv stream, from embedded PTX and cuBLAS.
+// Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic, comparisons and
+// activations, Where, Cast, Softmax, Identity, NonZero) on a cudadrv stream, from embedded PTX
+// and cuBLAS.
 //
 // # Overview
 //
@@ -13,19 +14,32 @@
 //
 // # Support matrix
 //
-//	op                     dtypes                          opsets  notes
-//	MatMul                 float32                         >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls)
-//	Gemm                   float32                         >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
-//	Add, Sub, Mul, Div     float32                         >= 7    numpy broadcasting, at most 6 dimensions after merging
-//	Relu, Sigmoid, Tanh    float32                         >= 6
-//	Gelu                   float32                         >= 20   approximate "none" or "tanh"
-//	Softmax                float32                         >= 1    axis (negative allowed); opset < 13 flattens from axis
-//	Identity               float32, float16, bfloat16,     >= 1    a device-to-device copy
-//	                       float64, int32, int64, bool
-//	NonZero                float32, int32, int64, bool     >= 9    not capturable; see [NonZeroKernel]
+// "float" is float32, float16 and bfloat16 (bfloat16 from opset 13): 16-bit data is computed
+// in float32 and rounded to nearest, ties to even, on store.
+//
+//	op                        dtypes                       opsets  notes
+//	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores
+//	Gemm                      float                        >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
+//	Add, Sub, Mul, Div, Pow   float (both inputs alike)    >= 7    numpy broadcasting, at most 6 dimensions after merging
+//	Equal, Less, Greater      float, int32, int64; Equal   >= 7    bool output, numpy broadcasting; Equal takes floats from opset 11, Less and Greater integers from 9
+//	                          also bool
+//	Relu, Sigmoid, Tanh, Neg, float                        >= 6    Erf from 9, Sin and Cos from 7
+//	Abs, Sqrt, Reciprocal,
+//	Exp, Log, Erf, Sin, Cos
+//	Gelu                      float                        >= 20   approximate "none" or "tanh"
+//	Softmax                   float                        >= 1    axis (negative allowed); opset < 13 flattens from axis
+//	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
+//	                          int32, int64, bool
+//	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)
+//	                          int64, bool
+//	Identity                  float, float64, int32,       >= 1    a device-to-device copy
+//	                          int64, bool
+//	NonZero                   float32, int32, int64, bool  >= 9    not capturable; see [NonZeroKernel]
+//
+// Ops whose output shape depends on an input's values read that input from [Spec.Consts].
 //
 // Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
 // more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's
-// 32-bit sizes. float16 and bfloat16 arithmetic is not implemented. On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
+// 32-bit sizes. On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
 // registered by this package, and cuBLAS is the simulator's own.
 package kernels

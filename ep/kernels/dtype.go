@@ -56,3 +56,44 @@ func (d DType) String() string {
 	}
 	return "dtype(" + strconv.Itoa(int(d)) + ")"
 }
+
+// The dtype groups the ops accept.
+var (
+	floatTypes   = []DType{Float32, Float16, BFloat16}
+	compareTypes = []DType{Float32, Float16, BFloat16, Int32, Int64}
+	castTypes    = []DType{Float32, Float16, BFloat16, Int32, Int64, Bool}
+	anyTypes     = []DType{Float32, Float16, BFloat16, Float64, Int32, Int64, Bool}
+)
+
+// suffix is the kernel-name suffix of d: f32, f16, bf16, i32, i64, b8 (bool).
+func (d DType) suffix() string {
+	switch d {
+	case Float32:
+		return "f32"
+	case Float16:
+		return "f16"
+	case BFloat16:
+		return "bf16"
+	case Int32:
+		return "i32"
+	case Int64:
+		return "i64"
+	case Bool:
+		return "b8"
+	}
+	return "f64"
+}
+
+// sizeSuffix is the suffix of the kernels that only move elements of d's size: b8, b16, b32,
+// b64.
+func (d DType) sizeSuffix() string {
+	switch d.Size() {
+	case 1:
+		return "b8"
+	case 2:
+		return "b16"
+	case 4:
+		return "b32"
+	}
+	return "b64"
+}

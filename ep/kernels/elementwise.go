@@ -1,30 +1,83 @@
 package kernels
 
-import "github.com/cudaep/cudaep/cudadrv"
+import (
+	"slices"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
 
 // anyRank is the rank limit of ops whose rank is not otherwise constrained.
 const anyRank = 64
 
-var float32Only = []DType{Float32}
+// The elementwise ops by kernel-name stem. Binary float ops compute in float32 on float32,
+// float16 and bfloat16 data; comparisons give bool; unary ops are float only.
+var (
+	binaryStems  = map[string]string{"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
+	compareStems = map[string]string{"Equal": "equal", "Less": "less", "Greater": "greater"}
+	unaryStems   = map[string]string{
+		"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Neg": "neg", "Abs": "abs", "Sqrt": "sqrt",
+		"Reciprocal": "reciprocal", "Exp": "exp", "Log": "log", "Erf": "erf", "Sin": "sin", "Cos": "cos",
+	}
+)
+
+// unaryOpsets is the first opset each unary op's current definition (no consumed_inputs, and
+// float16 and bfloat16 where it has them) applies from; earlier opsets are refused.
+var unaryOpsets = map[string]int{
+	"Relu": 6, "Sigmoid": 6, "Tanh": 6, "Neg": 6, "Abs": 6, "Sqrt": 6, "Reciprocal": 6, "Exp": 6,
+	"Log": 6, "Erf": 9, "Sin": 7, "Cos": 7,
+}
 
 func init() {
-	for _, op := range []struct{ name, entry string }{
-		{"Add", "cudaep_add"}, {"Sub", "cudaep_sub"}, {"Mul", "cudaep_mul"}, {"Div", "cudaep_div"},
-	} {
-		builders[op.name] = builder{inputNames: []string{"A", "B"}, build: binaryBuilder(op.entry)}
+	for op, stem := range binaryStems {
+		builders[op] = builder{inputNames: []string{"A", "B"}, build: binaryBuilder(stem, floatTypes, false)}
 	}
-	for _, op := range []struct{ name, entry string }{
-		{"Relu", "cudaep_relu_f32"}, {"Sigmoid", "cudaep_sigmoid_f32"}, {"Tanh", "cudaep_tanh_f32"},
-	} {
-		builders[op.name] = builder{inputNames: []string{"X"}, build: unaryBuilder(op.entry)}
+	builders["Pow"] = builder{inputNames: []string{"X", "Y"}, build: binaryBuilder("pow", floatTypes, false)}
+	for op, stem := range compareStems {
+		types := compareTypes
+		if op == "Equal" {
+			types = append(append([]DType{}, compareTypes...), Bool)
+		}
+		builders[op] = builder{inputNames: []string{"A", "B"}, build: binaryBuilder(stem, types, true)}
+	}
+	for op, stem := range unaryStems {
+		builders[op] = builder{inputNames: []string{"X"}, build: unaryBuilder(stem, unaryOpsets[op])}
 	}
 	builders["Gelu"] = builder{inputNames: []string{"X"}, build: buildGelu}
 	builders["Identity"] = builder{inputNames: []string{"input"}, build: buildIdentity}
+	builders["Where"] = builder{inputNames: []string{"condition", "X", "Y"}, build: buildWhere}
 }
 
-// binaryKernel is Add, Sub, Mul or Div with numpy broadcasting. When both inputs have the
-// output's shape it launches the plain kernel <entry>_f32(out, a, b, n); otherwise
-// <entry>_bcast_f32(out, a, b, n, dims[6], aStrides[6], bStrides[6]) over the merged
+// elementwiseEntries lists the entry points of ptx/elementwise.ptx.
+func elementwiseEntries() []string {
+	var e []string
+	for _, stem := range sortedValues(binaryStems) {
+		for _, t := range floatTypes {
+			e = append(e, "cudaep_"+stem+"_"+t.suffix(), "cudaep_"+stem+"_bcast_"+t.suffix())
+		}
+	}
+	for _, stem := range sortedValues(compareStems) {
+		types := compareTypes
+		if stem == "equal" {
+			types = append(append([]DType{}, compareTypes...), Bool)
+		}
+		for _, t := range types {
+			e = append(e, "cudaep_"+stem+"_"+t.suffix(), "cudaep_"+stem+"_bcast_"+t.suffix())
+		}
+	}
+	for _, stem := range append(sortedValues(unaryStems), "gelu", "gelu_tanh") {
+		for _, t := range floatTypes {
+			e = append(e, "cudaep_"+stem+"_"+t.suffix())
+		}
+	}
+	for _, size := range []string{"b8", "b16", "b32", "b64"} {
+		e = append(e, "cudaep_where_"+size, "cudaep_expand_"+size)
+	}
+	return e
+}
+
+// binaryKernel is a binary op with numpy broadcasting. When both inputs have the output's
+// shape it launches the plain kernel cudaep_<stem>_<t>(out, a, b, n); otherwise
+// cudaep_<stem>_bcast_<t>(out, a, b, n, dims[6], aStrides[6], bStrides[6]) over the merged
 // iteration space.
 type binaryKernel struct {
 	kernelBase
@@ -38,7 +91,9 @@ type binaryKernel struct {
 	args     cudadrv.KernelArgs
 }
 
-func binaryBuilder(entry string) func(*Library, opSpec) (Kernel, error) {
+// binaryBuilder builds the binary op with kernel stem over dtypes; boolOut ops (comparisons)
+// output bool, the others the inputs' dtype.
+func binaryBuilder(stem string, dtypes []DType, boolOut bool) func(*Library, opSpec) (Kernel, error) {
 	return func(l *Library, s opSpec) (Kernel, error) {
 		if err := s.checkOpset(7, "numpy broadcasting; earlier opsets used the broadcast and axis attributes"); err != nil {
 			return nil, err
@@ -47,17 +102,29 @@ func binaryBuilder(entry string) func(*Library, opSpec) (Kernel, error) {
 			return nil, err
 		}
 		for i := range 2 {
-			if err := s.checkInput(i, float32Only, 0, anyRank); err != nil {
+			if err := s.checkInput(i, dtypes, 0, anyRank); err != nil {
 				return nil, err
 			}
+		}
+		if err := s.checkSameDType(0, 1); err != nil {
+			return nil, err
 		}
 		if err := s.checkAttrs(nil); err != nil {
 			return nil, err
 		}
+		dt := s.Inputs[0].DType
+		if err := s.checkTypeOpset(dt); err != nil {
+			return nil, err
+		}
+		if boolOut {
+			if err := checkCompareOpset(s, dt); err != nil {
+				return nil, err
+			}
+		}
 		a, b := s.Inputs[0].Shape, s.Inputs[1].Shape
 		out, ok := broadcastShapes(a, b)
 		if !ok {
-			return nil, s.errorf("input 0 (A) shape %s and input 1 (B) shape %s do not broadcast (numpy rules: right-aligned dimensions must be equal or 1)", shapeString(a), shapeString(b))
+			return nil, s.errorf("%s shape %s and %s shape %s do not broadcast (numpy rules: right-aligned dimensions must be equal or 1)", s.input(0), shapeString(a), s.input(1), shapeString(b))
 		}
 		if err := s.checkOutput(out); err != nil {
 			return nil, err
@@ -66,19 +133,63 @@ func binaryBuilder(entry string) func(*Library, opSpec) (Kernel, error) {
 		if len(layout.dims) > maxBroadcastDims {
 			return nil, s.errorf("broadcasting %s with %s needs %d dimensions after merging neighbours; at most %d are supported", shapeString(a), shapeString(b), len(layout.dims), maxBroadcastDims)
 		}
-		k := &binaryKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: out})}
+		outType := dt
+		if boolOut {
+			outType = Bool
+		}
+		k := &binaryKernel{kernelBase: newBase(l, s, TensorInfo{DType: outType, Shape: out})}
 		k.n = uint64(k.outs[0].NumElements())
 		k.grid = linearGrid(k.n)
 		k.same = layout.contiguous(0) && layout.contiguous(1)
 		if k.same {
-			k.fn = l.function(entry + "_f32")
+			k.fn = l.function("cudaep_" + stem + "_" + dt.suffix())
 		} else {
-			k.fn = l.function(entry + "_bcast_f32")
+			k.fn = l.function("cudaep_" + stem + "_bcast_" + dt.suffix())
 			k.dims, k.aStrides = layout.padded(0)
 			_, k.bStrides = layout.padded(1)
 		}
 		return k, nil
 	}
+}
+
+// checkCompareOpset refuses a comparison dtype the op's opset did not list: Equal took
+// floating-point inputs from opset 11, Less and Greater integers from opset 9.
+func checkCompareOpset(s opSpec, dt DType) error {
+	float := isFloat(dt)
+	switch {
+	case s.Op == "Equal" && float && s.Opset < 11:
+		return s.errorf("%s inputs need opset >= 11 for Equal", dt)
+	case s.Op != "Equal" && !float && s.Opset < 9:
+		return s.errorf("%s inputs need opset >= 9 for %s", dt, s.Op)
+	}
+	return nil
+}
+
+// sortedValues returns m's values sorted.
+func sortedValues(m map[string]string) []string {
+	v := make([]string, 0, len(m))
+	for _, x := range m {
+		v = append(v, x)
+	}
+	slices.Sort(v)
+	return v
+}
+
+// checkSameDType refuses inputs i and j of different dtypes.
+func (s opSpec) checkSameDType(i, j int) error {
+	if a, b := s.Inputs[i].DType, s.Inputs[j].DType; a != b {
+		return s.errorf("%s is %s and %s is %s; they must have the same dtype", s.input(i), a, s.input(j), b)
+	}
+	return nil
+}
+
+// checkTypeOpset refuses bfloat16 below opset 13, where ONNX's ops did not list it (ONNX
+// Runtime would not load such a model either).
+func (s opSpec) checkTypeOpset(dt DType) error {
+	if dt == BFloat16 && s.Opset < 13 {
+		return s.errorf("bfloat16 needs opset >= 13 for %s", s.Op)
+	}
+	return nil
 }
 
 // Execute queues out = A op B.
@@ -103,7 +214,7 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 
-// unaryKernel is an activation launched as entry(out, x, n).
+// unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n).
 type unaryKernel struct {
 	kernelBase
 	fn   *cudadrv.Function
@@ -112,27 +223,31 @@ type unaryKernel struct {
 	args cudadrv.KernelArgs
 }
 
-func unaryBuilder(entry string) func(*Library, opSpec) (Kernel, error) {
+func unaryBuilder(stem string, opset int) func(*Library, opSpec) (Kernel, error) {
 	return func(l *Library, s opSpec) (Kernel, error) {
-		if err := s.checkOpset(6, "earlier opsets had the consumed_inputs attribute"); err != nil {
+		if err := s.checkOpset(opset, "earlier opsets had the consumed_inputs attribute or other types"); err != nil {
 			return nil, err
 		}
 		if err := s.checkAttrs(nil); err != nil {
 			return nil, err
 		}
-		return newUnary(l, s, entry)
+		return newUnary(l, s, stem)
 	}
 }
 
-// newUnary validates the single float32 input and builds the kernel.
-func newUnary(l *Library, s opSpec, entry string) (Kernel, error) {
+// newUnary validates the single float input and builds the kernel.
+func newUnary(l *Library, s opSpec, stem string) (Kernel, error) {
 	if err := s.checkInputCount(1, 1); err != nil {
 		return nil, err
 	}
-	if err := s.checkInput(0, float32Only, 0, anyRank); err != nil {
+	if err := s.checkInput(0, floatTypes, 0, anyRank); err != nil {
 		return nil, err
 	}
-	k := &unaryKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0])), fn: l.function(entry)}
+	dt := s.Inputs[0].DType
+	if err := s.checkTypeOpset(dt); err != nil {
+		return nil, err
+	}
+	k := &unaryKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0])), fn: l.function("cudaep_" + stem + "_" + dt.suffix())}
 	k.n = uint64(s.Inputs[0].NumElements())
 	k.grid = linearGrid(k.n)
 	return k, nil
@@ -149,9 +264,9 @@ func buildGelu(l *Library, s opSpec) (Kernel, error) {
 	}
 	switch approx := s.stringAttr("approximate", "none"); approx {
 	case "none":
-		return newUnary(l, s, "cudaep_gelu_f32")
+		return newUnary(l, s, "gelu")
 	case "tanh":
-		return newUnary(l, s, "cudaep_gelu_tanh_f32")
+		return newUnary(l, s, "gelu_tanh")
 	default:
 		return nil, s.errorf(`attribute "approximate" is %q; supported: "none", "tanh"`, approx)
 	}
@@ -175,21 +290,25 @@ type identityKernel struct {
 	bytes uint64
 }
 
-var identityDTypes = []DType{Float32, Float16, BFloat16, Float64, Int32, Int64, Bool}
-
 func buildIdentity(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkInputCount(1, 1); err != nil {
 		return nil, err
 	}
-	if err := s.checkInput(0, identityDTypes, 0, anyRank); err != nil {
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
 		return nil, err
 	}
 	if err := s.checkAttrs(nil); err != nil {
 		return nil, err
 	}
-	k := &identityKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0]))}
+	return newCopy(l, s, cloneInfo(s.Inputs[0])), nil
+}
+
+// newCopy returns a kernel whose output (of out's info, with the input's bytes) is a copy of
+// its first input: Identity, and the shape-only ops (Reshape, Squeeze, Unsqueeze).
+func newCopy(l *Library, s opSpec, out TensorInfo) *identityKernel {
+	k := &identityKernel{kernelBase: newBase(l, s, out)}
 	k.bytes = uint64(s.Inputs[0].Bytes())
-	return k, nil
+	return k
 }
 
 // Execute queues the copy; an output that is the input needs none.
@@ -201,4 +320,90 @@ func (k *identityKernel) Execute(inputs, outputs []Tensor) error {
 		return nil
 	}
 	return k.lib.rt.Stream.CopyDtoDAsync(outputs[0].Ptr, inputs[0].Ptr, k.bytes)
+}
+
+// maxWhereDims is the most dimensions Where takes after merging (its kernel gets a stride per
+// dimension for each of three operands, within cudadrv.MaxKernelArgs).
+const maxWhereDims = 4
+
+// whereKernel is Where(condition, X, Y) with three-way numpy broadcasting, by element size:
+// cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4], yStrides[4]).
+type whereKernel struct {
+	kernelBase
+	fn      *cudadrv.Function
+	n       uint64
+	dims    [maxWhereDims]int64
+	strides [3][maxWhereDims]int64
+	grid    cudadrv.Dim3
+	args    cudadrv.KernelArgs
+}
+
+func buildWhere(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkOpset(9, "Where entered ONNX in opset 9"); err != nil {
+		return nil, err
+	}
+	if err := s.checkInputCount(3, 3); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, []DType{Bool}, 0, anyRank); err != nil {
+		return nil, err
+	}
+	for i := 1; i < 3; i++ {
+		if err := s.checkInput(i, castTypes, 0, anyRank); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.checkSameDType(1, 2); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	dt := s.Inputs[1].DType
+	if err := s.checkTypeOpset(dt); err != nil {
+		return nil, err
+	}
+	c, x, y := s.Inputs[0].Shape, s.Inputs[1].Shape, s.Inputs[2].Shape
+	out, ok := broadcastShapes(c, x, y)
+	if !ok {
+		return nil, s.errorf("shapes %s, %s and %s do not broadcast (numpy rules)", shapeString(c), shapeString(x), shapeString(y))
+	}
+	if err := s.checkOutput(out); err != nil {
+		return nil, err
+	}
+	layout := mergeDims(out, broadcastStrides(c, out), broadcastStrides(x, out), broadcastStrides(y, out))
+	if len(layout.dims) > maxWhereDims {
+		return nil, s.errorf("broadcasting %s, %s and %s needs %d dimensions after merging neighbours; at most %d are supported", shapeString(c), shapeString(x), shapeString(y), len(layout.dims), maxWhereDims)
+	}
+	k := &whereKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), fn: l.function("cudaep_where_" + dt.sizeSuffix())}
+	k.n = uint64(k.outs[0].NumElements())
+	k.grid = linearGrid(k.n)
+	off := maxWhereDims - len(layout.dims)
+	for i := range k.dims {
+		k.dims[i] = 1
+	}
+	copy(k.dims[off:], layout.dims)
+	for op := range 3 {
+		copy(k.strides[op][off:], layout.strides[op])
+	}
+	return k, nil
+}
+
+// Execute queues out = condition ? X : Y.
+func (k *whereKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	a := &k.args
+	a.Reset()
+	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).U64(k.n)
+	for _, d := range k.dims {
+		a.I64(d)
+	}
+	for op := range 3 {
+		for _, st := range k.strides[op] {
+			a.I64(st)
+		}
+	}
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }

@@ -24,17 +24,21 @@ var modules = []struct {
 	file    string
 	entries []string
 }{
-	{"ptx/elementwise.ptx", []string{
-		"cudaep_add_f32", "cudaep_add_bcast_f32",
-		"cudaep_sub_f32", "cudaep_sub_bcast_f32",
-		"cudaep_mul_f32", "cudaep_mul_bcast_f32",
-		"cudaep_div_f32", "cudaep_div_bcast_f32",
-		"cudaep_relu_f32", "cudaep_sigmoid_f32", "cudaep_tanh_f32",
-		"cudaep_gelu_f32", "cudaep_gelu_tanh_f32",
-		"cudaep_expand_f32",
-	}},
-	{"ptx/softmax.ptx", []string{"cudaep_softmax_rows_f32", "cudaep_softmax_cols_f32"}},
+	{"ptx/elementwise.ptx", elementwiseEntries()},
+	{"ptx/softmax.ptx", typedEntries([]string{"cudaep_softmax_rows", "cudaep_softmax_cols"}, floatTypes)},
+	{"ptx/cast.ptx", castEntries()},
 	{"ptx/nonzero.ptx", []string{"cudaep_nonzero_f32", "cudaep_nonzero_i32", "cudaep_nonzero_i64", "cudaep_nonzero_b8"}},
+}
+
+// typedEntries returns <stem>_<suffix> for every stem and dtype.
+func typedEntries(stems []string, types []DType) []string {
+	var e []string
+	for _, stem := range stems {
+		for _, t := range types {
+			e = append(e, stem+"_"+t.suffix())
+		}
+	}
+	return e
 }
 
 // Runtime is what a Library runs on: the provider's context, its compute stream, a cuBLAS

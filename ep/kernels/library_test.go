@@ -87,8 +87,24 @@ func TestGetRefusesUnsupportedWithClearErrors(t *testing.T) {
 	}{
 		{"unknown op", kernels.Spec{Op: "Conv", Opset: 13, Inputs: []kernels.TensorInfo{in(f32, 1)}},
 			[]string{`op "Conv" is not implemented`, "Add", "MatMul", "NonZero"}},
-		{"dtype", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(f32, 2), in(kernels.Float16, 2)}},
-			[]string{"Add (opset 14)", "input 1 (B)", "float16", "supports float32"}},
+		{"dtype", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(kernels.Int32, 2), in(kernels.Int32, 2)}},
+			[]string{"Add (opset 14)", "input 0 (A)", "int32", "supports float32, float16, bfloat16"}},
+		{"mixed dtypes", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(f32, 2), in(kernels.Float16, 2)}},
+			[]string{"Add (opset 14)", "input 0 (A) is float32", "input 1 (B) is float16", "same dtype"}},
+		{"bfloat16 before opset 13", kernels.Spec{Op: "Relu", Opset: 6, Inputs: []kernels.TensorInfo{in(kernels.BFloat16, 2)}},
+			[]string{"Relu (opset 6)", "bfloat16 needs opset >= 13"}},
+		{"equal floats before opset 11", kernels.Spec{Op: "Equal", Opset: 7, Inputs: []kernels.TensorInfo{in(f32, 2), in(f32, 2)}},
+			[]string{"Equal (opset 7)", "float32 inputs need opset >= 11"}},
+		{"where dims", kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{in(kernels.Bool, 2, 1, 2, 1, 2), in(f32, 1, 2, 1, 2, 1), in(f32, 2, 1, 2, 1, 2)}},
+			[]string{"Where", "5 dimensions", "at most 4"}},
+		{"where condition", kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{in(f32, 2), in(f32, 2), in(f32, 2)}},
+			[]string{"Where", "input 0 (condition)", "supports bool"}},
+		{"cast target", kernels.Spec{Op: "Cast", Opset: 13, Inputs: []kernels.TensorInfo{in(f32, 2)}, Attrs: attrs("to", kernels.IntAttr(11))},
+			[]string{"Cast", `"to" is 11 (float64)`, "supported targets"}},
+		{"cast without to", kernels.Spec{Op: "Cast", Opset: 13, Inputs: []kernels.TensorInfo{in(f32, 2)}},
+			[]string{"Cast", `"to" is required`}},
+		{"matmul mixed", kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{in(kernels.Float16, 2, 3), in(f32, 3, 5)}},
+			[]string{"MatMul", "same dtype"}},
 		{"unknown dtype number", kernels.Spec{Op: "Identity", Opset: 14, Inputs: []kernels.TensorInfo{in(kernels.DType(3), 2)}},
 			[]string{"Identity", "input 0 (input)", "unknown dtype number 3"}},
 		{"no opset", kernels.Spec{Op: "Softmax", Inputs: []kernels.TensorInfo{in(f32, 2)}},
@@ -214,7 +230,8 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 	outs[0].Shape[0] = 99
 	assert.Equal(t, []int64{2, 3}, k.Outputs()[0].Shape, "Outputs returns a copy")
 	assert.True(t, k.CaptureSupport().IsSupported())
-	assert.Equal(t, []string{"Add", "Div", "Gelu", "Gemm", "Identity", "MatMul", "Mul", "NonZero", "Relu", "Sigmoid", "Softmax", "Sub", "Tanh"}, kernels.SupportedOps())
+	assert.Equal(t, []string{"Abs", "Add", "Cast", "Cos", "Div", "Equal", "Erf", "Exp", "Gelu", "Gemm", "Greater", "Identity", "Less", "Log",
+		"MatMul", "Mul", "Neg", "NonZero", "Pow", "Reciprocal", "Relu", "Sigmoid", "Sin", "Softmax", "Sqrt", "Sub", "Tanh", "Where"}, kernels.SupportedOps())
 }
 
 func TestLibraryLoadsOnceAndCloses(t *testing.T) {

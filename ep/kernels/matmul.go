@@ -23,13 +23,30 @@ type gemmCall struct {
 	aOff, bOff, yOff cudadrv.DevicePtr // ONNX A, ONNX B, output
 }
 
-// run fills in the addresses and queues the call.
+// run fills in the addresses and queues the call: SGEMM for float32 (which honours the TF32
+// math mode), GemmEx with float32 accumulation for float16 and bfloat16.
 func (c *gemmCall) run(h *cudadrv.BLAS, a, b, y cudadrv.DevicePtr) error {
 	c.p.A, c.p.B, c.p.C = b+c.bOff, a+c.aOff, y+c.yOff
-	if c.p.BatchCount > 1 {
+	switch {
+	case c.p.Type != cudadrv.BLASFloat32 && c.p.BatchCount > 1:
+		return h.GemmStridedBatchedEx(&c.p)
+	case c.p.Type != cudadrv.BLASFloat32:
+		return h.GemmEx(&c.p)
+	case c.p.BatchCount > 1:
 		return h.SgemmStridedBatched(&c.p)
 	}
 	return h.Sgemm(&c.p)
+}
+
+// blasType is the cuBLAS matrix type of a float dtype.
+func blasType(d DType) cudadrv.BLASDataType {
+	switch d {
+	case Float16:
+		return cudadrv.BLASFloat16
+	case BFloat16:
+		return cudadrv.BLASBFloat16
+	}
+	return cudadrv.BLASFloat32
 }
 
 // matmulKernel is MatMul: one GEMM, or strided-batched GEMMs over the broadcast batch, planned
@@ -63,9 +80,16 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 		return nil, err
 	}
 	for i := range 2 {
-		if err := s.checkInput(i, float32Only, 1, anyRank); err != nil {
+		if err := s.checkInput(i, floatTypes, 1, anyRank); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.checkSameDType(0, 1); err != nil {
+		return nil, err
+	}
+	dt := s.Inputs[0].DType
+	if err := s.checkTypeOpset(dt); err != nil {
+		return nil, err
 	}
 	if err := s.checkAttrs(nil); err != nil {
 		return nil, err
@@ -102,11 +126,11 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 	if err := checkBLASSizes(s, m, k, n); err != nil {
 		return nil, err
 	}
-	calls, ok := planMatMul(batch, broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch), m, k, n)
+	calls, ok := planMatMul(batch, broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch), m, k, n, dt)
 	if !ok {
 		return nil, s.errorf("broadcasting the batch dimensions %s of input 0 (A) with %s of input 1 (B) needs more than %d separate GEMM calls", shapeString(aBatch), shapeString(bBatch), maxGemmCalls)
 	}
-	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: out}), calls: calls}
+	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), calls: calls}
 	return kern, nil
 }
 
@@ -114,8 +138,9 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 // needs more is refused at Get.
 const maxGemmCalls = 4096
 
-// planMatMul returns the cuBLAS calls for a batched row-major product: batch is the broadcast
-// batch shape, aStr and bStr the operands' strides along it in matrices (0 where repeated).
+// planMatMul returns the cuBLAS calls for a batched row-major product of dt matrices: batch is
+// the broadcast batch shape, aStr and bStr the operands' strides along it in matrices (0 where
+// repeated).
 //
 // When B is one matrix shared by every batch and A's matrices are contiguous, the batch folds
 // into M: one GEMM of (batch·M)×K by K×N. Otherwise the batch is split at the outermost
@@ -123,7 +148,8 @@ const maxGemmCalls = 4096
 // index; each outer index is one strided-batched GEMM (stride 0 for a repeated operand), or a
 // plain GEMM when nothing is left to batch. It returns false when that takes more than
 // maxGemmCalls calls.
-func planMatMul(batch, aStr, bStr []int64, m, k, n int64) ([]gemmCall, bool) {
+func planMatMul(batch, aStr, bStr []int64, m, k, n int64, dt DType) ([]gemmCall, bool) {
+	size := int64(dt.Size())
 	total := int64(1)
 	for _, d := range batch {
 		total *= d
@@ -131,7 +157,7 @@ func planMatMul(batch, aStr, bStr []int64, m, k, n int64) ([]gemmCall, bool) {
 	base := gemmCall{p: cudadrv.GemmParams{
 		TransA: cudadrv.OpN, TransB: cudadrv.OpN,
 		M: int(n), N: int(m), K: int(k), Alpha: 1, Beta: 0,
-		LDA: int(n), LDB: int(k), LDC: int(n),
+		LDA: int(n), LDB: int(k), LDC: int(n), Type: blasType(dt),
 	}}
 	aStep, aEven := progression(batch, aStr, 0)
 	bStep, bEven := progression(batch, bStr, 0)
@@ -166,9 +192,9 @@ func planMatMul(batch, aStr, bStr []int64, m, k, n int64) ([]gemmCall, bool) {
 			bOff += c * bStr[i]
 		}
 		c := base
-		c.aOff = cudadrv.DevicePtr(aOff * m * k * 4)
-		c.bOff = cudadrv.DevicePtr(bOff * k * n * 4)
-		c.yOff = cudadrv.DevicePtr(start * m * n * 4)
+		c.aOff = cudadrv.DevicePtr(aOff * m * k * size)
+		c.bOff = cudadrv.DevicePtr(bOff * k * n * size)
+		c.yOff = cudadrv.DevicePtr(start * m * n * size)
 		if chunk > 1 {
 			c.p.BatchCount = int(chunk)
 			c.p.StrideA = bStep * k * n
@@ -231,6 +257,7 @@ type gemmKernel struct {
 	cMode
 	expand  *cudadrv.Function
 	n       uint64
+	size    uint64 // element size in bytes
 	dims    [maxBroadcastDims]int64
 	strides [maxBroadcastDims]int64
 	grid    cudadrv.Dim3
@@ -256,14 +283,24 @@ func buildGemm(l *Library, s opSpec) (Kernel, error) {
 		return nil, err
 	}
 	for i := range 2 {
-		if err := s.checkInput(i, float32Only, 2, 2); err != nil {
+		if err := s.checkInput(i, floatTypes, 2, 2); err != nil {
 			return nil, err
 		}
 	}
+	if err := s.checkSameDType(0, 1); err != nil {
+		return nil, err
+	}
 	if len(s.Inputs) == 3 {
-		if err := s.checkInput(2, float32Only, 0, 2); err != nil {
+		if err := s.checkInput(2, floatTypes, 0, 2); err != nil {
 			return nil, err
 		}
+		if err := s.checkSameDType(0, 2); err != nil {
+			return nil, err
+		}
+	}
+	dt := s.Inputs[0].DType
+	if err := s.checkTypeOpset(dt); err != nil {
+		return nil, err
 	}
 	if err := s.checkAttrs(gemmAttrs); err != nil {
 		return nil, err
@@ -300,11 +337,11 @@ func buildGemm(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkOutput(y); err != nil {
 		return nil, err
 	}
-	g := &gemmKernel{kernelBase: newBase(l, s, TensorInfo{DType: Float32, Shape: y})}
+	g := &gemmKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: y}), size: uint64(dt.Size())}
 	g.call.p = cudadrv.GemmParams{
 		TransA: cudadrv.OpN, TransB: cudadrv.OpN,
 		M: int(n), N: int(m), K: int(k), Alpha: alpha, Beta: 0,
-		LDA: int(n), LDB: int(k), LDC: int(n),
+		LDA: int(n), LDB: int(k), LDC: int(n), Type: blasType(dt),
 	}
 	if transB == 1 {
 		g.call.p.TransA, g.call.p.LDA = cudadrv.OpT, int(k)
@@ -325,7 +362,7 @@ func buildGemm(l *Library, s opSpec) (Kernel, error) {
 				g.n = uint64(m * n)
 			} else {
 				g.cMode = cExpand
-				g.expand = l.function("cudaep_expand_f32")
+				g.expand = l.function("cudaep_expand_" + dt.sizeSuffix())
 				g.n = uint64(m * n)
 				g.dims, g.strides = layout.padded(0)
 				g.grid = linearGrid(g.n)
@@ -358,7 +395,7 @@ func (g *gemmKernel) Execute(inputs, outputs []Tensor) error {
 	st := g.lib.rt.Stream
 	switch g.cMode {
 	case cCopy:
-		if err := st.CopyDtoDAsync(y, inputs[2].Ptr, g.n*4); err != nil {
+		if err := st.CopyDtoDAsync(y, inputs[2].Ptr, g.n*g.size); err != nil {
 			return err
 		}
 	case cExpand:

@@ -15,16 +15,41 @@ var refBinaryOps = map[string]func(a, b float64) float64{
 	"Sub": func(a, b float64) float64 { return a - b },
 	"Mul": func(a, b float64) float64 { return a * b },
 	"Div": func(a, b float64) float64 { return a / b },
+	"Pow": math.Pow,
+}
+
+// refCompareOps are the comparisons on float64 values; integer inputs are compared as int64
+// by refCompareInts (float64 is not exact beyond 2^53).
+var refCompareOps = map[string]func(a, b float64) bool{
+	"Equal":   func(a, b float64) bool { return a == b },
+	"Less":    func(a, b float64) bool { return a < b },
+	"Greater": func(a, b float64) bool { return a > b },
+}
+
+// refCompareInts are the comparisons on integer values.
+var refCompareInts = map[string]func(a, b int64) bool{
+	"Equal":   func(a, b int64) bool { return a == b },
+	"Less":    func(a, b int64) bool { return a < b },
+	"Greater": func(a, b int64) bool { return a > b },
 }
 
 // refUnaryOps are the activations, keyed by op name ("Gelu" with approximate "none",
 // "GeluTanh" with "tanh").
 var refUnaryOps = map[string]func(x float64) float64{
-	"Relu":     func(x float64) float64 { return max(x, 0) },
-	"Sigmoid":  func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
-	"Tanh":     math.Tanh,
-	"Gelu":     func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
-	"GeluTanh": func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) },
+	"Relu":       func(x float64) float64 { return max(x, 0) },
+	"Neg":        func(x float64) float64 { return -x },
+	"Abs":        math.Abs,
+	"Sqrt":       math.Sqrt,
+	"Reciprocal": func(x float64) float64 { return 1 / x },
+	"Exp":        math.Exp,
+	"Log":        math.Log,
+	"Erf":        math.Erf,
+	"Sin":        math.Sin,
+	"Cos":        math.Cos,
+	"Sigmoid":    func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+	"Tanh":       math.Tanh,
+	"Gelu":       func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) },
+	"GeluTanh":   func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) },
 }
 
 // refSoftmaxLine writes the softmax of xs into ys (which may be xs), accumulating in float64.

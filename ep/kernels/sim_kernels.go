@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -16,21 +17,70 @@ import (
 // Each call returns a new map, which the caller owns. The bodies are safe for concurrent use.
 func SimKernels() map[string]cudadrv.KernelBody {
 	m := map[string]cudadrv.KernelBody{}
-	for op, entry := range map[string]string{"Add": "cudaep_add", "Sub": "cudaep_sub", "Mul": "cudaep_mul", "Div": "cudaep_div"} {
+	for op, stem := range binaryStems {
 		f := refBinaryOps[op]
-		m[entry+"_f32"] = func(l *cudadrv.KernelLaunch) error { return simBinarySame(l, f) }
-		m[entry+"_bcast_f32"] = func(l *cudadrv.KernelLaunch) error { return simBinaryBcast(l, f) }
+		for _, dt := range floatTypes {
+			m["cudaep_"+stem+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinarySame(l, dt, dt, func(out, a, b simTensor, i int64) { out.setFloat(i, f(a.float(i), b.float(i))) })
+			}
+			m["cudaep_"+stem+"_bcast_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinaryBcast(l, dt, dt, func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64) {
+					out.setFloat(i, f(a.float(ai), b.float(bi)))
+				})
+			}
+		}
 	}
-	for op, entry := range map[string]string{
-		"Relu": "cudaep_relu_f32", "Sigmoid": "cudaep_sigmoid_f32", "Tanh": "cudaep_tanh_f32",
-		"Gelu": "cudaep_gelu_f32", "GeluTanh": "cudaep_gelu_tanh_f32",
-	} {
+	for op, stem := range compareStems {
+		ff, fi := refCompareOps[op], refCompareInts[op]
+		types := compareTypes
+		if stem == "equal" {
+			types = append(append([]DType{}, compareTypes...), Bool)
+		}
+		for _, dt := range types {
+			cmp := func(a simTensor, ai int64, b simTensor, bi int64) bool { return ff(a.float(ai), b.float(bi)) }
+			if !isFloat(dt) {
+				cmp = func(a simTensor, ai int64, b simTensor, bi int64) bool { return fi(a.int(ai), b.int(bi)) }
+			}
+			set := func(out simTensor, i int64, v bool) {
+				out.b8[i] = 0
+				if v {
+					out.b8[i] = 1
+				}
+			}
+			m["cudaep_"+stem+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinarySame(l, dt, Bool, func(out, a, b simTensor, i int64) { set(out, i, cmp(a, i, b, i)) })
+			}
+			m["cudaep_"+stem+"_bcast_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinaryBcast(l, dt, Bool, func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64) {
+					set(out, i, cmp(a, ai, b, bi))
+				})
+			}
+		}
+	}
+	unary := map[string]string{"gelu": "Gelu", "gelu_tanh": "GeluTanh"}
+	for op, stem := range unaryStems {
+		unary[stem] = op
+	}
+	for stem, op := range unary {
 		f := refUnaryOps[op]
-		m[entry] = func(l *cudadrv.KernelLaunch) error { return simUnary(l, f) }
+		for _, dt := range floatTypes {
+			m["cudaep_"+stem+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simUnary(l, dt, f) }
+		}
 	}
-	m["cudaep_expand_f32"] = simExpand
-	m["cudaep_softmax_rows_f32"] = simSoftmaxRows
-	m["cudaep_softmax_cols_f32"] = simSoftmaxCols
+	for _, size := range []string{"b8", "b16", "b32", "b64"} {
+		dt := sizeType(size)
+		m["cudaep_expand_"+size] = func(l *cudadrv.KernelLaunch) error { return simExpand(l, dt) }
+		m["cudaep_where_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhere(l, dt) }
+	}
+	for _, dt := range floatTypes {
+		m["cudaep_softmax_rows_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSoftmaxRows(l, dt) }
+		m["cudaep_softmax_cols_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSoftmaxCols(l, dt) }
+	}
+	for _, from := range castTypes {
+		for _, to := range castTypes {
+			m["cudaep_cast_"+from.suffix()+"_"+to.suffix()] = func(l *cudadrv.KernelLaunch) error { return simCast(l, from, to) }
+		}
+	}
 	m["cudaep_nonzero_f32"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Float32s(l.PtrArg(0), n)
@@ -58,11 +108,11 @@ func SimKernels() map[string]cudadrv.KernelBody {
 	return m
 }
 
-// simViews returns float32 views of count elements at each pointer argument in args.
-func simViews(l *cudadrv.KernelLaunch, count []int, args ...int) ([][]float32, error) {
-	views := make([][]float32, len(args))
+// simViewsOf returns views of the pointer arguments args, of the given dtypes and counts.
+func simViewsOf(l *cudadrv.KernelLaunch, args []int, dts []DType, counts []int) ([]simTensor, error) {
+	views := make([]simTensor, len(args))
 	for i, a := range args {
-		v, err := l.Float32s(l.PtrArg(a), count[i])
+		v, err := simView(l, l.PtrArg(a), dts[i], counts[i])
 		if err != nil {
 			return nil, err
 		}
@@ -71,16 +121,15 @@ func simViews(l *cudadrv.KernelLaunch, count []int, args ...int) ([][]float32, e
 	return views, nil
 }
 
-// simBinarySame is cudaep_<op>_f32(out, a, b, n).
-func simBinarySame(l *cudadrv.KernelLaunch, f func(a, b float64) float64) error {
+// simBinarySame is cudaep_<stem>_<t>(out, a, b, n).
+func simBinarySame(l *cudadrv.KernelLaunch, in, out DType, f func(out, a, b simTensor, i int64)) error {
 	n := int(l.U64Arg(3))
-	v, err := simViews(l, []int{n, n, n}, 0, 1, 2)
+	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{out, in, in}, []int{n, n, n})
 	if err != nil {
 		return err
 	}
-	out, a, b := v[0], v[1], v[2]
-	for i := range out {
-		out[i] = float32(f(float64(a[i]), float64(b[i])))
+	for i := range int64(n) {
+		f(v[0], v[1], v[2], i)
 	}
 	return nil
 }
@@ -145,52 +194,135 @@ func simWalk(dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, vi
 	}
 }
 
-// simBinaryBcast is cudaep_<op>_bcast_f32(out, a, b, n, dims[6], aStrides[6], bStrides[6]).
-func simBinaryBcast(l *cudadrv.KernelLaunch, f func(a, b float64) float64) error {
+// simBinaryBcast is cudaep_<stem>_bcast_<t>(out, a, b, n, dims[6], aStrides[6], bStrides[6]).
+func simBinaryBcast(l *cudadrv.KernelLaunch, in, out DType, f func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64)) error {
 	n := l.U64Arg(3)
 	dims, strides, err := simLayout(l, n, 4, 2)
 	if err != nil {
 		return err
 	}
-	v, err := simViews(l, []int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1])}, 0, 1, 2)
+	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{out, in, in}, []int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1])})
 	if err != nil {
 		return err
 	}
-	out, a, b := v[0], v[1], v[2]
-	simWalk(dims, strides, func(i int, offs []int64) {
-		out[i] = float32(f(float64(a[offs[0]]), float64(b[offs[1]])))
-	})
+	simWalk(dims, strides, func(i int, offs []int64) { f(v[0], int64(i), v[1], offs[0], v[2], offs[1]) })
 	return nil
 }
 
-// simExpand is cudaep_expand_f32(out, in, n, dims[6], strides[6]).
-func simExpand(l *cudadrv.KernelLaunch) error {
+// simExpand is cudaep_expand_<size>(out, in, n, dims[6], strides[6]).
+func simExpand(l *cudadrv.KernelLaunch, dt DType) error {
 	n := l.U64Arg(2)
 	dims, strides, err := simLayout(l, n, 3, 1)
 	if err != nil {
 		return err
 	}
-	v, err := simViews(l, []int{int(n), simExtent(dims, strides[0])}, 0, 1)
+	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{int(n), simExtent(dims, strides[0])})
 	if err != nil {
 		return err
 	}
-	out, in := v[0], v[1]
-	simWalk(dims, strides, func(i int, offs []int64) { out[i] = in[offs[0]] })
+	simWalk(dims, strides, func(i int, offs []int64) { v[0].copyElem(int64(i), v[1], offs[0]) })
 	return nil
 }
 
-// simUnary is cudaep_<activation>_f32(out, x, n).
-func simUnary(l *cudadrv.KernelLaunch, f func(x float64) float64) error {
+// simWhere is cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4],
+// yStrides[4]); the four dimensions are padded to the six simLayout's walk takes.
+func simWhere(l *cudadrv.KernelLaunch, dt DType) error {
+	n := l.U64Arg(4)
+	var dims [maxBroadcastDims]int64
+	strides := make([][maxBroadcastDims]int64, 3)
+	off := maxBroadcastDims - maxWhereDims
+	total := uint64(1)
+	for i := range dims {
+		dims[i] = 1
+	}
+	for i := range maxWhereDims {
+		dims[off+i] = l.I64Arg(5 + i)
+		if dims[off+i] < 1 {
+			return fmt.Errorf("%s: dimension %d is %d", l.Name, i, dims[off+i])
+		}
+		total *= uint64(dims[off+i])
+		for k := range 3 {
+			strides[k][off+i] = l.I64Arg(5 + (k+1)*maxWhereDims + i)
+			if strides[k][off+i] < 0 {
+				return fmt.Errorf("%s: negative stride", l.Name)
+			}
+		}
+	}
+	if total != n {
+		return fmt.Errorf("%s: dimensions %v hold %d elements, n is %d", l.Name, dims, total, n)
+	}
+	v, err := simViewsOf(l, []int{0, 1, 2, 3}, []DType{dt, Bool, dt, dt},
+		[]int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1]), simExtent(dims, strides[2])})
+	if err != nil {
+		return err
+	}
+	simWalk(dims, strides, func(i int, offs []int64) {
+		if v[1].b8[offs[0]] != 0 {
+			v[0].copyElem(int64(i), v[2], offs[1])
+		} else {
+			v[0].copyElem(int64(i), v[3], offs[2])
+		}
+	})
+	return nil
+}
+
+// simUnary is cudaep_<op>_<t>(out, x, n).
+func simUnary(l *cudadrv.KernelLaunch, dt DType, f func(x float64) float64) error {
 	n := int(l.U64Arg(2))
-	v, err := simViews(l, []int{n, n}, 0, 1)
+	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{n, n})
+	if err != nil {
+		return err
+	}
+	for i := range int64(n) {
+		// The kernels compute in float32: round the input's result there first.
+		v[0].setFloat(i, float64(float32(f(v[1].float(i)))))
+	}
+	return nil
+}
+
+// simCast is cudaep_cast_<from>_<to>(out, x, n), with the conversions of cast.cu.
+func simCast(l *cudadrv.KernelLaunch, from, to DType) error {
+	n := int(l.U64Arg(2))
+	v, err := simViewsOf(l, []int{0, 1}, []DType{to, from}, []int{n, n})
 	if err != nil {
 		return err
 	}
 	out, x := v[0], v[1]
-	for i := range out {
-		out[i] = float32(f(float64(x[i])))
+	for i := range int64(n) {
+		switch {
+		case to == Bool:
+			out.setInt(i, b2i(x.nonzero(i)))
+		case isFloat(to) && isFloat(from):
+			out.setFloat(i, float64(float32(x.float(i))))
+		case isFloat(to):
+			out.setFloat(i, float64(float32(x.int(i)))) // int64 → float32 rounds once
+		case to == Int32 && isFloat(from):
+			out.setInt(i, int64(truncInt32(x.float(i))))
+		default:
+			out.setInt(i, x.int(i))
+		}
 	}
 	return nil
+}
+
+// truncInt32 is cvt.rzi.s32.f32: truncation toward zero, saturated to int32, NaN 0.
+func truncInt32(v float64) int32 {
+	switch {
+	case math.IsNaN(v):
+		return 0
+	case v >= math.MaxInt32:
+		return math.MaxInt32
+	case v <= math.MinInt32:
+		return math.MinInt32
+	}
+	return int32(v)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // simWarpBlock checks a block shape the warp-level reductions accept: one-dimensional, a
@@ -203,9 +335,9 @@ func simWarpBlock(l *cudadrv.KernelLaunch) error {
 }
 
 // simSoftmax normalizes the lines of [outer, length, inner] in x into out.
-func simSoftmax(l *cudadrv.KernelLaunch, outer, length, inner uint64) error {
+func simSoftmax(l *cudadrv.KernelLaunch, dt DType, outer, length, inner uint64) error {
 	total := int(outer * length * inner)
-	v, err := simViews(l, []int{total, total}, 0, 1)
+	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{total, total})
 	if err != nil {
 		return err
 	}
@@ -215,28 +347,28 @@ func simSoftmax(l *cudadrv.KernelLaunch, outer, length, inner uint64) error {
 		for in := uint64(0); in < inner; in++ {
 			base := o*length*inner + in
 			for j := range line {
-				line[j] = float64(x[base+uint64(j)*inner])
+				line[j] = x.float(int64(base + uint64(j)*inner))
 			}
 			refSoftmaxLine(line, line)
 			for j, y := range line {
-				out[base+uint64(j)*inner] = float32(y)
+				out.setFloat(int64(base+uint64(j)*inner), y)
 			}
 		}
 	}
 	return nil
 }
 
-// simSoftmaxRows is cudaep_softmax_rows_f32(out, x, rows, length).
-func simSoftmaxRows(l *cudadrv.KernelLaunch) error {
+// simSoftmaxRows is cudaep_softmax_rows_<t>(out, x, rows, length).
+func simSoftmaxRows(l *cudadrv.KernelLaunch, dt DType) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}
-	return simSoftmax(l, l.U64Arg(2), l.U64Arg(3), 1)
+	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), 1)
 }
 
-// simSoftmaxCols is cudaep_softmax_cols_f32(out, x, outer, length, inner).
-func simSoftmaxCols(l *cudadrv.KernelLaunch) error {
-	return simSoftmax(l, l.U64Arg(2), l.U64Arg(3), l.U64Arg(4))
+// simSoftmaxCols is cudaep_softmax_cols_<t>(out, x, outer, length, inner).
+func simSoftmaxCols(l *cudadrv.KernelLaunch, dt DType) error {
+	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), l.U64Arg(4))
 }
 
 // simNonZero is cudaep_nonzero_<t>(x, indices, count, n, rank, dims[8]); input returns the

@@ -8,8 +8,8 @@ func init() {
 
 // softmaxKernel normalizes exp(x) along one axis of extent length, viewing the input as
 // [outer, length, inner]. With inner == 1 each row is contiguous and one block reduces it
-// (cudaep_softmax_rows_f32(out, x, rows, length)); otherwise one thread walks each column
-// (cudaep_softmax_cols_f32(out, x, outer, length, inner)), adjacent threads on adjacent
+// (cudaep_softmax_rows_<t>(out, x, rows, length)); otherwise one thread walks each column
+// (cudaep_softmax_cols_<t>(out, x, outer, length, inner)), adjacent threads on adjacent
 // addresses.
 type softmaxKernel struct {
 	kernelBase
@@ -29,7 +29,11 @@ func buildSoftmax(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkInputCount(1, 1); err != nil {
 		return nil, err
 	}
-	if err := s.checkInput(0, float32Only, 1, anyRank); err != nil {
+	if err := s.checkInput(0, floatTypes, 1, anyRank); err != nil {
+		return nil, err
+	}
+	dt := s.Inputs[0].DType
+	if err := s.checkTypeOpset(dt); err != nil {
 		return nil, err
 	}
 	if err := s.checkAttrs(map[string]AttrKind{"axis": AttrInt}); err != nil {
@@ -62,11 +66,11 @@ func buildSoftmax(l *Library, s opSpec) (Kernel, error) {
 	k := &softmaxKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0]))}
 	k.outer, k.length, k.inner = uint64(outer), uint64(length), uint64(inner)
 	if inner == 1 {
-		k.fn = l.function("cudaep_softmax_rows_f32")
+		k.fn = l.function("cudaep_softmax_rows_" + dt.suffix())
 		k.grid = cudadrv.Dim3{X: uint32(min(k.outer, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
 		k.block = cudadrv.Dim3{X: rowThreads(k.length), Y: 1, Z: 1}
 	} else {
-		k.fn = l.function("cudaep_softmax_cols_f32")
+		k.fn = l.function("cudaep_softmax_cols_" + dt.suffix())
 		k.grid, k.block = linearGrid(k.outer*k.inner), linearBlock
 	}
 	return k, nil

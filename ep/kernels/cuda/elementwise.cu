@@ -1,18 +1,66 @@
-// Elementwise kernels of package kernels: binary arithmetic with numpy broadcasting, the
-// activations, and the expand (broadcast copy) used by Gemm's C. float32 data, 64-bit sizes,
-// grid-stride loops. The Go side (elementwise.go, matmul.go) launches them and sim_kernels.go
-// mirrors them for the simulated device, with the same argument lists.
+// Elementwise kernels of package kernels: binary arithmetic and comparisons with numpy
+// broadcasting, the unary ops, Where, and the broadcast copy (Expand, Gemm's C). Floating-point
+// data is float32, float16 or bfloat16 (suffixes f32, f16, bf16), computed in float32; copies
+// go by element size (b8, b16, b32, b64). 64-bit sizes, grid-stride loops, 128-bit loads and
+// stores where the same-shape kernels' pointers allow. The Go side (elementwise.go, matmul.go)
+// launches them and sim_kernels.go mirrors them for the simulated device, with the same
+// argument lists.
 
-typedef unsigned long long u64;
-typedef long long i64;
+#include "common.cuh"
 
-#define GRID_STRIDE_LOOP(i, n) \
-	for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (u64)gridDim.x * blockDim.x)
-
+// Binary ops on float32 values.
 struct AddOp { static __device__ __forceinline__ float apply(float a, float b) { return a + b; } };
 struct SubOp { static __device__ __forceinline__ float apply(float a, float b) { return a - b; } };
 struct MulOp { static __device__ __forceinline__ float apply(float a, float b) { return a * b; } };
 struct DivOp { static __device__ __forceinline__ float apply(float a, float b) { return a / b; } };
+struct PowOp { static __device__ __forceinline__ float apply(float a, float b) { return powf(a, b); } };
+
+// Comparisons, on the values' own type (float32 for the float types).
+struct EqualOp { template <typename V> static __device__ __forceinline__ u8 apply(V a, V b) { return a == b; } };
+struct LessOp { template <typename V> static __device__ __forceinline__ u8 apply(V a, V b) { return a < b; } };
+struct GreaterOp { template <typename V> static __device__ __forceinline__ u8 apply(V a, V b) { return a > b; } };
+
+__device__ __forceinline__ float cmp_value(float x) { return x; }
+__device__ __forceinline__ float cmp_value(half_t x) { return to_float(x); }
+__device__ __forceinline__ float cmp_value(bf16_t x) { return to_float(x); }
+__device__ __forceinline__ int cmp_value(int x) { return x; }
+__device__ __forceinline__ i64 cmp_value(i64 x) { return x; }
+__device__ __forceinline__ unsigned cmp_value(u8 x) { return x != 0; }
+
+// Element functions: FloatFn applies a float32 op to T elements, CmpFn a comparison giving a
+// bool byte.
+template <typename Op, typename T>
+struct FloatFn {
+	typedef T Out;
+	static __device__ __forceinline__ T apply(T a, T b) { return from_float<T>(Op::apply(to_float(a), to_float(b))); }
+};
+template <typename Op, typename T>
+struct CmpFn {
+	typedef u8 Out;
+	static __device__ __forceinline__ u8 apply(T a, T b) { return Op::apply(cmp_value(a), cmp_value(b)); }
+};
+
+// bcast_offsets splits the flat output index i into coordinates over D dimensions (outermost
+// first, extent-1 padding skipped) and returns the element offset of each of K operands, whose
+// strides are s[k*D + j]. Index is 32-bit when the output has fewer than 2^31 elements (64-bit
+// division is several times slower; below 2^31, i plus the grid stride, at most 2^21 as
+// launched, cannot wrap).
+template <int D, int K, typename Index>
+__device__ __forceinline__ void bcast_offsets(Index i, const i64* d, const i64* s, i64* off) {
+#pragma unroll
+	for (int k = 0; k < K; ++k) off[k] = 0;
+#pragma unroll
+	for (int j = D - 1; j > 0; --j) {
+		if (d[j] != 1) {
+			const Index c = i % (Index)d[j];
+			i /= (Index)d[j];
+#pragma unroll
+			for (int k = 0; k < K; ++k) off[k] += (i64)c * s[k * D + j];
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < K; ++k) off[k] += (i64)i * s[k * D];
+}
 
 // Broadcast arguments: six dimensions outermost first (leading ones padded with extent 1 and
 // stride 0) and, per input, its element stride along each (0 where it repeats). The output is
@@ -21,69 +69,92 @@ struct DivOp { static __device__ __forceinline__ float apply(float a, float b) {
 	i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, \
 	i64 as0, i64 as1, i64 as2, i64 as3, i64 as4, i64 as5, \
 	i64 bs0, i64 bs1, i64 bs2, i64 bs3, i64 bs4, i64 bs5
+#define BCAST_ARGS d0, d1, d2, d3, d4, d5, as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5
 
-// bcast_offsets splits the flat output index i into coordinates, innermost first, and returns
-// both inputs' element offsets. Dimensions of extent 1 (the padding) are skipped. Index is
-// 32-bit when the output has fewer than 2^31 elements (64-bit division is several times
-// slower; below 2^31, i plus the grid stride, at most 2^21 as launched, cannot wrap).
-template <typename Index>
-__device__ __forceinline__ void bcast_offsets(Index i, const i64* d, const i64* as, const i64* bs, i64& ai, i64& bi) {
-	ai = 0;
-	bi = 0;
-#pragma unroll
-	for (int k = 5; k > 0; --k) {
-		if (d[k] != 1) {
-			const Index c = i % (Index)d[k];
-			i /= (Index)d[k];
-			ai += (i64)c * as[k];
-			bi += (i64)c * bs[k];
-		}
-	}
-	ai += (i64)i * as[0];
-	bi += (i64)i * bs[0];
-}
-
-template <typename Op, typename Index>
-__device__ __forceinline__ void binary_bcast_loop(float* out, const float* a, const float* b, Index n,
-	const i64* d, const i64* as, const i64* bs) {
+template <typename Fn, typename T, typename Index>
+__device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T* a, const T* b, Index n, const i64* d, const i64* s) {
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
-		i64 ai, bi;
-		bcast_offsets<Index>(i, d, as, bs, ai, bi);
-		out[i] = Op::apply(a[ai], b[bi]);
+		i64 off[2];
+		bcast_offsets<6, 2, Index>(i, d, s, off);
+		out[i] = Fn::apply(a[off[0]], b[off[1]]);
 	}
 }
 
-template <typename Op>
-__device__ __forceinline__ void binary_same(float* out, const float* a, const float* b, u64 n) {
-	GRID_STRIDE_LOOP(i, n) { out[i] = Op::apply(a[i], b[i]); }
-}
-
-template <typename Op>
-__device__ __forceinline__ void binary_bcast(float* out, const float* a, const float* b, u64 n, BCAST_PARAMS) {
+template <typename Fn, typename T>
+__device__ __forceinline__ void binary_bcast(typename Fn::Out* out, const T* a, const T* b, u64 n, BCAST_PARAMS) {
 	const i64 d[6] = {d0, d1, d2, d3, d4, d5};
-	const i64 as[6] = {as0, as1, as2, as3, as4, as5};
-	const i64 bs[6] = {bs0, bs1, bs2, bs3, bs4, bs5};
+	const i64 s[12] = {as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5};
 	if (n < 0x80000000ull) {
-		binary_bcast_loop<Op, unsigned>(out, a, b, (unsigned)n, d, as, bs);
+		binary_bcast_loop<Fn, T, unsigned>(out, a, b, (unsigned)n, d, s);
 	} else {
-		binary_bcast_loop<Op, u64>(out, a, b, n, d, as, bs);
+		binary_bcast_loop<Fn, T, u64>(out, a, b, n, d, s);
 	}
 }
 
-#define BINARY_KERNELS(name, Op) \
-	extern "C" __global__ void cudaep_##name##_f32(float* out, const float* a, const float* b, u64 n) { \
-		binary_same<Op>(out, a, b, n); \
-	} \
-	extern "C" __global__ void cudaep_##name##_bcast_f32(float* out, const float* a, const float* b, u64 n, BCAST_PARAMS) { \
-		binary_bcast<Op>(out, a, b, n, d0, d1, d2, d3, d4, d5, as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5); \
+// binary_same is a float op over same-shape operands: 16-byte packs when every pointer is
+// 16-byte aligned, then the tail (or everything) one element at a time.
+template <typename Op, typename T>
+__device__ __forceinline__ void binary_same(T* out, const T* a, const T* b, u64 n) {
+	const u64 start = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+	u64 done = 0;
+	if (aligned16(out, a, b)) {
+		const int V = 16 / sizeof(T);
+		const u64 nv = n / V;
+		const Pack<T>* pa = (const Pack<T>*)a;
+		const Pack<T>* pb = (const Pack<T>*)b;
+		Pack<T>* po = (Pack<T>*)out;
+		for (u64 i = start; i < nv; i += stride) {
+			const Pack<T> x = pa[i], y = pb[i];
+			Pack<T> z;
+#pragma unroll
+			for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(x.v[j]), to_float(y.v[j])));
+			po[i] = z;
+		}
+		done = nv * V;
 	}
+	for (u64 i = done + start; i < n; i += stride) out[i] = from_float<T>(Op::apply(to_float(a[i]), to_float(b[i])));
+}
 
-BINARY_KERNELS(add, AddOp)
-BINARY_KERNELS(sub, SubOp)
-BINARY_KERNELS(mul, MulOp)
-BINARY_KERNELS(div, DivOp)
+template <typename Op, typename T>
+__device__ __forceinline__ void compare_same(u8* out, const T* a, const T* b, u64 n) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = Op::apply(cmp_value(a[i]), cmp_value(b[i])); }
+}
 
-struct ReluOp { static __device__ __forceinline__ float apply(float x) { return x > 0.0f ? x : 0.0f; } };
+#define FLOAT_BINARY(name, Op, sfx, T) \
+	extern "C" __global__ void cudaep_##name##_##sfx(T* out, const T* a, const T* b, u64 n) { binary_same<Op, T>(out, a, b, n); } \
+	extern "C" __global__ void cudaep_##name##_bcast_##sfx(T* out, const T* a, const T* b, u64 n, BCAST_PARAMS) { \
+		binary_bcast<FloatFn<Op, T>, T>(out, a, b, n, BCAST_ARGS); \
+	}
+#define FLOAT_BINARY_ALL(name, Op) \
+	FLOAT_BINARY(name, Op, f32, float) \
+	FLOAT_BINARY(name, Op, f16, half_t) \
+	FLOAT_BINARY(name, Op, bf16, bf16_t)
+
+FLOAT_BINARY_ALL(add, AddOp)
+FLOAT_BINARY_ALL(sub, SubOp)
+FLOAT_BINARY_ALL(mul, MulOp)
+FLOAT_BINARY_ALL(div, DivOp)
+FLOAT_BINARY_ALL(pow, PowOp)
+
+#define COMPARE(name, Op, sfx, T) \
+	extern "C" __global__ void cudaep_##name##_##sfx(u8* out, const T* a, const T* b, u64 n) { compare_same<Op, T>(out, a, b, n); } \
+	extern "C" __global__ void cudaep_##name##_bcast_##sfx(u8* out, const T* a, const T* b, u64 n, BCAST_PARAMS) { \
+		binary_bcast<CmpFn<Op, T>, T>(out, a, b, n, BCAST_ARGS); \
+	}
+#define COMPARE_ALL(name, Op) \
+	COMPARE(name, Op, f32, float) \
+	COMPARE(name, Op, f16, half_t) \
+	COMPARE(name, Op, bf16, bf16_t) \
+	COMPARE(name, Op, i32, int) \
+	COMPARE(name, Op, i64, i64)
+
+COMPARE_ALL(equal, EqualOp)
+COMPARE(equal, EqualOp, b8, u8)
+COMPARE_ALL(less, LessOp)
+COMPARE_ALL(greater, GreaterOp)
+
+// Unary ops on float32 values.
+struct ReluOp { static __device__ __forceinline__ float apply(float x) { return x > 0.0f ? x : (x == x ? 0.0f : x); } };
 struct SigmoidOp { static __device__ __forceinline__ float apply(float x) { return 1.0f / (1.0f + expf(-x)); } };
 struct TanhOp { static __device__ __forceinline__ float apply(float x) { return tanhf(x); } };
 // Gelu with the error function: x/2 · (1 + erf(x/√2)).
@@ -94,41 +165,112 @@ struct GeluTanhOp {
 		return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 	}
 };
+struct NegOp { static __device__ __forceinline__ float apply(float x) { return -x; } };
+struct AbsOp { static __device__ __forceinline__ float apply(float x) { return fabsf(x); } };
+struct SqrtOp { static __device__ __forceinline__ float apply(float x) { return sqrtf(x); } };
+struct ReciprocalOp { static __device__ __forceinline__ float apply(float x) { return 1.0f / x; } };
+struct ExpOp { static __device__ __forceinline__ float apply(float x) { return expf(x); } };
+struct LogOp { static __device__ __forceinline__ float apply(float x) { return logf(x); } };
+struct ErfOp { static __device__ __forceinline__ float apply(float x) { return erff(x); } };
+struct SinOp { static __device__ __forceinline__ float apply(float x) { return sinf(x); } };
+struct CosOp { static __device__ __forceinline__ float apply(float x) { return cosf(x); } };
 
-template <typename Op>
-__device__ __forceinline__ void unary(float* out, const float* x, u64 n) {
-	GRID_STRIDE_LOOP(i, n) { out[i] = Op::apply(x[i]); }
+template <typename Op, typename T>
+__device__ __forceinline__ void unary(T* out, const T* x, u64 n) {
+	const u64 start = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+	u64 done = 0;
+	if (aligned16(out, x, x)) {
+		const int V = 16 / sizeof(T);
+		const u64 nv = n / V;
+		const Pack<T>* px = (const Pack<T>*)x;
+		Pack<T>* po = (Pack<T>*)out;
+		for (u64 i = start; i < nv; i += stride) {
+			const Pack<T> a = px[i];
+			Pack<T> z;
+#pragma unroll
+			for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(a.v[j])));
+			po[i] = z;
+		}
+		done = nv * V;
+	}
+	for (u64 i = done + start; i < n; i += stride) out[i] = from_float<T>(Op::apply(to_float(x[i])));
 }
 
-#define UNARY_KERNEL(name, Op) \
-	extern "C" __global__ void cudaep_##name##_f32(float* out, const float* x, u64 n) { unary<Op>(out, x, n); }
+#define UNARY(name, Op, sfx, T) \
+	extern "C" __global__ void cudaep_##name##_##sfx(T* out, const T* x, u64 n) { unary<Op, T>(out, x, n); }
+#define UNARY_ALL(name, Op) \
+	UNARY(name, Op, f32, float) \
+	UNARY(name, Op, f16, half_t) \
+	UNARY(name, Op, bf16, bf16_t)
 
-UNARY_KERNEL(relu, ReluOp)
-UNARY_KERNEL(sigmoid, SigmoidOp)
-UNARY_KERNEL(tanh, TanhOp)
-UNARY_KERNEL(gelu, GeluOp)
-UNARY_KERNEL(gelu_tanh, GeluTanhOp)
+UNARY_ALL(relu, ReluOp)
+UNARY_ALL(sigmoid, SigmoidOp)
+UNARY_ALL(tanh, TanhOp)
+UNARY_ALL(gelu, GeluOp)
+UNARY_ALL(gelu_tanh, GeluTanhOp)
+UNARY_ALL(neg, NegOp)
+UNARY_ALL(abs, AbsOp)
+UNARY_ALL(sqrt, SqrtOp)
+UNARY_ALL(reciprocal, ReciprocalOp)
+UNARY_ALL(exp, ExpOp)
+UNARY_ALL(log, LogOp)
+UNARY_ALL(erf, ErfOp)
+UNARY_ALL(sin, SinOp)
+UNARY_ALL(cos, CosOp)
 
-template <typename Index>
-__device__ __forceinline__ void expand_loop(float* out, const float* in, Index n, const i64* d, const i64* s) {
-	const i64 zero[6] = {0, 0, 0, 0, 0, 0};
+// Where(condition, X, Y) over four broadcast dimensions (three operand stride sets), by element
+// size: out[i] = c ? x : y.
+template <typename E, typename Index>
+__device__ __forceinline__ void where_loop(E* out, const u8* c, const E* x, const E* y, Index n, const i64* d, const i64* s) {
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
-		i64 ai, unused;
-		bcast_offsets<Index>(i, d, s, zero, ai, unused);
-		out[i] = in[ai];
+		i64 off[3];
+		bcast_offsets<4, 3, Index>(i, d, s, off);
+		out[i] = c[off[0]] ? x[off[1]] : y[off[2]];
 	}
 }
 
-// cudaep_expand_f32 writes the contiguous out[n] from in, read through the strides s0..s5
-// over the dimensions d0..d5 (0 where in repeats).
-extern "C" __global__ void cudaep_expand_f32(float* out, const float* in, u64 n,
-	i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5,
-	i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5) {
-	const i64 d[6] = {d0, d1, d2, d3, d4, d5};
-	const i64 s[6] = {s0, s1, s2, s3, s4, s5};
-	if (n < 0x80000000ull) {
-		expand_loop<unsigned>(out, in, (unsigned)n, d, s);
-	} else {
-		expand_loop<u64>(out, in, n, d, s);
+#define WHERE(sfx, E) \
+	extern "C" __global__ void cudaep_where_##sfx(E* out, const u8* c, const E* x, const E* y, u64 n, \
+		i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, \
+		i64 xs0, i64 xs1, i64 xs2, i64 xs3, i64 ys0, i64 ys1, i64 ys2, i64 ys3) { \
+		const i64 d[4] = {d0, d1, d2, d3}; \
+		const i64 s[12] = {cs0, cs1, cs2, cs3, xs0, xs1, xs2, xs3, ys0, ys1, ys2, ys3}; \
+		if (n < 0x80000000ull) { \
+			where_loop<E, unsigned>(out, c, x, y, (unsigned)n, d, s); \
+		} else { \
+			where_loop<E, u64>(out, c, x, y, n, d, s); \
+		} \
+	}
+
+WHERE(b8, u8)
+WHERE(b16, u16)
+WHERE(b32, unsigned)
+WHERE(b64, u64)
+
+template <typename E, typename Index>
+__device__ __forceinline__ void expand_loop(E* out, const E* in, Index n, const i64* d, const i64* s) {
+	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
+		i64 off[1];
+		bcast_offsets<6, 1, Index>(i, d, s, off);
+		out[i] = in[off[0]];
 	}
 }
+
+// cudaep_expand_<size> writes the contiguous out[n] from in, read through the strides s0..s5
+// over the dimensions d0..d5 (0 where in repeats).
+#define EXPAND(sfx, E) \
+	extern "C" __global__ void cudaep_expand_##sfx(E* out, const E* in, u64 n, \
+		i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5) { \
+		const i64 d[6] = {d0, d1, d2, d3, d4, d5}; \
+		const i64 s[6] = {s0, s1, s2, s3, s4, s5}; \
+		if (n < 0x80000000ull) { \
+			expand_loop<E, unsigned>(out, in, (unsigned)n, d, s); \
+		} else { \
+			expand_loop<E, u64>(out, in, n, d, s); \
+		} \
+	}
+
+EXPAND(b8, u8)
+EXPAND(b16, u16)
+EXPAND(b32, unsigned)
+EXPAND(b64, u64)

@@ -1,0 +1,65 @@
+// common.cuh: what the CUDA sources of package kernels share: integer types, the 16-bit float
+// storage types and their conversions (float32 arithmetic, round to nearest even on store),
+// 16-byte packs for vectorized loads, and the grid-stride loop. Included by the .cu files;
+// mkptx.sh compiles only the .cu files.
+#pragma once
+
+typedef unsigned long long u64;
+typedef long long i64;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+// half_t and bf16_t hold the bits of IEEE binary16 and bfloat16 values; kernels compute in
+// float32 and convert on load and store.
+struct half_t {
+	u16 bits;
+};
+struct bf16_t {
+	u16 bits;
+};
+
+#define GRID_STRIDE_LOOP(i, n) \
+	for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (u64)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(half_t x) {
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+	return f;
+}
+__device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(((unsigned)x.bits) << 16); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ half_t from_float<half_t>(float x) {
+	half_t h;
+	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x));
+	return h;
+}
+// bfloat16 rounding by hand: cvt.rn.bf16.f32 needs sm_80 and the PTX targets sm_75.
+template <>
+__device__ __forceinline__ bf16_t from_float<bf16_t>(float x) {
+	unsigned u = __float_as_uint(x);
+	bf16_t b;
+	if ((u & 0x7fffffffu) > 0x7f800000u) {
+		b.bits = (u16)((u >> 16) | 0x40u); // NaN stays a quiet NaN
+	} else {
+		u += 0x7fffu + ((u >> 16) & 1u);
+		b.bits = (u16)(u >> 16);
+	}
+	return b;
+}
+
+// Pack is 16 bytes of T, the unit of the vectorized loops: one 128-bit load or store.
+template <typename T>
+struct __attribute__((aligned(16))) Pack {
+	T v[16 / sizeof(T)];
+};
+
+// aligned16 reports whether every address is a multiple of 16 bytes.
+__device__ __forceinline__ bool aligned16(const void* a, const void* b, const void* c) {
+	return (((u64)a | (u64)b | (u64)c) & 15u) == 0;
+}
