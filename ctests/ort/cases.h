@@ -42,5 +42,6 @@ int case_mlp(ort_rt* rt, int argc, char** argv);
 int case_split(ort_rt* rt, int argc, char** argv);
 int case_graph(ort_rt* rt, int argc, char** argv);
 int case_misuse(ort_rt* rt, int argc, char** argv);
+int case_iobinding(ort_rt* rt, int argc, char** argv);
 
 #endif /* CUDAEP_CTESTS_ORT_CASES_H */

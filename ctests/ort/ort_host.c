@@ -12,6 +12,8 @@
  *   graph MODELDIR          the MLP with enable_cuda_graph=1, 100 runs with changing inputs
  *   misuse MODELDIR         bad options, bad external data, 8 concurrent Runs, unregistering
  *                           under a live session
+ *   iobinding MODELDIR      the MLP's input and output in CudaEp's device memory, bound through
+ *                           IoBinding (also with enable_cuda_graph=1), against a CPU session
  *
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
  * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
@@ -78,12 +80,13 @@ typedef struct host_case {
 static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
+    {"iobinding", case_iobinding, 1},
 };
 
 static int usage(void) {
   fprintf(stderr,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return 2;
 }

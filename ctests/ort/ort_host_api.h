@@ -30,6 +30,9 @@ typedef enum GraphOptimizationLevel {
   ORT_ENABLE_ALL = 99
 } GraphOptimizationLevel;
 
+/* Made by CreateIoBinding, released with ReleaseIoBinding (case_iobinding.c). */
+typedef struct OrtIoBinding OrtIoBinding;
+
 /* Since 1.24: what Session_GetEpGraphAssignmentInfo returns (owned by the session). */
 typedef struct OrtEpAssignedSubgraph OrtEpAssignedSubgraph;
 typedef struct OrtEpAssignedNode OrtEpAssignedNode;
@@ -104,9 +107,58 @@ typedef void (*OrtApi_ReleaseSessionOptions_fn)(OrtSessionOptions* input);
 
 /* --- later versions ------------------------------------------------------------------------ */
 #define ORT_API_SLOT_AddSessionConfigEntry 130
-#define ORT_API_SINCE_AddSessionConfigEntry 4
+#define ORT_API_SINCE_AddSessionConfigEntry 5
 typedef OrtStatusPtr (*OrtApi_AddSessionConfigEntry_fn)(OrtSessionOptions* options, const char* config_key,
                                                         const char* config_value);
+/* Version 5: session allocators and IoBinding. Slots 131-142 follow AddSessionConfigEntry (130)
+ * in both the header's struct OrtApi and onnxruntime_c_api.cc's initializer list ("IoBinding and
+ * above are propagated in the same order to C# API"), which ends version 5 at
+ * SetGlobalSpinControl (149). */
+/* The allocator wraps the session's own allocator for mem_info and is valid while the session
+ * lives; release it with ReleaseAllocator. */
+#define ORT_API_SLOT_CreateAllocator 131
+#define ORT_API_SINCE_CreateAllocator 5
+typedef OrtStatusPtr (*OrtApi_CreateAllocator_fn)(const OrtSession* session, const OrtMemoryInfo* mem_info,
+                                                  OrtAllocator** out);
+#define ORT_API_SLOT_ReleaseAllocator 132
+#define ORT_API_SINCE_ReleaseAllocator 5
+typedef void (*OrtApi_ReleaseAllocator_fn)(OrtAllocator* input);
+/* run_options may be NULL (ORT then uses default run options). */
+#define ORT_API_SLOT_RunWithBinding 133
+#define ORT_API_SINCE_RunWithBinding 5
+typedef OrtStatusPtr (*OrtApi_RunWithBinding_fn)(OrtSession* session, const OrtRunOptions* run_options,
+                                                 const OrtIoBinding* binding_ptr);
+#define ORT_API_SLOT_CreateIoBinding 134
+#define ORT_API_SINCE_CreateIoBinding 5
+typedef OrtStatusPtr (*OrtApi_CreateIoBinding_fn)(OrtSession* session, OrtIoBinding** out);
+#define ORT_API_SLOT_ReleaseIoBinding 135
+#define ORT_API_SINCE_ReleaseIoBinding 5
+typedef void (*OrtApi_ReleaseIoBinding_fn)(OrtIoBinding* input);
+/* The binding keeps its own reference to the value: the caller may release its OrtValue. */
+#define ORT_API_SLOT_BindInput 136
+#define ORT_API_SINCE_BindInput 5
+typedef OrtStatusPtr (*OrtApi_BindInput_fn)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr);
+#define ORT_API_SLOT_BindOutput 137
+#define ORT_API_SINCE_BindOutput 5
+typedef OrtStatusPtr (*OrtApi_BindOutput_fn)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr);
+/* ORT allocates the output on the device of mem_info_ptr at the next RunWithBinding. */
+#define ORT_API_SLOT_BindOutputToDevice 138
+#define ORT_API_SINCE_BindOutputToDevice 5
+typedef OrtStatusPtr (*OrtApi_BindOutputToDevice_fn)(OrtIoBinding* binding_ptr, const char* name,
+                                                     const OrtMemoryInfo* mem_info_ptr);
+/* The array is allocated with `allocator` (free it there after releasing each value); NULL and 0
+ * when nothing is bound. */
+#define ORT_API_SLOT_GetBoundOutputValues 140
+#define ORT_API_SINCE_GetBoundOutputValues 5
+typedef OrtStatusPtr (*OrtApi_GetBoundOutputValues_fn)(const OrtIoBinding* binding_ptr, OrtAllocator* allocator,
+                                                       OrtValue*** output, size_t* output_count);
+/* NOTE: these two return void, not OrtStatus*. */
+#define ORT_API_SLOT_ClearBoundInputs 141
+#define ORT_API_SINCE_ClearBoundInputs 5
+typedef void (*OrtApi_ClearBoundInputs_fn)(OrtIoBinding* binding_ptr);
+#define ORT_API_SLOT_ClearBoundOutputs 142
+#define ORT_API_SINCE_ClearBoundOutputs 5
+typedef void (*OrtApi_ClearBoundOutputs_fn)(OrtIoBinding* binding_ptr);
 /* Version 22: plugin EP libraries and devices. */
 #define ORT_API_SLOT_RegisterExecutionProviderLibrary 301
 #define ORT_API_SINCE_RegisterExecutionProviderLibrary 22
@@ -126,6 +178,34 @@ typedef OrtStatusPtr (*OrtApi_GetEpDevices_fn)(const OrtEnv* env, const OrtEpDev
 typedef OrtStatusPtr (*OrtApi_SessionOptionsAppendExecutionProvider_V2_fn)(
     OrtSessionOptions* session_options, OrtEnv* env, const OrtEpDevice* const* ep_devices, size_t num_ep_devices,
     const char* const* ep_option_keys, const char* const* ep_option_vals, size_t num_ep_options);
+/* Version 23: shared allocators of EP devices, where a session keeps its inputs and outputs, and
+ * copies between devices. Slots 375-377 lie between EpDevice_MemoryInfo (374) and GetTensorData
+ * (378), 380-381 between GetSessionOptionsConfigEntries (379) and SyncStream_GetHandle (384), 386
+ * between SyncStream_GetHandle and CreateExternalInitializerInfo (389), all in ort_abi.h. */
+/* The allocator is owned by the environment (never released by the caller); NULL without an error
+ * when none matches mem_info. */
+#define ORT_API_SLOT_GetSharedAllocator 376
+#define ORT_API_SINCE_GetSharedAllocator 23
+typedef OrtStatusPtr (*OrtApi_GetSharedAllocator_fn)(OrtEnv* env, const OrtMemoryInfo* mem_info,
+                                                     OrtAllocator** allocator);
+/* Fills a caller array of num_inputs (num_outputs) memory infos, owned by the session. */
+#define ORT_API_SLOT_SessionGetMemoryInfoForInputs 380
+#define ORT_API_SINCE_SessionGetMemoryInfoForInputs 23
+typedef OrtStatusPtr (*OrtApi_SessionGetMemoryInfoForInputs_fn)(const OrtSession* session,
+                                                                const OrtMemoryInfo** inputs_memory_info,
+                                                                size_t num_inputs);
+#define ORT_API_SLOT_SessionGetMemoryInfoForOutputs 381
+#define ORT_API_SINCE_SessionGetMemoryInfoForOutputs 23
+typedef OrtStatusPtr (*OrtApi_SessionGetMemoryInfoForOutputs_fn)(const OrtSession* session,
+                                                                 const OrtMemoryInfo** outputs_memory_info,
+                                                                 size_t num_outputs);
+/* Copies between one source device and one destination device with the data transfer registered
+ * in env (an EP library's); with stream NULL the copy has finished when it returns. */
+#define ORT_API_SLOT_CopyTensors 386
+#define ORT_API_SINCE_CopyTensors 23
+typedef OrtStatusPtr (*OrtApi_CopyTensors_fn)(const OrtEnv* env, const OrtValue* const* src_tensors,
+                                              OrtValue* const* dst_tensors, OrtSyncStream* stream,
+                                              size_t num_tensors);
 /* Version 24: which EP got which nodes; needs the session config entry
  * "session.record_ep_graph_assignment_info"="1". Everything returned is owned by the session. */
 #define ORT_API_SLOT_Session_GetEpGraphAssignmentInfo 407
