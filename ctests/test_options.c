@@ -27,6 +27,9 @@ static void test_defaults(void) {
     CHECK_STR(get(o, "residency_budget_bytes"), "0");
     CHECK_STR(get(o, "prefill_double_buffer"), "false");
     CHECK_STR(get(o, "wait_mode"), "auto");
+    CHECK_STR(get(o, "paging_path"), "auto");
+    CHECK_STR(get(o, "register_cap_bytes"), "0");
+    CHECK_STR(get(o, "residency_slot_bytes"), "0");
     CHECK_OK(CudaEpReleaseOptions(o));
 }
 
@@ -45,6 +48,10 @@ static void test_valid_values_read_back_canonically(void) {
         {"wait_mode", "spin", "spin"},
         {"wait_mode", "block", "block"},
         {"wait_mode", "auto", "auto"},
+        {"paging_path", "zero_copy", "zero_copy"},
+        {"paging_path", "staging", "staging"},
+        {"register_cap_bytes", "16GiB", "17179869184"},
+        {"residency_slot_bytes", "64MiB", "67108864"},
     };
     CudaEpOptions o = new_sim_options();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -68,6 +75,9 @@ static void test_invalid_values_name_key_and_allowed(void) {
         {"prefill_double_buffer", "on", "true, false, 1 or 0"},
         {"wait_mode", "poll", "spin, block or auto"},
         {"wait_mode", "", "spin, block or auto"},
+        {"paging_path", "zero-copy", "auto, zero_copy or staging"},
+        {"register_cap_bytes", "1.5GiB", "KiB, MiB, GiB or TiB"},
+        {"residency_slot_bytes", "-1", "KiB, MiB, GiB or TiB"},
     };
     CudaEpOptions o = new_sim_options();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -91,7 +101,8 @@ static void test_unknown_key_lists_known_keys(void) {
     CHECK_CONTAINS(msg, "unknown option");
     CHECK_CONTAINS(msg, "devcie_id");
     const char* keys[] = {"backend", "device_id", "tf32", "staging_pool_cap_bytes",
-                          "residency_budget_bytes", "prefill_double_buffer", "wait_mode"};
+                          "residency_budget_bytes", "prefill_double_buffer", "wait_mode",
+                          "paging_path", "register_cap_bytes", "residency_slot_bytes"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) CHECK_CONTAINS(msg, keys[i]);
     CudaEpReleaseStatus(st);
 

@@ -24,6 +24,9 @@ import (
 //	residency_budget_bytes   ResidencyBudgetBytes  bytes, 0 = no budget, e.g. 8GiB  0
 //	prefill_double_buffer    PrefillDoubleBuffer   true | false | 1 | 0             false
 //	wait_mode                WaitMode              spin | block | auto              auto
+//	paging_path              PagingPath            auto | zero_copy | staging       auto
+//	register_cap_bytes       RegisterCapBytes      bytes, 0 = a quarter of RAM      0
+//	residency_slot_bytes     ResidencySlotBytes    bytes, 0 = first routed layer    0
 //
 // Byte counts are decimal integers with an optional binary suffix KiB, MiB, GiB or TiB
 // (512MiB = 536870912). Keys and values are case-sensitive and take no surrounding spaces.
@@ -72,6 +75,32 @@ type Options struct {
 	// it chose, and why). With "spin", creating a provider fails when the device cannot. The
 	// empty string, a Go Options' zero value, means auto; Set refuses it.
 	WaitMode string
+
+	// PagingPath chooses how paged weights travel from their external-data files to the
+	// device: "auto", the default, copies from the files' pages registered with the driver
+	// (kept registered across prefills, see RegisterCapBytes) and stages through pinned
+	// memory what it cannot register, reporting each such layer's reason; "zero_copy" copies
+	// from registered pages only (a layer that cannot be registered fails its fill);
+	// "staging" always copies through pinned staging memory and registers nothing. With
+	// auto or zero_copy and the prefill double buffer on, OpenExternalData registers the
+	// file when it opens it, so that no prefill pays for registering. The empty string, a Go
+	// Options' zero value, means auto; Set refuses it.
+	PagingPath string
+
+	// RegisterCapBytes caps the bytes of external-data files kept registered with the driver
+	// (page-locked) at once. A file larger than the cap pages through a sliding window of
+	// registrations (the idle ones used longest ago are undone first); a layer that cannot be
+	// registered under it is staged. Zero (the default) sizes it to the machine: a quarter of
+	// physical memory.
+	RegisterCapBytes uint64
+
+	// ResidencySlotBytes sizes the residency's two double-buffer slots and has the provider
+	// reserve them (device buffers, events and staging buffers) when it is created, with the
+	// prefill double buffer on, so that the first prefill sets nothing up; a layer larger
+	// than the slots is declined oversize. Zero (the default) builds the pipeline at the first
+	// routed layer, sized by it. It must not exceed half of ResidencyBudgetBytes when a budget
+	// is set, and two staging buffers of its size must fit StagingPoolCapBytes.
+	ResidencySlotBytes uint64
 }
 
 // The option keys, as [Options.Set] accepts them.
@@ -83,6 +112,16 @@ const (
 	OptionResidencyBudgetBytes = "residency_budget_bytes"
 	OptionPrefillDoubleBuffer  = "prefill_double_buffer"
 	OptionWaitMode             = "wait_mode"
+	OptionPagingPath           = "paging_path"
+	OptionRegisterCapBytes     = "register_cap_bytes"
+	OptionResidencySlotBytes   = "residency_slot_bytes"
+)
+
+// The values the paging_path option accepts.
+const (
+	PagingAuto     = "auto"
+	PagingZeroCopy = "zero_copy"
+	PagingStaging  = "staging"
 )
 
 // The values the wait_mode option accepts.
@@ -103,13 +142,16 @@ const (
 const DefaultStagingPoolCapBytes uint64 = 512 << 20
 
 // DefaultOptions returns the documented defaults: backend cuda on device 0, TF32 off, a
-// 512 MiB staging pool cap, no residency budget, prefill double buffering off, wait mode auto.
+// 512 MiB staging pool cap, no residency budget, prefill double buffering off, wait mode auto,
+// paging path auto, the register cap sized to the machine, residency slots sized by the first
+// routed layer.
 func DefaultOptions() Options {
 	return Options{
 		Backend:             BackendCUDA,
 		DeviceID:            0,
 		StagingPoolCapBytes: DefaultStagingPoolCapBytes,
 		WaitMode:            WaitAuto,
+		PagingPath:          PagingAuto,
 	}
 }
 
@@ -313,6 +355,53 @@ var optionSpecs = [...]optionSpec{
 		},
 		get: func(o Options) string { return o.waitMode() },
 	},
+	{
+		key:     OptionPagingPath,
+		allowed: "auto, zero_copy or staging",
+		parse: func(o *Options, v string) bool {
+			switch v {
+			case PagingAuto, PagingZeroCopy, PagingStaging:
+				o.PagingPath = v
+				return true
+			}
+			return false
+		},
+		get: func(o Options) string { return o.pagingPath() },
+	},
+	{
+		key:     OptionRegisterCapBytes,
+		allowed: "a byte count (0 = a quarter of physical memory), as digits with an optional KiB, MiB, GiB or TiB suffix",
+		parse: func(o *Options, v string) bool {
+			n, ok := parseBytes(v)
+			if !ok {
+				return false
+			}
+			o.RegisterCapBytes = n
+			return true
+		},
+		get: func(o Options) string { return strconv.FormatUint(o.RegisterCapBytes, 10) },
+	},
+	{
+		key:     OptionResidencySlotBytes,
+		allowed: "a byte count (0 = sized by the first routed layer), as digits with an optional KiB, MiB, GiB or TiB suffix",
+		parse: func(o *Options, v string) bool {
+			n, ok := parseBytes(v)
+			if !ok {
+				return false
+			}
+			o.ResidencySlotBytes = n
+			return true
+		},
+		get: func(o Options) string { return strconv.FormatUint(o.ResidencySlotBytes, 10) },
+	},
+}
+
+// pagingPath is PagingPath with the zero value read as auto.
+func (o Options) pagingPath() string {
+	if o.PagingPath == "" {
+		return PagingAuto
+	}
+	return o.PagingPath
 }
 
 // waitMode is WaitMode with the zero value read as auto.

@@ -20,6 +20,9 @@ func TestDefaultOptions(t *testing.T) {
 	assert.Equal(t, uint64(0), o.ResidencyBudgetBytes)
 	assert.False(t, o.PrefillDoubleBuffer)
 	assert.Equal(t, "auto", o.WaitMode)
+	assert.Equal(t, "auto", o.PagingPath)
+	assert.Equal(t, uint64(0), o.RegisterCapBytes)
+	assert.Equal(t, uint64(0), o.ResidencySlotBytes)
 	assert.NoError(t, o.Validate())
 }
 
@@ -28,6 +31,7 @@ func TestOptionKeys(t *testing.T) {
 	assert.Equal(t, []string{
 		"backend", "device_id", "tf32",
 		"staging_pool_cap_bytes", "residency_budget_bytes", "prefill_double_buffer", "wait_mode",
+		"paging_path", "register_cap_bytes", "residency_slot_bytes",
 	}, keys)
 	keys[0] = "changed"
 	assert.Equal(t, "backend", ep.OptionKeys()[0], "OptionKeys must return a fresh slice")
@@ -59,6 +63,12 @@ func TestOptionsSetAccepts(t *testing.T) {
 		{"wait_mode", "spin", func(t *testing.T, o ep.Options) { assert.Equal(t, "spin", o.WaitMode) }},
 		{"wait_mode", "block", func(t *testing.T, o ep.Options) { assert.Equal(t, "block", o.WaitMode) }},
 		{"wait_mode", "auto", func(t *testing.T, o ep.Options) { assert.Equal(t, "auto", o.WaitMode) }},
+		{"paging_path", "zero_copy", func(t *testing.T, o ep.Options) { assert.Equal(t, "zero_copy", o.PagingPath) }},
+		{"paging_path", "staging", func(t *testing.T, o ep.Options) { assert.Equal(t, "staging", o.PagingPath) }},
+		{"paging_path", "auto", func(t *testing.T, o ep.Options) { assert.Equal(t, "auto", o.PagingPath) }},
+		{"register_cap_bytes", "24GiB", func(t *testing.T, o ep.Options) { assert.Equal(t, uint64(24<<30), o.RegisterCapBytes) }},
+		{"register_cap_bytes", "0", func(t *testing.T, o ep.Options) { assert.Equal(t, uint64(0), o.RegisterCapBytes) }},
+		{"residency_slot_bytes", "64MiB", func(t *testing.T, o ep.Options) { assert.Equal(t, uint64(64<<20), o.ResidencySlotBytes) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -118,6 +128,13 @@ func TestOptionsSetRejects(t *testing.T) {
 		{"wait_mode", "poll", "spin, block or auto"},
 		{"wait_mode", "Spin", "spin, block or auto"},
 		{"wait_mode", "spin ", "spin, block or auto"},
+		{"paging_path", "", "auto, zero_copy or staging"},
+		{"paging_path", "zero-copy", "auto, zero_copy or staging"},
+		{"paging_path", "Auto", "auto, zero_copy or staging"},
+		{"register_cap_bytes", "-1", "0 = a quarter of physical memory"},
+		{"register_cap_bytes", "4GB", "0 = a quarter of physical memory"},
+		{"residency_slot_bytes", "64 MiB", "0 = sized by the first routed layer"},
+		{"residency_slot_bytes", "18446744073709551616", "0 = sized by the first routed layer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
@@ -165,6 +182,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"zero staging cap", func(o *ep.Options) { o.StagingPoolCapBytes = 0 }, "staging_pool_cap_bytes"},
 		{"unknown wait mode", func(o *ep.Options) { o.WaitMode = "busy" }, "wait_mode"},
 		{"zero value wait mode is auto", func(o *ep.Options) { o.WaitMode = "" }, ""},
+		{"unknown paging path", func(o *ep.Options) { o.PagingPath = "dma" }, "paging_path"},
+		{"zero value paging path is auto", func(o *ep.Options) { o.PagingPath = "" }, ""},
 		{"everything set", func(o *ep.Options) {
 			*o = ep.Options{Backend: "auto", DeviceID: 7, TF32: true, StagingPoolCapBytes: 1,
 				ResidencyBudgetBytes: 99, PrefillDoubleBuffer: true}
@@ -188,10 +207,12 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestOptionsStringRoundTrips(t *testing.T) {
 	want := ep.Options{Backend: "sim", DeviceID: 5, TF32: true, StagingPoolCapBytes: 3 << 20,
-		ResidencyBudgetBytes: 1234567, PrefillDoubleBuffer: true, WaitMode: "block"}
+		ResidencyBudgetBytes: 1234567, PrefillDoubleBuffer: true, WaitMode: "block",
+		PagingPath: "staging", RegisterCapBytes: 5 << 20, ResidencySlotBytes: 4096}
 	s := want.String()
 	assert.Equal(t, "backend=sim device_id=5 tf32=true staging_pool_cap_bytes=3145728 "+
-		"residency_budget_bytes=1234567 prefill_double_buffer=true wait_mode=block", s)
+		"residency_budget_bytes=1234567 prefill_double_buffer=true wait_mode=block "+
+		"paging_path=staging register_cap_bytes=5242880 residency_slot_bytes=4096", s)
 
 	got := ep.DefaultOptions()
 	for _, kv := range strings.Fields(s) {
@@ -208,6 +229,9 @@ func TestOptionsStringRoundTrips(t *testing.T) {
 	v, err := zero.Get("wait_mode")
 	require.NoError(t, err)
 	assert.Equal(t, "auto", v)
+	v, err = zero.Get("paging_path")
+	require.NoError(t, err)
+	assert.Equal(t, "auto", v, "the zero PagingPath reads as auto")
 }
 
 func TestOptionsGet(t *testing.T) {

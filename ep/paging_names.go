@@ -21,6 +21,9 @@ const (
 	ModeZeroCopy = paging.ModeZeroCopy
 	// ModeStaging always copies through pinned staging memory.
 	ModeStaging = paging.ModeStaging
+	// ModeZeroCopyOnly copies from registered extents only: a layer that cannot be
+	// registered fails its fill instead of staging. It reserves no staging memory.
+	ModeZeroCopyOnly = paging.ModeZeroCopyOnly
 )
 
 // DoubleBufferSlots is the number of slots of a DoubleBuffer.

@@ -3,6 +3,7 @@ package ep
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cudaep/cudaep/paging"
 )
@@ -21,6 +22,13 @@ type (
 	PagedWeight = paging.PagedWeight
 	// ResidencyStats are the residency's counters.
 	ResidencyStats = paging.ResidencyStats
+	// LayerPath is how a layer's latest paging moved its bytes (in ResidencyStats.Layers).
+	LayerPath = paging.LayerPath
+	// RegistrationStats describe the external-data extents kept registered with the driver
+	// (ResidencyStats.Registered).
+	RegistrationStats = paging.RegistrationStats
+	// RegisterReport is what registering an external-data file when it was opened did.
+	RegisterReport = paging.RegisterReport
 )
 
 // weights is the provider's weight paging: its external-data mappings, its pinned staging pool
@@ -29,27 +37,51 @@ type weights struct {
 	files     *paging.MmapSource
 	pool      *paging.StagingPool
 	residency *paging.Residency
+	mode      paging.TransferMode // the residency's, from the paging_path option
+
+	mu         sync.Mutex
+	registered map[MappingID]RegisterReport // RegisterFile at open, per file
 }
 
-// startWeights builds the provider's weight paging from its options; no pinned memory is
-// taken until a layer is actually routed.
+// transferMode maps the paging_path option to the transfer mode.
+func transferMode(path string) paging.TransferMode {
+	switch path {
+	case PagingStaging:
+		return paging.ModeStaging
+	case PagingZeroCopy:
+		return paging.ModeZeroCopyOnly
+	}
+	return paging.ModeZeroCopy
+}
+
+// startWeights builds the provider's weight paging from its options. No pinned memory is
+// taken until a layer is routed, unless residency_slot_bytes reserves the pipeline now.
 func (p *Provider) startWeights() error {
-	pool, err := paging.NewStagingPool(p.ctx, p.opts.StagingPoolCapBytes)
+	pool, err := paging.NewStagingPoolWith(p.ctx, paging.StagingPoolConfig{
+		RetentionCap: p.opts.StagingPoolCapBytes, RegisterCap: p.opts.RegisterCapBytes,
+	})
 	if err != nil {
 		return fmt.Errorf("ep: staging pool: %w", err)
 	}
 	p.weights.pool = pool
 	p.weights.files = paging.NewMmapSource()
+	p.weights.registered = map[MappingID]RegisterReport{}
+	p.weights.mode = transferMode(p.opts.pagingPath())
 	gate := paging.GateFromEnv
 	if p.opts.PrefillDoubleBuffer {
 		gate = paging.GateOn
 	}
+	if b, s := p.opts.ResidencyBudgetBytes, p.opts.ResidencySlotBytes; b > 0 && s > b/paging.SlotCount {
+		return fmt.Errorf("%w: ep: option %s=%d exceeds half of %s=%d (the residency holds two slots)",
+			ErrInvalidArgument, OptionResidencySlotBytes, s, OptionResidencyBudgetBytes, b)
+	}
 	p.weights.residency, err = paging.NewResidency(paging.ResidencyConfig{
 		Context: p.ctx, CopyStream: p.copy, ComputeStream: p.compute, Pool: pool,
-		BudgetBytes: p.opts.ResidencyBudgetBytes, DoubleBuffer: gate,
+		BudgetBytes: p.opts.ResidencyBudgetBytes, DoubleBuffer: gate, Mode: p.weights.mode,
+		SlotBytes: p.opts.ResidencySlotBytes,
 	})
 	if err != nil {
-		return fmt.Errorf("ep: residency: %w", err)
+		return fmt.Errorf("ep: residency (option %s=%d): %w", OptionResidencySlotBytes, p.opts.ResidencySlotBytes, err)
 	}
 	return nil
 }
@@ -80,6 +112,12 @@ func ignoreClosed(err error) error {
 // returns its id for the regions of lazy weights. The file stays mapped until the provider is
 // closed. Opening a file that is already open (by any path to it) returns its id again.
 //
+// With the prefill double buffer on and paging_path auto or zero_copy, the file is also
+// registered with the driver now, in ranges, up to register_cap_bytes, so that its prefills
+// copy from registered pages without registering anything (ExternalDataRegistration reports
+// what was done). A registration failure, or a capture live on the provider, does not fail
+// the open: the fills register what they need, or stage it.
+//
 // # Errors
 //
 // A missing, unreadable or empty file is an error naming the path, before any device work.
@@ -91,20 +129,54 @@ func (p *Provider) OpenExternalData(path string) (MappingID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("ep: open external data: %w", err)
 	}
+	if p.weights.residency.Enabled() && p.weights.mode != paging.ModeStaging {
+		p.registerExternalData(id)
+	}
 	return id, nil
+}
+
+// registerExternalData registers the opened file id with the driver and keeps the report.
+func (p *Provider) registerExternalData(id MappingID) {
+	rep := RegisterReport{Mapping: id}
+	e, err := p.enter("register external data", accessDriver)
+	if err == nil {
+		rep, err = p.weights.pool.RegisterFile(p.weights.files, id)
+		e.leave()
+	}
+	if err != nil && rep.Stopped == "" {
+		rep.Stopped = err.Error()
+	}
+	p.weights.mu.Lock()
+	p.weights.registered[id] = rep
+	p.weights.mu.Unlock()
+}
+
+// ExternalDataRegistration reports what registering the opened file id with the driver did
+// when OpenExternalData opened it (the latest open, for a file opened more than once), and
+// false when it was not registered at open (the prefill double buffer was off, paging_path was
+// staging, or id is not an open file). A report whose Stopped is not empty says why the
+// registration stopped before the end of the file.
+func (p *Provider) ExternalDataRegistration(id MappingID) (RegisterReport, bool) {
+	p.weights.mu.Lock()
+	defer p.weights.mu.Unlock()
+	rep, ok := p.weights.registered[id]
+	return rep, ok
 }
 
 // CloseExternalData gives up one reference to an opened external-data file (each
 // OpenExternalData of the path took one) and unmaps it at the last. Lazy weights naming the id
 // fail afterwards with an error saying the mapping was closed.
 //
+// The file's pages kept registered with the driver are unregistered before it is unmapped.
+//
 // # Errors
 //
-// While a layer from the file is in flight or its pages are registered with the driver the
-// close is refused with an error wrapping paging.ErrFileBusy and nothing changes (release or
-// cancel the layer, then close). An unknown id is an argument error.
+// While a layer from the file is in flight the close is refused with an error wrapping
+// paging.ErrFileBusy and nothing changes (release or cancel the layer, then close). An unknown
+// id is an argument error. During a capture on the provider it is refused with
+// ErrCaptureLive (unregistering calls the driver).
 func (p *Provider) CloseExternalData(id MappingID) error {
-	e, err := p.enter("close external data", accessQuery)
+	e, err := p.enter("close external data", accessDriver)
 	if err != nil {
 		return err
 	}
@@ -112,6 +184,11 @@ func (p *Provider) CloseExternalData(id MappingID) error {
 	if err := p.weights.files.Close(id); err != nil {
 		return fmt.Errorf("ep: close external data %d: %w", id, err)
 	}
+	p.weights.mu.Lock()
+	if _, open := p.weights.files.Size(id); open != nil {
+		delete(p.weights.registered, id)
+	}
+	p.weights.mu.Unlock()
 	return nil
 }
 

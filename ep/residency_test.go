@@ -180,3 +180,185 @@ func TestExternalDataIsMappedOncePerPathAndClosesOnItsOwn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing quarantined, nothing recovered")
 }
+
+// lazyLayers builds n float32 MatMul weights of count elements over the layers writeLayers
+// wrote into file.
+func lazyLayers(t *testing.T, p *ep.Provider, file ep.MappingID, n, count int) []*ep.LazyWeight {
+	t.Helper()
+	ws := make([]*ep.LazyWeight, n)
+	for i := range ws {
+		var err error
+		ws[i], err = p.NewLazyWeight(ep.WeightSpec{
+			Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{int64(count)},
+			Regions: []paging.Region{{Mapping: file, Offset: uint64(100 + 4*count*i), Len: uint64(4 * count)}},
+		})
+		require.NoError(t, err)
+	}
+	return ws
+}
+
+// prefill pages every layer one ahead through the residency and returns each layer's path;
+// check, when not nil, sees every paged weight before its release.
+func prefill(t *testing.T, p *ep.Provider, ws []*ep.LazyWeight, check func(i int, pw *ep.PagedWeight)) []paging.Path {
+	t.Helper()
+	routed := func(d ep.Decline, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		require.Equal(t, ep.DeclineNone, d.Reason, "declined: %v", d)
+	}
+	var paths []paging.Path
+	routed(p.PrefetchWeight(0, ws[0]))
+	for i := range ws {
+		if i+1 < len(ws) {
+			routed(p.PrefetchWeight(ep.LayerID(i+1), ws[i+1]))
+		}
+		pw, err := p.PageWeight(ep.LayerID(i))
+		require.NoError(t, err)
+		paths = append(paths, pw.Path())
+		if check != nil {
+			check(i, pw)
+		}
+		require.NoError(t, pw.Release())
+	}
+	return paths
+}
+
+// With residency_slot_bytes the provider reserves the pipeline when it is created, and with
+// the double buffer on it registers an external-data file when it opens it: the first prefill
+// then allocates, creates and registers nothing, and every layer goes zero-copy with exact
+// bytes. Closing the file undoes its registrations.
+func TestFirstPrefillSetsNothingUp(t *testing.T) {
+	const n, count = 4, 3000
+	p := newProvider(t, func(o *ep.Options) {
+		o.PrefillDoubleBuffer = true
+		o.ResidencySlotBytes = 4 * count
+	})
+	_, active := p.ResidencyStats()
+	assert.True(t, active, "the pipeline is reserved when the provider is created")
+	path, layers := writeLayers(t, n, count)
+	file, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	rep, ok := p.ExternalDataRegistration(file)
+	require.True(t, ok, "registered when opened")
+	assert.Empty(t, rep.Stopped)
+	assert.GreaterOrEqual(t, rep.Bytes, uint64(100+4*count*n), "the whole file")
+	assert.Equal(t, rep.Bytes, p.Context().Counters().RegisteredLiveBytes)
+	ws := lazyLayers(t, p, file, n, count)
+
+	before := p.Context().Counters()
+	paths := prefill(t, p, ws, nil)
+	require.NoError(t, p.ForceSynchronize())
+	after := p.Context().Counters()
+	assert.Equal(t, []paging.Path{paging.PathZeroCopy, paging.PathZeroCopy, paging.PathZeroCopy, paging.PathZeroCopy}, paths)
+	assert.Equal(t, before.DeviceAllocs, after.DeviceAllocs, "no device allocation in the first prefill")
+	assert.Equal(t, before.PinnedAllocs, after.PinnedAllocs, "no pinned allocation in the first prefill")
+	assert.Equal(t, before.EventsCreated, after.EventsCreated, "no event created in the first prefill")
+	assert.Equal(t, before.Registrations, after.Registrations, "no registration in the first prefill")
+
+	prefill(t, p, ws, func(i int, pw *ep.PagedWeight) {
+		assert.Equal(t, layers[i], readPaged(t, p, pw, count), "layer %d", i)
+	})
+	st, _ := p.ResidencyStats()
+	require.Len(t, st.Layers, n)
+	for l, lp := range st.Layers {
+		assert.Equal(t, paging.PathZeroCopy, lp.Path, "layer %d", l)
+	}
+	assert.Equal(t, rep.Bytes, st.Registered.Bytes)
+
+	require.NoError(t, p.CloseExternalData(file))
+	assert.Zero(t, p.Context().Counters().RegisteredLiveBytes, "closing the file undid its registrations")
+	_, ok = p.ExternalDataRegistration(file)
+	assert.False(t, ok)
+}
+
+// paging_path picks the transfer path: staging registers nothing, zero_copy and auto copy
+// from registered pages; every layer's bytes are exact either way.
+func TestPagingPathOption(t *testing.T) {
+	for _, c := range []struct {
+		path     string
+		want     paging.Path
+		register bool
+	}{
+		{ep.PagingAuto, paging.PathZeroCopy, true},
+		{ep.PagingZeroCopy, paging.PathZeroCopy, true},
+		{ep.PagingStaging, paging.PathStaging, false},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			const n, count = 3, 2048
+			p := newProvider(t, func(o *ep.Options) {
+				o.PrefillDoubleBuffer = true
+				o.PagingPath = c.path
+			})
+			path, layers := writeLayers(t, n, count)
+			file, err := p.OpenExternalData(path)
+			require.NoError(t, err)
+			_, registered := p.ExternalDataRegistration(file)
+			assert.Equal(t, c.register, registered)
+			ws := lazyLayers(t, p, file, n, count)
+			paths := prefill(t, p, ws, func(i int, pw *ep.PagedWeight) {
+				assert.Equal(t, layers[i], readPaged(t, p, pw, count), "layer %d", i)
+			})
+			for i, got := range paths {
+				assert.Equal(t, c.want, got, "layer %d", i)
+			}
+			if !c.register {
+				assert.Zero(t, p.Context().Counters().Registrations, "staging registers nothing")
+			}
+		})
+	}
+}
+
+// register_cap_bytes caps what stays registered: a file half again as large as the cap pages
+// zero-copy through a sliding window, never holding more than the cap. (The cap leaves room
+// for four layers: a layer in flight may hold its neighbour's whole range through the page
+// they share, and the next layer registers beside them.)
+func TestRegisterCapOption(t *testing.T) {
+	const n, count = 6, 16384 // 64 KiB layers
+	const regCap = 256 << 10
+	p := newProvider(t, func(o *ep.Options) {
+		o.PrefillDoubleBuffer = true
+		o.RegisterCapBytes = regCap
+	})
+	path, layers := writeLayers(t, n, count)
+	file, err := p.OpenExternalData(path)
+	require.NoError(t, err)
+	rep, ok := p.ExternalDataRegistration(file)
+	require.True(t, ok)
+	assert.Contains(t, rep.Stopped, "cap", "the file is larger than the cap")
+	ws := lazyLayers(t, p, file, n, count)
+	for pass := range 2 {
+		paths := prefill(t, p, ws, func(i int, pw *ep.PagedWeight) {
+			assert.LessOrEqual(t, p.Context().Counters().RegisteredLiveBytes, uint64(regCap))
+			assert.Equal(t, layers[i], readPaged(t, p, pw, count), "pass %d layer %d", pass, i)
+		})
+		for i, got := range paths {
+			assert.Equal(t, paging.PathZeroCopy, got, "pass %d layer %d", pass, i)
+		}
+	}
+	st, _ := p.ResidencyStats()
+	assert.Equal(t, uint64(regCap), st.Registered.Cap)
+	assert.LessOrEqual(t, st.Registered.Peak, uint64(regCap))
+	assert.NotZero(t, st.Registered.Evicted, "the window slid")
+}
+
+// residency_slot_bytes that can never be built fails the provider's creation with an error
+// naming the options.
+func TestResidencySlotBytesOptionErrors(t *testing.T) {
+	opts := ep.DefaultOptions()
+	opts.Backend = drivertest.BackendName()
+	opts.PrefillDoubleBuffer = true
+	opts.ResidencySlotBytes, opts.ResidencyBudgetBytes = 3<<20, 4<<20
+	_, err := ep.New(opts)
+	require.Error(t, err)
+	assert.Equal(t, ep.CodeInvalidArgument, ep.Code(err))
+	assert.ErrorContains(t, err, "residency_slot_bytes=3145728 exceeds half of residency_budget_bytes=4194304")
+
+	opts = ep.DefaultOptions()
+	opts.Backend = drivertest.BackendName()
+	opts.PrefillDoubleBuffer = true
+	opts.ResidencySlotBytes, opts.StagingPoolCapBytes = 1<<20, 1<<20
+	_, err = ep.New(opts)
+	require.Error(t, err)
+	assert.Equal(t, ep.CodeDeclined, ep.Code(err), "two staging buffers exceed the pool's cap")
+	assert.ErrorContains(t, err, "residency_slot_bytes=1048576")
+}

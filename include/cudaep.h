@@ -267,6 +267,26 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetLiveHandleCount(CUDAEP_OUT uin
  *                           driver's stream synchronization. auto spins where the device can
  *                           write the word (checked when the provider is created) and blocks
  *                           otherwise; spin fails provider creation where it cannot.
+ *   paging_path             "auto" (default) | "zero_copy" | "staging". How paged weights reach
+ *                           the device: auto copies from the external-data file's pages
+ *                           registered with the driver (kept registered across prefills) and
+ *                           stages through pinned memory what it cannot register, reporting why;
+ *                           zero_copy copies from registered pages only (a layer that cannot be
+ *                           registered fails its upload); staging always stages and registers
+ *                           nothing. With auto or zero_copy and prefill_double_buffer on,
+ *                           CudaEpOpenExternalData registers the file when it opens it.
+ *   register_cap_bytes      bytes of external-data files kept registered (page-locked) at once;
+ *                           "0" (default) = a quarter of physical memory. A larger file pages
+ *                           through a sliding window of registrations (the idle ones used
+ *                           longest ago are undone first). Same syntax as the byte counts above.
+ *   residency_slot_bytes    size of the residency's two slots; when not "0" and
+ *                           prefill_double_buffer is on, CudaEpCreateProvider reserves them (device
+ *                           buffers, events, staging buffers) so that the first prefill sets
+ *                           nothing up, and a larger layer is declined oversize. "0" (default)
+ *                           sizes them by the first routed layer, when it is prefetched. Must not
+ *                           exceed half of residency_budget_bytes when a budget is set
+ *                           (CUDAEP_INVALID_ARGUMENT), and two staging buffers of its size must fit
+ *                           staging_pool_cap_bytes (CUDAEP_DECLINED).
  */
 
 /*
@@ -1102,8 +1122,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetGraphStats(CudaEpProvider prov
  *     }
  *
  * The residency is configured by the provider's options: prefill_double_buffer (off by
- * default, or CUDAEP_PREFILL_DOUBLE_BUFFER=1 in the environment), residency_budget_bytes and
- * staging_pool_cap_bytes. A layer the residency does not take is declined with a typed reason
+ * default, or CUDAEP_PREFILL_DOUBLE_BUFFER=1 in the environment), residency_budget_bytes,
+ * staging_pool_cap_bytes, paging_path, register_cap_bytes and residency_slot_bytes. A layer the residency does not take is declined with a typed reason
  * (CudaEpDecline) and the host loads it the ordinary way (CudaEpCopyToDevice).
  */
 
@@ -1148,7 +1168,9 @@ typedef uint64_t CudaEpPagedWeight;
  * CudaEpOpenExternalData maps an ONNX external-data file read-only (MAP_SHARED, PROT_READ)
  * and returns its mapping id for CudaEpRegion.mapping. The file stays mapped until the
  * provider is destroyed; do not truncate it meanwhile (a region past a truncated end is
- * refused before any copy).
+ * refused before any copy). With prefill_double_buffer on and paging_path auto or zero_copy,
+ * the file is also registered with the driver now, up to register_cap_bytes (a registration
+ * failure does not fail the call: the uploads register or stage what they need).
  *   path         NUL-terminated file name, copied.
  *   out_mapping  receives the id (a small integer of this provider, not a handle).
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for NULL pointers;
@@ -1494,11 +1516,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpRemoveGraph(CudaEpProvider provid
  * CudaEpCloseExternalData (ABI 3) gives up one reference to an external-data file opened with
  * CudaEpOpenExternalData (opening one path again returns the same mapping and takes another
  * reference) and unmaps the file at the last one. Lazy weights naming the mapping fail
- * afterwards. Files still open are unmapped when the provider is destroyed.
+ * afterwards. Files still open are unmapped when the provider is destroyed. The file's pages
+ * kept registered with the driver are unregistered before it is unmapped.
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a mapping that is not open (never
- * opened, or closed); CUDAEP_WRONG_STATE while a layer read from the file is in flight or its
- * pages are registered with the driver (nothing changes: release or cancel the layer, then
- * close). Thread-safe.
+ * opened, or closed); CUDAEP_WRONG_STATE while a layer read from the file is in flight (nothing
+ * changes: release or cancel the layer, then close) or while a capture is live on the provider
+ * (unregistering calls the driver). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCloseExternalData(CudaEpProvider provider, uint64_t mapping);
 

@@ -5,7 +5,8 @@ import cudaep
 from .support import TestCase
 
 KEYS = ["backend", "device_id", "tf32", "staging_pool_cap_bytes", "residency_budget_bytes",
-        "prefill_double_buffer", "wait_mode"]
+        "prefill_double_buffer", "wait_mode", "paging_path", "register_cap_bytes",
+        "residency_slot_bytes"]
 
 
 class OptionsTest(TestCase):
@@ -14,7 +15,8 @@ class OptionsTest(TestCase):
             self.assertEqual({k: o.get(k) for k in KEYS}, {
                 "backend": "cuda", "device_id": "0", "tf32": "false",
                 "staging_pool_cap_bytes": "536870912", "residency_budget_bytes": "0",
-                "prefill_double_buffer": "false", "wait_mode": "auto"})
+                "prefill_double_buffer": "false", "wait_mode": "auto", "paging_path": "auto",
+                "register_cap_bytes": "0", "residency_slot_bytes": "0"})
 
     def test_values_read_back_canonically(self):
         cases = [("backend", "sim", "sim"), ("backend", "auto", "auto"), ("device_id", 3, "3"),
@@ -22,7 +24,9 @@ class OptionsTest(TestCase):
                  ("staging_pool_cap_bytes", "256MiB", "268435456"),
                  ("residency_budget_bytes", 3 << 30, "3221225472"),
                  ("prefill_double_buffer", "1", "true"), ("wait_mode", "spin", "spin"),
-                 ("wait_mode", "block", "block")]
+                 ("wait_mode", "block", "block"), ("paging_path", "staging", "staging"),
+                 ("register_cap_bytes", "16GiB", "17179869184"),
+                 ("residency_slot_bytes", 64 << 20, "67108864")]
         with cudaep.Options() as o:
             for key, value, canonical in cases:
                 with self.subTest(key=key, value=value):
@@ -39,7 +43,8 @@ class OptionsTest(TestCase):
                  ("tf32", "yes", "true, false, 1 or 0"),
                  ("staging_pool_cap_bytes", 0, "greater than 0"),
                  ("residency_budget_bytes", "12MB", "KiB, MiB, GiB or TiB"),
-                 ("wait_mode", "poll", "spin, block or auto")]
+                 ("wait_mode", "poll", "spin, block or auto"),
+                 ("paging_path", "zero-copy", "auto, zero_copy or staging")]
         with cudaep.Options() as o:
             for key, value, allowed in cases:
                 with self.subTest(key=key, value=value):
