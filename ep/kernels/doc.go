@@ -35,6 +35,11 @@
 //	Identity                  float, float64, int32,       >= 1    a device-to-device copy
 //	                          int64, bool
 //	NonZero                   float32, int32, int64, bool  >= 9    not capturable; see [NonZeroKernel]
+//	Transpose                 any above                    >= 1    any permutation, at most 6 dimensions after merging
+//	Reshape                   any above                    >= 5    constant shape: 0 (or allowzero) and -1; a copy
+//	Squeeze, Unsqueeze        any above                    >= 1    axes attribute (< 13) or constant input (>= 13); a copy
+//	Expand                    any above                    >= 8    constant shape, numpy broadcasting
+//	Slice                     any above                    >= 1    attributes (< 10) or constant starts, ends, axes, steps; positive steps, non-empty results
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts].
 //

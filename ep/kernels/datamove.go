@@ -1,0 +1,444 @@
+package kernels
+
+import (
+	"slices"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+func init() {
+	builders["Reshape"] = builder{inputNames: []string{"data", "shape"}, build: buildReshape}
+	builders["Squeeze"] = builder{inputNames: []string{"data", "axes"}, build: buildSqueeze}
+	builders["Unsqueeze"] = builder{inputNames: []string{"data", "axes"}, build: buildUnsqueeze}
+	builders["Expand"] = builder{inputNames: []string{"input", "shape"}, build: buildExpand}
+	builders["Transpose"] = builder{inputNames: []string{"data"}, build: buildTranspose}
+	builders["Slice"] = builder{inputNames: []string{"data", "starts", "ends", "axes", "steps"}, build: buildSlice}
+}
+
+// gatherKernel writes its contiguous output from its first input read through strides: the
+// cudaep_expand_<size>(out, in, n, dims[6], strides[6]) kernel, which Expand, Transpose and
+// Slice share. The input is read from its address plus offset bytes.
+type gatherKernel struct {
+	kernelBase
+	fn      *cudadrv.Function
+	n       uint64
+	offset  cudadrv.DevicePtr
+	dims    [maxBroadcastDims]int64
+	strides [maxBroadcastDims]int64
+	grid    cudadrv.Dim3
+	args    cudadrv.KernelArgs
+}
+
+// newGather builds a gatherKernel for an output of info out whose element at coordinates c (of
+// dims) is the input's element offset + Σ c·strides (in elements); offset and strides are
+// non-negative. It merges dimensions and refuses more than maxBroadcastDims after merging.
+func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offset int64) (Kernel, error) {
+	layout := mergeDims(dims, strides)
+	if len(layout.dims) > maxBroadcastDims {
+		return nil, s.errorf("the output %s needs %d dimensions after merging neighbours; at most %d are supported", out, len(layout.dims), maxBroadcastDims)
+	}
+	if err := s.checkOutput(out.Shape); err != nil {
+		return nil, err
+	}
+	k := &gatherKernel{kernelBase: newBase(l, s, out), fn: l.function("cudaep_expand_" + out.DType.sizeSuffix())}
+	k.n = uint64(out.NumElements())
+	k.offset = cudadrv.DevicePtr(offset * int64(out.DType.Size()))
+	k.dims, k.strides = layout.padded(0)
+	k.grid = linearGrid(k.n)
+	return k, nil
+}
+
+// Execute queues the strided copy.
+func (k *gatherKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	a := &k.args
+	a.Reset()
+	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr + k.offset).U64(k.n)
+	for _, d := range k.dims {
+		a.I64(d)
+	}
+	for _, st := range k.strides {
+		a.I64(st)
+	}
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
+}
+
+// checkIntsInput refuses a shape or axes input i that is not int64, or not of rank 1 when
+// vector (rank 0 or 1 otherwise).
+func (s opSpec) checkIntsInput(i int, vector bool) error {
+	minRank, maxRank := 0, 1
+	if vector {
+		minRank = 1
+	}
+	return s.checkInput(i, []DType{Int64}, minRank, maxRank)
+}
+
+// buildReshape builds Reshape (opset 5 on, shape a constant input): 0 copies the input's
+// dimension (unless allowzero=1, opset 14), -1 is inferred. The output is a copy.
+func buildReshape(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkOpset(5, "earlier opsets took the shape as an attribute"); err != nil {
+		return nil, err
+	}
+	if err := s.checkInputCount(2, 2); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
+		return nil, err
+	}
+	if err := s.checkIntsInput(1, true); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(map[string]AttrKind{"allowzero": AttrInt}); err != nil {
+		return nil, err
+	}
+	shape, err := s.constInts(1, "Reshape's output shape is its values")
+	if err != nil {
+		return nil, err
+	}
+	allowZero := s.intAttr("allowzero", 0) == 1
+	in := s.Inputs[0]
+	out := make([]int64, len(shape))
+	infer := -1
+	known := int64(1)
+	for i, d := range shape {
+		switch {
+		case d == 0 && !allowZero:
+			if i >= len(in.Shape) {
+				return nil, s.errorf("%s holds 0 at position %d, but the data has rank %d (0 copies the data's dimension)", s.input(1), i, len(in.Shape))
+			}
+			out[i] = in.Shape[i]
+		case d == -1:
+			if infer >= 0 {
+				return nil, s.errorf("%s %v holds -1 more than once", s.input(1), shape)
+			}
+			infer = i
+			continue
+		case d <= 0:
+			return nil, s.errorf("%s %v holds %d; dimensions must be positive, 0 or -1 (empty tensors are not supported)", s.input(1), shape, d)
+		default:
+			out[i] = d
+		}
+		known *= out[i]
+	}
+	n := in.NumElements()
+	if infer >= 0 {
+		if n%known != 0 {
+			return nil, s.errorf("%s %v cannot reshape %s: %d elements are not a multiple of %d", s.input(1), shape, in, n, known)
+		}
+		out[infer] = n / known
+		known *= out[infer]
+	}
+	if known != n {
+		return nil, s.errorf("%s %v gives %d elements; the data %s has %d", s.input(1), shape, known, in, n)
+	}
+	return newCopy(l, s, TensorInfo{DType: in.DType, Shape: out}), nil
+}
+
+// axesOf returns the axes of Squeeze or Unsqueeze: the attribute before opset 13, the constant
+// input from 13; present is false when neither is given. Axes are normalized against rank
+// and must be distinct.
+func axesOf(s opSpec, rank int) (axes []int, present bool, err error) {
+	var raw []int64
+	if s.Opset < 13 {
+		if err := s.checkInputCount(1, 1); err != nil {
+			return nil, false, err
+		}
+		if err := s.checkAttrs(map[string]AttrKind{"axes": AttrInts}); err != nil {
+			return nil, false, err
+		}
+		a, ok := s.Attrs["axes"]
+		if !ok {
+			return nil, false, nil
+		}
+		raw = a.Ints()
+	} else {
+		if err := s.checkInputCount(1, 2); err != nil {
+			return nil, false, err
+		}
+		if err := s.checkAttrs(nil); err != nil {
+			return nil, false, err
+		}
+		if len(s.Inputs) < 2 {
+			return nil, false, nil
+		}
+		if err := s.checkIntsInput(1, true); err != nil {
+			return nil, false, err
+		}
+		raw, err = s.constInts(1, s.Op+"'s output shape depends on its axes")
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	axes = make([]int, len(raw))
+	for i, a := range raw {
+		if a < -int64(rank) || a >= int64(rank) {
+			return nil, true, s.errorf("axis %d is outside [%d, %d]", a, -rank, rank-1)
+		}
+		if a < 0 {
+			a += int64(rank)
+		}
+		if slices.Contains(axes[:i], int(a)) {
+			return nil, true, s.errorf("axes %v name axis %d twice", raw, a)
+		}
+		axes[i] = int(a)
+	}
+	return axes, true, nil
+}
+
+// buildSqueeze builds Squeeze (opset 1 on): the axes given, or every dimension of 1. The
+// output is a copy.
+func buildSqueeze(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(1, 2); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
+		return nil, err
+	}
+	in := s.Inputs[0]
+	axes, present, err := axesOf(s, len(in.Shape))
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for i, d := range in.Shape {
+		drop := d == 1
+		if present {
+			drop = slices.Contains(axes, i)
+			if drop && d != 1 {
+				return nil, s.errorf("axis %d of %s has dimension %d; only dimensions of 1 can be squeezed", i, in, d)
+			}
+		}
+		if !drop {
+			out = append(out, d)
+		}
+	}
+	return newCopy(l, s, TensorInfo{DType: in.DType, Shape: out}), nil
+}
+
+// buildUnsqueeze builds Unsqueeze (opset 1 on): a dimension of 1 at each axis of the output.
+// The output is a copy.
+func buildUnsqueeze(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(1, 2); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
+		return nil, err
+	}
+	in := s.Inputs[0]
+	// The axes index the output, whose rank is the input's plus their count.
+	n := 0
+	if s.Opset < 13 {
+		if a, ok := s.Attrs["axes"]; ok && a.Kind() == AttrInts {
+			n = len(a.Ints())
+		}
+	} else if len(s.Inputs) == 2 {
+		n = int(s.Inputs[1].NumElements())
+	}
+	rank := len(in.Shape) + n
+	axes, present, err := axesOf(s, rank)
+	if err != nil {
+		return nil, err
+	}
+	if !present {
+		return nil, s.errorf("the axes are required")
+	}
+	out := make([]int64, 0, rank)
+	next := 0
+	for i := range rank {
+		if slices.Contains(axes, i) {
+			out = append(out, 1)
+		} else {
+			out = append(out, in.Shape[next])
+			next++
+		}
+	}
+	return newCopy(l, s, TensorInfo{DType: in.DType, Shape: out}), nil
+}
+
+// buildExpand builds Expand (opset 8 on, shape a constant input): the input broadcast with
+// the shape, numpy style (either side may be 1).
+func buildExpand(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkOpset(8, "Expand entered ONNX in opset 8"); err != nil {
+		return nil, err
+	}
+	if err := s.checkInputCount(2, 2); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
+		return nil, err
+	}
+	if err := s.checkIntsInput(1, true); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	shape, err := s.constInts(1, "Expand's output shape depends on its values")
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range shape {
+		if d <= 0 {
+			return nil, s.errorf("%s %v holds %d; dimensions must be positive", s.input(1), shape, d)
+		}
+	}
+	in := s.Inputs[0]
+	out, ok := broadcastShapes(in.Shape, shape)
+	if !ok {
+		return nil, s.errorf("%s does not broadcast with %s %v (numpy rules)", in, s.input(1), shape)
+	}
+	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, broadcastStrides(in.Shape, out), 0)
+}
+
+// buildTranspose builds Transpose (opset 1 on): perm (default: reversed axes) permutes the
+// dimensions; the output is gathered through the permuted strides.
+func buildTranspose(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(1, 1); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 0, anyRank); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(map[string]AttrKind{"perm": AttrInts}); err != nil {
+		return nil, err
+	}
+	in := s.Inputs[0]
+	rank := len(in.Shape)
+	perm := make([]int64, rank)
+	for i := range perm {
+		perm[i] = int64(rank - 1 - i)
+	}
+	if a, ok := s.Attrs["perm"]; ok {
+		perm = a.Ints()
+		seen := make([]bool, rank)
+		if len(perm) != rank {
+			return nil, s.errorf(`attribute "perm" %v has %d entries for an input of rank %d`, perm, len(perm), rank)
+		}
+		for _, p := range perm {
+			if p < 0 || p >= int64(rank) || seen[p] {
+				return nil, s.errorf(`attribute "perm" %v is not a permutation of 0..%d`, perm, rank-1)
+			}
+			seen[p] = true
+		}
+	}
+	own := contiguousStrides(in.Shape)
+	out := make([]int64, rank)
+	strides := make([]int64, rank)
+	for i, p := range perm {
+		out[i] = in.Shape[p]
+		strides[i] = own[p]
+	}
+	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, 0)
+}
+
+// buildSlice builds Slice with positive steps: opset 10 on with constant starts, ends and
+// (optional) axes and steps inputs, or opsets 1 to 9 with the attributes. Starts and ends
+// are clamped as ONNX says (negative values count from the end); a slice that would be empty
+// is refused (empty tensors are not supported), and so is a negative step.
+func buildSlice(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(1, 5); err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, anyTypes, 1, anyRank); err != nil {
+		return nil, err
+	}
+	in := s.Inputs[0]
+	rank := len(in.Shape)
+	var starts, ends, axes, steps []int64
+	if s.Opset < 10 {
+		if err := s.checkInputCount(1, 1); err != nil {
+			return nil, err
+		}
+		if err := s.checkAttrs(map[string]AttrKind{"starts": AttrInts, "ends": AttrInts, "axes": AttrInts}); err != nil {
+			return nil, err
+		}
+		a, okA := s.Attrs["starts"]
+		b, okB := s.Attrs["ends"]
+		if !okA || !okB {
+			return nil, s.errorf(`attributes "starts" and "ends" are required`)
+		}
+		starts, ends = a.Ints(), b.Ints()
+		if ax, ok := s.Attrs["axes"]; ok {
+			axes = ax.Ints()
+		}
+	} else {
+		if err := s.checkInputCount(3, 5); err != nil {
+			return nil, err
+		}
+		if err := s.checkAttrs(nil); err != nil {
+			return nil, err
+		}
+		lists := [][]int64{nil, nil, nil, nil}
+		for i := 1; i < len(s.Inputs); i++ {
+			if err := s.checkInput(i, []DType{Int32, Int64}, 1, 1); err != nil {
+				return nil, err
+			}
+			v, err := s.constInts(i, "Slice's output shape depends on its values")
+			if err != nil {
+				return nil, err
+			}
+			lists[i-1] = v
+		}
+		starts, ends, axes, steps = lists[0], lists[1], lists[2], lists[3]
+	}
+	if len(ends) != len(starts) || (axes != nil && len(axes) != len(starts)) || (steps != nil && len(steps) != len(starts)) {
+		return nil, s.errorf("starts %v, ends %v, axes %v and steps %v must have the same length", starts, ends, axes, steps)
+	}
+	if axes == nil {
+		for i := range starts {
+			axes = append(axes, int64(i))
+		}
+	}
+	out := append([]int64{}, in.Shape...)
+	step := make([]int64, rank)
+	first := make([]int64, rank)
+	for i := range step {
+		step[i] = 1
+	}
+	seen := make([]bool, rank)
+	for i, a := range axes {
+		if a < -int64(rank) || a >= int64(rank) {
+			return nil, s.errorf("axis %d is outside [%d, %d]", a, -rank, rank-1)
+		}
+		if a < 0 {
+			a += int64(rank)
+		}
+		if seen[a] {
+			return nil, s.errorf("axes %v name axis %d twice", axes, a)
+		}
+		seen[a] = true
+		st := int64(1)
+		if steps != nil {
+			st = steps[i]
+		}
+		if st <= 0 {
+			return nil, s.errorf("step %d on axis %d is not supported (only positive steps)", st, a)
+		}
+		d := in.Shape[a]
+		b, e := clampSliceIndex(starts[i], d), clampSliceIndex(ends[i], d)
+		if e <= b {
+			return nil, s.errorf("the slice [%d:%d] of axis %d (dimension %d) is empty; empty tensors are not supported", starts[i], ends[i], a, d)
+		}
+		out[a] = (e - b + st - 1) / st
+		step[a], first[a] = st, b
+	}
+	own := contiguousStrides(in.Shape)
+	strides := make([]int64, rank)
+	offset := int64(0)
+	for i := range rank {
+		strides[i] = own[i] * step[i]
+		offset += own[i] * first[i]
+	}
+	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, offset)
+}
+
+// clampSliceIndex resolves a Slice start or end against dimension d for a positive step:
+// negative values count from the end, and the result is clamped to [0, d].
+func clampSliceIndex(v, d int64) int64 {
+	if v < 0 {
+		v += d
+	}
+	return min(max(v, 0), d)
+}
