@@ -78,12 +78,13 @@ typedef struct host_case {
 static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
+    {"paging", case_paging, 1},
 };
 
 static int usage(void) {
   fprintf(stderr,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | paging MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return 2;
 }
