@@ -54,6 +54,8 @@ func CudaEpGetOrtStats(stats *C.CudaEpOrtStats) (st *C.CudaEpStatus) {
 		paged_layers: C.uint64_t(s.PagedLayers), paged_bytes: C.uint64_t(s.PagedBytes),
 		runs: C.uint64_t(s.Runs), captures: C.uint64_t(s.Captures), replays: C.uint64_t(s.Replays),
 		device_live_bytes: C.uint64_t(s.DeviceLiveBytes), device_cached_bytes: C.uint64_t(s.DeviceCachedBytes),
+		sync_streams: C.uint64_t(s.SyncStreams), stream_runs: C.uint64_t(s.StreamRuns),
+		notifications: C.uint64_t(s.Notifications),
 	}
 	out.write(unsafe.Pointer(&v), unsafe.Sizeof(v))
 	return nil

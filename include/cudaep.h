@@ -1564,10 +1564,13 @@ typedef struct CudaEpOrtStats {
     uint64_t replays;             /* CUDA graphs replayed */
     uint64_t device_live_bytes;   /* device memory the adapter's providers hold, cached included */
     uint64_t device_cached_bytes; /* freed device allocations kept for reuse */
+    uint64_t sync_streams;        /* CudaEp sync streams ORT holds now */
+    uint64_t stream_runs;         /* partition runs queued on a CudaEp stream, returning unwaited */
+    uint64_t notifications;       /* notifications ORT activated (fences recorded) */
 } CudaEpOrtStats;
 
 /*
- * CudaEpGetOrtStats fills *stats (struct_size at least 88, the ABI 3 layout) with the ONNX
+ * CudaEpGetOrtStats fills *stats (struct_size at least 112, the ABI 3 layout) with the ONNX
  * Runtime adapter's counters. Errors: CUDAEP_INVALID_ARGUMENT for a NULL stats or a short
  * struct_size. Thread-safe.
  */
@@ -1660,7 +1663,8 @@ CUDAEP_STATIC_ASSERT(sizeof(CudaEpTicketInfo) == 24, "CudaEpTicketInfo ABI 2 siz
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, sessions) == 4, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, partitions) == 8, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, device_cached_bytes) == 80, "CudaEpOrtStats layout");
-CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 88, "CudaEpOrtStats ABI 3 size");
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, notifications) == 104, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 112, "CudaEpOrtStats ABI 3 size");
 
 #ifdef __cplusplus
 } /* extern "C" */

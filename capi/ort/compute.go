@@ -87,6 +87,18 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		pt.plans[key] = pl
 	}
 	p := pt.s.p
+	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
+	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
+	// none (the run then completes before Compute returns).
+	sp, err := kernelStream(kc)
+	if err != nil {
+		return err
+	}
+	if sp != nil && sp != p {
+		if err := order(sp, p); err != nil {
+			return err
+		}
+	}
 	for i, in := range ins {
 		n := in.info.Bytes()
 		if n == 0 {
@@ -132,16 +144,33 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		}
 		deviceOut = true
 	}
-	if deviceOut {
-		// Not stream-aware: the work is done when Compute returns, so a consumer on another
-		// stream (ORT's data transfer, the next partition) reads finished results.
+	switch {
+	case deviceOut && sp == nil:
+		// No stream: the work is done when Compute returns, so a consumer on another stream
+		// (ORT's data transfer, the next partition) reads finished results.
 		if err := p.SynchronizeCompute(); err != nil {
+			return err
+		}
+	case sp != nil && sp != p:
+		if err := order(p, sp); err != nil {
 			return err
 		}
 	}
 	pt.runs++
 	counters.runs.Add(1)
+	if sp != nil {
+		counters.streamRuns.Add(1)
+	}
 	return nil
+}
+
+// order makes the work queued next on to's stream wait for the work queued so far on from's.
+func order(from, to *ep.Provider) error {
+	f, err := from.RecordFence()
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.WaitOn(to), f.Release())
 }
 
 // copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp

@@ -25,6 +25,12 @@ type Stats struct {
 	// plans, tensors ORT allocated through CudaEp's allocators, and the freed allocations kept
 	// for reuse, which DeviceCachedBytes counts).
 	DeviceLiveBytes, DeviceCachedBytes uint64
+
+	// SyncStreams are the CudaEp streams ORT holds now; StreamRuns counts partition runs ORT
+	// gave a CudaEp stream (they return with their work queued, unwaited); Notifications counts
+	// the notifications ORT activated (fences recorded to order work across streams).
+	SyncStreams               int
+	StreamRuns, Notifications uint64
 }
 
 // counters are the cumulative counts behind Stats.
@@ -32,6 +38,7 @@ var counters struct {
 	weightFileBytes, weightOrtBytes atomic.Uint64
 	pagedLayers, pagedBytes         atomic.Uint64
 	runs, captures, replays         atomic.Uint64
+	streamRuns, notifications       atomic.Uint64
 }
 
 // live holds the sessions alive, for the device bytes they hold.
@@ -47,6 +54,7 @@ func GetStats() Stats {
 		WeightFileBytes: counters.weightFileBytes.Load(), WeightORTBytes: counters.weightOrtBytes.Load(),
 		PagedLayers: counters.pagedLayers.Load(), PagedBytes: counters.pagedBytes.Load(),
 		Runs: counters.runs.Load(), Captures: counters.captures.Load(), Replays: counters.replays.Load(),
+		SyncStreams: streamTable.Live(), StreamRuns: counters.streamRuns.Load(), Notifications: counters.notifications.Load(),
 	}
 	live.mu.Lock()
 	for s := range live.sessions {

@@ -110,6 +110,7 @@ int case_mlp(ort_rt* rt, int argc, char** argv) {
     f += ok(after.weight_ort_bytes - before.weight_ort_bytes == 64, what);
   }
   static const int64_t batches[] = {1, 3, 64, 7};
+  if (rt->ep_mode) f += rt_ep_stats(rt, &before) < 0;
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
     host_tensor x;
     if (make_mlp_input(&x, batches[i], 100 + (uint64_t)i) < 0) {
@@ -121,6 +122,16 @@ int case_mlp(ort_rt* rt, int argc, char** argv) {
     textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
     f += ok(rc == 0, what);
     host_tensor_free(&x);
+  }
+  if (rt->ep_mode) {
+    /* Stream-aware: ORT runs the partition on the session's CudaEp stream, and each Compute
+     * returns with its work queued (ORT's copy of the output, on that stream, waits for it). */
+    char what[256];
+    f += rt_ep_stats(rt, &after) < 0;
+    textf(what, sizeof what, "each of the 4 runs was queued on a CudaEp stream (%llu of %llu runs), on %llu live stream(s)",
+          (unsigned long long)(after.stream_runs - before.stream_runs), (unsigned long long)(after.runs - before.runs),
+          (unsigned long long)after.sync_streams);
+    f += ok(after.stream_runs - before.stream_runs == 4 && after.runs - before.runs == 4 && after.sync_streams > 0, what);
   }
   /* Negative control: the comparison must notice outputs for different inputs. */
   {
@@ -168,6 +179,8 @@ int case_split(ort_rt* rt, int argc, char** argv) {
     f += ok(strstr(other, "LeakyRelu") != NULL && strstr(mine, "LeakyRelu") == NULL, what);
   }
   static const int64_t batches[] = {1, 5, 32};
+  CudaEpOrtStats before, after;
+  if (rt->ep_mode) f += rt_ep_stats(rt, &before) < 0;
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
     host_tensor x;
     if (make_mlp_input(&x, batches[i], 200 + (uint64_t)i) < 0) {
@@ -179,6 +192,14 @@ int case_split(ort_rt* rt, int argc, char** argv) {
     textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
     f += ok(rc == 0, what);
     host_tensor_free(&x);
+  }
+  if (rt->ep_mode) {
+    /* The CPU node reads the first partition's output: ORT orders it after that partition's
+     * queued work with a notification (a fence the host waits for). */
+    f += rt_ep_stats(rt, &after) < 0;
+    textf(what, sizeof what, "ORT ordered the CPU node after CudaEp's queued work with notifications (%llu activated)",
+          (unsigned long long)(after.notifications - before.notifications));
+    f += ok(after.notifications - before.notifications >= 3, what);
   }
   rt_session_release(rt, &test);
   rt_session_release(rt, &ref);
@@ -349,9 +370,12 @@ int case_paging(ort_rt* rt, int argc, char** argv) {
   CudaEpOrtStats st;
   f += rt_ep_stats(rt, &st) < 0;
   char what[256];
-  textf(what, sizeof what, "nothing left: %u sessions, %llu partitions, %llu device bytes beyond %llu cached",
-        st.sessions, (unsigned long long)st.partitions,
+  textf(what, sizeof what,
+        "nothing left: %u sessions, %llu partitions, %llu streams, %llu device bytes beyond %llu cached", st.sessions,
+        (unsigned long long)st.partitions, (unsigned long long)st.sync_streams,
         (unsigned long long)(st.device_live_bytes - st.device_cached_bytes), (unsigned long long)st.device_cached_bytes);
-  f += ok(st.sessions == 0 && st.partitions == 0 && st.device_live_bytes == st.device_cached_bytes, what);
+  f += ok(st.sessions == 0 && st.partitions == 0 && st.sync_streams == 0 &&
+              st.device_live_bytes == st.device_cached_bytes,
+          what);
   return f + check_log(mark);
 }

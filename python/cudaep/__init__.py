@@ -76,7 +76,8 @@ def version():
 class OrtStats:
     """The ONNX Runtime adapter's process-wide counters (CudaEpOrtStats): sessions and
     partitions alive, bytes read from external-data files and copied from ORT's values, layers
-    paged, runs, graph captures and replays, and the device bytes held (cached included)."""
+    paged, runs, graph captures and replays, the device bytes held (cached included), the sync
+    streams ORT holds, the runs queued on them unwaited and the notifications ORT activated."""
 
     sessions: int
     partitions: int
@@ -89,6 +90,9 @@ class OrtStats:
     replays: int
     device_live_bytes: int
     device_cached_bytes: int
+    sync_streams: int
+    stream_runs: int
+    notifications: int
 
 
 def ort_stats():

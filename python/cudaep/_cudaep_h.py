@@ -279,7 +279,8 @@ class CudaEpOrtStats(ctypes.Structure):
                 ("weight_ort_bytes", ctypes.c_uint64), ("paged_layers", ctypes.c_uint64),
                 ("paged_bytes", ctypes.c_uint64), ("runs", ctypes.c_uint64), ("captures", ctypes.c_uint64),
                 ("replays", ctypes.c_uint64), ("device_live_bytes", ctypes.c_uint64),
-                ("device_cached_bytes", ctypes.c_uint64)]
+                ("device_cached_bytes", ctypes.c_uint64), ("sync_streams", ctypes.c_uint64),
+                ("stream_runs", ctypes.c_uint64), ("notifications", ctypes.c_uint64)]
 
 
 #: Every enum's members, in order, without the prefix of whole words they share (for enum.IntEnum).
