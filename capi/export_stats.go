@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
+	"github.com/cudaep/cudaep/capi/ort"
 	"github.com/cudaep/cudaep/ep"
 )
 
@@ -31,6 +32,30 @@ func CudaEpProviderGetStats(provider C.CudaEpProvider, stats *C.CudaEpProviderSt
 	v := C.CudaEpProviderStats{
 		device_allocs: C.uint64_t(s.Allocs), device_frees: C.uint64_t(s.Frees),
 		device_live_bytes: C.uint64_t(s.LiveBytes),
+	}
+	out.write(unsafe.Pointer(&v), unsafe.Sizeof(v))
+	return nil
+}
+
+// CudaEpGetOrtStats fills a CudaEpOrtStats with the ONNX Runtime adapter's counters (see
+// cudaep.h).
+//
+//export CudaEpGetOrtStats
+func CudaEpGetOrtStats(stats *C.CudaEpOrtStats) (st *C.CudaEpStatus) {
+	defer recoverInto(&st)
+	out := structOut{unsafe.Pointer(stats), "stats", C.sizeof_CudaEpOrtStats}
+	if err := out.check(); err != nil {
+		return statusOf(err)
+	}
+	s := ort.GetStats()
+	v := C.CudaEpOrtStats{
+		sessions: C.uint32_t(s.Sessions), partitions: C.uint64_t(s.Partitions),
+		weight_file_bytes: C.uint64_t(s.WeightFileBytes), weight_ort_bytes: C.uint64_t(s.WeightORTBytes),
+		paged_layers: C.uint64_t(s.PagedLayers), paged_bytes: C.uint64_t(s.PagedBytes),
+		runs: C.uint64_t(s.Runs), captures: C.uint64_t(s.Captures), replays: C.uint64_t(s.Replays),
+		device_live_bytes: C.uint64_t(s.DeviceLiveBytes), device_cached_bytes: C.uint64_t(s.DeviceCachedBytes),
+		sync_streams: C.uint64_t(s.SyncStreams), stream_runs: C.uint64_t(s.StreamRuns),
+		notifications: C.uint64_t(s.Notifications),
 	}
 	out.write(unsafe.Pointer(&v), unsafe.Sizeof(v))
 	return nil

@@ -18,7 +18,7 @@ package main
 
 // The ONNX Runtime plugin EP (CreateEpFactories, ReleaseEpFactory) is linked into the same
 // library.
-import _ "github.com/cudaep/cudaep/capi/ort"
+import _ "github.com/cudaep/cudaep/capi/ort" // the ORT plugin EP's entry points
 
 // main is never run: a c-shared library's main package needs one.
 func main() {}

@@ -1566,6 +1566,39 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferGetFallback(CudaEpDou
                                                                        CUDAEP_OUT_OPT char* buf, size_t buf_size,
                                                                        CUDAEP_OUT size_t* out_needed);
 /* ------------------------------------------------------------------------------------------ */
+/* The ONNX Runtime adapter's counters (ABI 3)                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * CudaEpOrtStats are the process-wide counters of the ONNX Runtime plugin EP linked into this
+ * library (docs/ORT.md): what lives now, and what it has done since the library was loaded.
+ */
+typedef struct CudaEpOrtStats {
+    uint32_t struct_size;         /* in: sizeof(CudaEpOrtStats) as the caller knows it */
+    uint32_t sessions;            /* sessions (OrtEps) using CudaEp alive */
+    uint64_t partitions;          /* compiled partitions alive */
+    uint64_t weight_file_bytes;   /* bytes CudaEp read from external-data files itself (resident
+                                     loads, and paged layers at every run) */
+    uint64_t weight_ort_bytes;    /* bytes of in-memory initializers copied from ORT's values */
+    uint64_t paged_layers;        /* layers streamed through double buffers during runs */
+    uint64_t paged_bytes;         /* their bytes */
+    uint64_t runs;                /* partition runs */
+    uint64_t captures;            /* CUDA graphs captured */
+    uint64_t replays;             /* CUDA graphs replayed */
+    uint64_t device_live_bytes;   /* device memory the adapter's providers hold, cached included */
+    uint64_t device_cached_bytes; /* freed device allocations kept for reuse */
+    uint64_t sync_streams;        /* CudaEp sync streams ORT holds now */
+    uint64_t stream_runs;         /* partition runs queued on a CudaEp stream, returning unwaited */
+    uint64_t notifications;       /* notifications ORT activated (fences recorded) */
+} CudaEpOrtStats;
+
+/*
+ * CudaEpGetOrtStats fills *stats (struct_size at least 112, the ABI 3 layout) with the ONNX
+ * Runtime adapter's counters. Errors: CUDAEP_INVALID_ARGUMENT for a NULL stats or a short
+ * struct_size. Thread-safe.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetOrtStats(CUDAEP_INOUT CudaEpOrtStats* stats);
+/* ------------------------------------------------------------------------------------------ */
 /* Layout pins: these never change once released.                                             */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -1650,6 +1683,11 @@ CUDAEP_STATIC_ASSERT(offsetof(CudaEpTicketInfo, slot) == 4, "CudaEpTicketInfo la
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpTicketInfo, layer) == 8, "CudaEpTicketInfo layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpTicketInfo, generation) == 16, "CudaEpTicketInfo layout");
 CUDAEP_STATIC_ASSERT(sizeof(CudaEpTicketInfo) == 24, "CudaEpTicketInfo ABI 2 size");
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, sessions) == 4, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, partitions) == 8, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, device_cached_bytes) == 80, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, notifications) == 104, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 112, "CudaEpOrtStats ABI 3 size");
 
 #ifdef __cplusplus
 } /* extern "C" */

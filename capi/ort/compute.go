@@ -87,6 +87,18 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		pt.plans[key] = pl
 	}
 	p := pt.s.p
+	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
+	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
+	// none (the run then completes before Compute returns).
+	sp, err := kernelStream(kc)
+	if err != nil {
+		return err
+	}
+	if sp != nil && sp != p {
+		if err := order(sp, p); err != nil {
+			return err
+		}
+	}
 	for i, in := range ins {
 		n := in.info.Bytes()
 		if n == 0 {
@@ -132,15 +144,33 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		}
 		deviceOut = true
 	}
-	if deviceOut {
-		// Not stream-aware: the work is done when Compute returns, so a consumer on another
-		// stream (ORT's data transfer, the next partition) reads finished results.
+	switch {
+	case deviceOut && sp == nil:
+		// No stream: the work is done when Compute returns, so a consumer on another stream
+		// (ORT's data transfer, the next partition) reads finished results.
 		if err := p.SynchronizeCompute(); err != nil {
+			return err
+		}
+	case sp != nil && sp != p:
+		if err := order(p, sp); err != nil {
 			return err
 		}
 	}
 	pt.runs++
+	counters.runs.Add(1)
+	if sp != nil {
+		counters.streamRuns.Add(1)
+	}
 	return nil
+}
+
+// order makes the work queued next on to's stream wait for the work queued so far on from's.
+func order(from, to *ep.Provider) error {
+	f, err := from.RecordFence()
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.WaitOn(to), f.Release())
 }
 
 // copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp
@@ -169,6 +199,9 @@ func (pt *partition) captured(key string) bool {
 // replaying it afterwards (the plan's buffers are fixed, so a replay reads this run's inputs).
 func (pt *partition) run(pl *plan) error {
 	p := pt.s.p
+	if pt.w.paged != nil {
+		return pt.w.paged.execute(pl)
+	}
 	if !pt.s.opts.cudaGraph {
 		return pl.execute()
 	}
@@ -178,7 +211,7 @@ func (pt *partition) run(pl *plan) error {
 			kernels[i] = st.k
 		}
 		retain := append([]*ep.Buffer(nil), pl.owned...)
-		for _, w := range pt.weights {
+		for _, w := range pt.w.resident {
 			retain = append(retain, w.buf)
 		}
 		pl.slot = pt.s.slotFor()
@@ -192,8 +225,13 @@ func (pt *partition) run(pl *plan) error {
 			return err
 		}
 		pl.graph = true
+		counters.captures.Add(1)
 	}
-	return p.Replay(pl.slot)
+	if err := p.Replay(pl.slot); err != nil {
+		return err
+	}
+	counters.replays.Add(1)
+	return nil
 }
 
 func (pl *plan) execute() error {
@@ -211,8 +249,16 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 	p := pt.s.p
 	pl := &plan{}
 	vals := map[string]tensorBuf{}
-	for name, w := range pt.weights {
+	for name, w := range pt.w.resident {
 		vals[name] = w
+	}
+	paged := map[string]ep.TensorInfo{} // initializers read from layers at run time
+	layerOf := map[int]int{}            // node index → its layer
+	if pw := pt.w.paged; pw != nil {
+		for li, l := range pw.layers {
+			layerOf[l.node] = li
+		}
+		paged = pw.infos
 	}
 	alloc := func(info ep.TensorInfo) (tensorBuf, error) {
 		n := info.Bytes()
@@ -237,10 +283,19 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		vals[pt.inputs[i]] = t
 		pl.inputs = append(pl.inputs, t)
 	}
-	for _, nd := range pt.nodes {
+	for ni, nd := range pt.nodes {
 		spec := ep.Spec{Op: nd.op, Opset: int(pt.opset), Attrs: nd.attrs}
-		st := step{}
+		st := step{layer: -1}
+		if li, ok := layerOf[ni]; ok {
+			st.layer = li
+		}
 		for _, v := range nd.inputs {
+			if info, ok := paged[v.name]; ok && st.layer >= 0 {
+				st.patches = append(st.patches, patch{arg: len(st.ins), off: pt.w.paged.layers[st.layer].offsets[v.name]})
+				spec.Inputs = append(spec.Inputs, info)
+				st.ins = append(st.ins, ep.Tensor{TensorInfo: info})
+				continue
+			}
 			t, ok := vals[v.name]
 			if !ok {
 				return fail(fmt.Errorf("%w: node %s reads %q, which the partition does not produce", errInvalid, nd.name, v.name))

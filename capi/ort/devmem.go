@@ -278,22 +278,32 @@ func valueMemory(v *C.OrtValue) (deviceTensor, error) {
 }
 
 // cudaepOrtCopyTensors copies tensors between host memory and CudaEp device memory (ORT's
-// data transfer). It is not stream-aware: every copy has completed when it returns (the
-// partitions finish their work before their Compute returns, so the copies see it).
+// data transfer). A copy ORT gives a CudaEp stream is queued on that stream: a copy between
+// device tensors returns at once, ordered after the stream's work; copies from or to host
+// memory return once the host memory may be reused or read. A copy without a stream completes
+// before this returns.
 //
 //export cudaepOrtCopyTensors
-func cudaepOrtCopyTensors(src, dst **C.OrtValue, n C.size_t) (st *C.OrtStatus) {
+func cudaepOrtCopyTensors(src, dst **C.OrtValue, streams **C.OrtSyncStream, n C.size_t) (st *C.OrtStatus) {
 	defer recoverInto(&st)
 	srcs, dsts := unsafe.Slice(src, int(n)), unsafe.Slice(dst, int(n))
+	var ss []*C.OrtSyncStream
+	if streams != nil {
+		ss = unsafe.Slice(streams, int(n))
+	}
 	for i := range srcs {
-		if err := copyTensor(srcs[i], dsts[i]); err != nil {
+		var on *syncStream
+		if ss != nil {
+			on = streamOf(ss[i])
+		}
+		if err := copyTensor(srcs[i], dsts[i], on); err != nil {
 			return statusOf(fmt.Errorf("copy tensor %d of %d: %w", i, int(n), err))
 		}
 	}
 	return nil
 }
 
-func copyTensor(src, dst *C.OrtValue) error {
+func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 	s, err := valueMemory(src)
 	if err != nil {
 		return err
@@ -308,19 +318,29 @@ func copyTensor(src, dst *C.OrtValue) error {
 	if s.bytes == 0 {
 		return nil
 	}
+	if on != nil {
+		defer on.enter()()
+	}
+	// The provider whose stream orders the copy: the stream's, else the memory's owner.
+	via := func(owner *ep.Provider) *ep.Provider {
+		if on != nil {
+			return on.p
+		}
+		return owner
+	}
 	switch {
 	case !s.onGPU && d.onGPU:
 		db, off, p, err := located(d)
 		if err != nil {
 			return err
 		}
-		return p.CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes))
+		return via(p).CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes))
 	case s.onGPU && !d.onGPU:
 		sb, off, p, err := located(s)
 		if err != nil {
 			return err
 		}
-		return p.CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.buf, off)
+		return via(p).CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.buf, off)
 	case s.onGPU && d.onGPU:
 		sb, soff, _, err := located(s)
 		if err != nil {
@@ -330,8 +350,11 @@ func copyTensor(src, dst *C.OrtValue) error {
 		if err != nil {
 			return err
 		}
-		if err := p.CopyBuffer(db.buf, doff, sb.buf, soff, s.bytes); err != nil {
+		if err := via(p).CopyBuffer(db.buf, doff, sb.buf, soff, s.bytes); err != nil {
 			return err
+		}
+		if on != nil {
+			return nil // ordered on ORT's stream; ORT's notifications order its consumers
 		}
 		return p.SynchronizeCompute()
 	}

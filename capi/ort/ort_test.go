@@ -35,10 +35,40 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 		require.Error(t, err, "%s=%s", key, value)
 		assert.Contains(t, err.Error(), key, "the error names the key")
 	}
-	_, err = parseOptions(map[string]string{"ep.cudaep.paging": "on"})
-	assert.ErrorIs(t, err, ep.ErrUnsupported, "paging during a run is not built yet: refused, not ignored")
-	_, err = parseOptions(map[string]string{"ep.cudaep.weight_budget_bytes": "4096"})
-	assert.ErrorIs(t, err, ep.ErrUnsupported, "a budget needs paging: refused, not ignored")
+	o, err = parseOptions(map[string]string{"ep.cudaep.paging": "on", "ep.cudaep.weight_budget_bytes": "4096"})
+	require.NoError(t, err)
+	assert.Equal(t, "on", o.paging)
+	assert.Equal(t, uint64(4096), o.weightBytes)
+}
+
+// TestPagingDecisionFollowsModeAndBudget: on always pages external data, auto pages what is over
+// the budget, off refuses a partition over the budget, naming both options.
+func TestPagingDecisionFollowsModeAndBudget(t *testing.T) {
+	for _, c := range []struct {
+		mode           string
+		budget, weight uint64
+		pages          bool
+		fails          bool
+	}{
+		{"on", 0, 100, true, false},
+		{"on", 0, 0, false, false}, // nothing external: nothing to page
+		{"auto", 0, 1 << 40, false, false},
+		{"auto", 1000, 1000, false, false},
+		{"auto", 1000, 1001, true, false},
+		{"off", 0, 1 << 40, false, false},
+		{"off", 1000, 1001, false, true},
+	} {
+		s := &session{opts: sessionOptions{paging: c.mode, weightBytes: c.budget}}
+		pages, err := s.pages(c.weight)
+		if c.fails {
+			require.Error(t, err, "%+v", c)
+			assert.ErrorContains(t, err, "weight_budget_bytes=1000")
+			assert.ErrorContains(t, err, "paging=off")
+			continue
+		}
+		require.NoError(t, err, "%+v", c)
+		assert.Equal(t, c.pages, pages, "%+v", c)
+	}
 }
 
 func vals(names ...string) []value {
@@ -92,9 +122,9 @@ func TestFusionGroupsAreConvexAndConnected(t *testing.T) {
 	assert.ElementsMatch(t, []string{"a", "b", "d", "e"}, first)
 }
 
-// TestReadExternalRefusesWhatORTRefuses: a hostile model gets a clear error, never another
+// TestCheckExternalRefusesWhatORTRefuses: a hostile model gets a clear error, never another
 // file's bytes.
-func TestReadExternalRefusesWhatORTRefuses(t *testing.T) {
+func TestCheckExternalRefusesWhatORTRefuses(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
 	model := filepath.Join(dir, "model.onnx")
@@ -103,9 +133,11 @@ func TestReadExternalRefusesWhatORTRefuses(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.bin"), []byte("secret"), 0o600))
 	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.bin"), filepath.Join(dir, "link.bin")))
 
-	got, err := readExternal(model, "w.bin", 2, 4)
+	got, err := checkExternal(model, "w.bin", 2, 4)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("2345"), got)
+	want, err := filepath.EvalSymlinks(filepath.Join(dir, "w.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
 
 	for name, c := range map[string]struct {
 		loc  string
@@ -122,11 +154,11 @@ func TestReadExternalRefusesWhatORTRefuses(t *testing.T) {
 		"missing file":   {"nope.bin", 0, 1, "nope.bin"},
 		"empty location": {"", 0, 1, "absolute"},
 	} {
-		_, err := readExternal(model, c.loc, c.off, c.n)
+		_, err := checkExternal(model, c.loc, c.off, c.n)
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), c.want, name)
 	}
-	_, err = readExternal("", "w.bin", 0, 1)
+	_, err = checkExternal("", "w.bin", 0, 1)
 	assert.ErrorContains(t, err, "loaded from bytes")
 }
 

@@ -26,7 +26,7 @@ type partition struct {
 	nodes   []node
 	inputs  []string // the fused node's inputs, in ORT's order
 	outputs []string // the fused node's outputs, in ORT's order
-	weights map[string]tensorBuf
+	w       *weights
 
 	mu    sync.Mutex
 	plans map[string]*plan
@@ -51,10 +51,20 @@ type plan struct {
 	graph   bool
 }
 
-// step is one kernel execution.
+// step is one kernel execution. A step of a paging partition that reads a layer has its
+// layer's index (else -1) and, per input taken from the layer, the input's index and its
+// offset in the layer's image: Ptr is set from the slot at every run.
 type step struct {
 	k        *ep.Kernel
 	ins, out []ep.Tensor
+	layer    int
+	patches  []patch
+}
+
+// patch is an input of a step read from its layer's image.
+type patch struct {
+	arg int
+	off uint64
 }
 
 func (pt *partition) close() error {
@@ -65,10 +75,10 @@ func (pt *partition) close() error {
 		errs = append(errs, pl.release(pt.s.p))
 	}
 	pt.plans = nil
-	for _, w := range pt.weights {
-		errs = append(errs, w.buf.Release())
+	if pt.w != nil {
+		errs = append(errs, pt.w.release(pt.s.p))
+		pt.w = nil
 	}
-	pt.weights = nil
 	return errors.Join(errs...)
 }
 
@@ -148,7 +158,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 	for _, v := range fn.outputs {
 		pt.outputs = append(pt.outputs, v.name)
 	}
-	if pt.weights, err = s.loadWeights(g); err != nil {
+	if pt.w, err = s.loadWeights(g, ordered); err != nil {
 		_ = pt.close()
 		return nil, fmt.Errorf("partition %s: %w", pt.name, err)
 	}

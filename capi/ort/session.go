@@ -23,10 +23,13 @@ const optionPrefix = "ep.cudaep."
 // sessionOptions are the EP's options for one session, from the session config entries
 // "ep.cudaep.<key>" (the EP device's defaults, overridden by the user's).
 type sessionOptions struct {
-	provider    ep.Options
-	cudaGraph   bool   // enable_cuda_graph: capture each partition per input shapes and replay it
-	paging      string // auto | on | off
-	weightBytes uint64 // weight_budget_bytes: 0 means no budget
+	provider  ep.Options
+	cudaGraph bool // enable_cuda_graph: capture each partition per input shapes and replay it
+	// paging: "on" streams every partition's external-data weights through a double buffer
+	// during each run; "auto" does so for a partition whose external-data weights exceed
+	// weightBytes; "off" never does (a partition over the budget is refused).
+	paging      string
+	weightBytes uint64 // weight_budget_bytes: device bytes a partition's weights may hold; 0 means no budget
 }
 
 // optionKeys documents the keys, for error messages.
@@ -67,10 +70,8 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 			}
 		case "paging":
 			switch value {
-			case "auto", "off":
+			case "auto", "on", "off":
 				o.paging = value
-			case "on":
-				return o, fmt.Errorf("%w: session option %s=on: paging partition weights through the double buffer during a run is not implemented yet; use auto or off (weights are loaded once, resident)", ep.ErrUnsupported, full)
 			default:
 				return o, bad("auto, on or off")
 			}
@@ -78,9 +79,6 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 			n, err := strconv.ParseUint(value, 10, 64)
 			if err != nil {
 				return o, bad("a byte count")
-			}
-			if n != 0 {
-				return o, fmt.Errorf("%w: session option %s=%d: a weight budget needs paging during a run, which is not implemented yet; leave it 0 (weights are loaded once, resident)", ep.ErrUnsupported, full, n)
 			}
 			o.weightBytes = n
 		default:
@@ -104,7 +102,12 @@ type session struct {
 	runs sync.RWMutex
 }
 
-func (s *session) close() error { return s.p.Close() }
+func (s *session) close() error {
+	live.mu.Lock()
+	delete(live.sessions, s)
+	live.mu.Unlock()
+	return s.p.Close()
+}
 
 // slotFor hands out a fresh keyed slot for a partition's captured graph.
 func (s *session) slotFor() ep.Slot {
@@ -153,9 +156,13 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 	if err != nil {
 		return statusOf(err)
 	}
-	h, err := epTable.Insert(&session{opts: opts, p: p})
+	s := &session{opts: opts, p: p}
+	live.mu.Lock()
+	live.sessions[s] = struct{}{}
+	live.mu.Unlock()
+	h, err := epTable.Insert(s)
 	if err != nil {
-		_ = p.Close()
+		_ = s.close()
 		return statusOf(err)
 	}
 	e := C.cudaep_ort_new_ep(C.uint64_t(h))

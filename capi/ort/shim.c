@@ -30,7 +30,7 @@ static const char* f_GetName(const OrtEpFactory* f) { (void)f; return cudaep_ort
 static const char* f_GetVendor(const OrtEpFactory* f) { (void)f; return cudaep_ort_vendor; }
 static uint32_t f_GetVendorId(const OrtEpFactory* f) { (void)f; return 0x10DE; }
 static const char* f_GetVersion(const OrtEpFactory* f) { (void)f; return cudaep_ort_library_version; }
-static bool f_IsStreamAware(const OrtEpFactory* f) { (void)f; return false; }
+static bool f_IsStreamAware(const OrtEpFactory* f) { (void)f; return true; }
 
 static OrtStatus* f_GetSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t num_devices,
                                         OrtEpDevice** ep_devices, size_t max_ep_devices, size_t* num_ep_devices) {
@@ -70,8 +70,79 @@ static bool dt_CanCopy(const OrtDataTransferImpl* dt, const OrtMemoryDevice* src
 static OrtStatus* dt_CopyTensors(OrtDataTransferImpl* dt, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
                                  size_t n) {
     (void)dt;
-    (void)streams; /* not stream-aware: every copy completes before this returns */
-    return cudaepOrtCopyTensors((OrtValue**)src, dst, n);
+    return cudaepOrtCopyTensors((OrtValue**)src, dst, streams, n);
+}
+
+/* --- sync streams and notifications ------------------------------------------------------ */
+
+static void s_Release(OrtSyncStreamImpl* s) {
+    cudaepOrtReleaseStream(((CudaEpOrtStream*)s)->handle);
+    free(s);
+}
+static void* s_GetHandle(OrtSyncStreamImpl* s) { return ((CudaEpOrtStream*)s)->native; }
+static OrtStatus* s_CreateNotification(OrtSyncStreamImpl* s, OrtSyncNotificationImpl** out) {
+    return cudaepOrtCreateNotification(((CudaEpOrtStream*)s)->handle, out);
+}
+static OrtStatus* s_Flush(OrtSyncStreamImpl* s) {
+    (void)s; /* work is submitted as it is queued */
+    return NULL;
+}
+static OrtStatus* s_OnSessionRunEnd(OrtSyncStreamImpl* s) { return cudaepOrtStreamRunEnd(((CudaEpOrtStream*)s)->handle); }
+
+CudaEpOrtStream* cudaep_ort_new_stream(uint64_t handle, uint64_t native) {
+    CudaEpOrtStream* s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->s.ort_version_supported = cudaep_ort_version;
+    s->s.Release = s_Release;
+    s->s.GetHandle = s_GetHandle;
+    s->s.CreateNotification = s_CreateNotification;
+    s->s.Flush = s_Flush;
+    s->s.OnSessionRunEnd = s_OnSessionRunEnd;
+    s->handle = handle;
+    s->native = (void*)(uintptr_t)native;
+    return s;
+}
+
+CudaEpOrtStream* cudaep_ort_our_stream(OrtSyncStream* s) {
+    if (!s) return NULL;
+    const OrtSyncStreamImpl* impl = E(SyncStream_GetImpl)(s);
+    return impl && impl->Release == s_Release ? (CudaEpOrtStream*)impl : NULL;
+}
+
+static void n_Release(OrtSyncNotificationImpl* n) {
+    cudaepOrtReleaseNotification(((CudaEpOrtNotification*)n)->handle);
+    free(n);
+}
+static OrtStatus* n_Activate(OrtSyncNotificationImpl* n) { return cudaepOrtActivate(((CudaEpOrtNotification*)n)->handle); }
+static OrtStatus* n_WaitOnDevice(OrtSyncNotificationImpl* n, OrtSyncStream* consumer) {
+    CudaEpOrtStream* ours = cudaep_ort_our_stream(consumer);
+    return cudaepOrtWaitOnDevice(((CudaEpOrtNotification*)n)->handle, ours ? ours->handle : 0);
+}
+static OrtStatus* n_WaitOnHost(OrtSyncNotificationImpl* n) { return cudaepOrtWaitOnHost(((CudaEpOrtNotification*)n)->handle); }
+
+CudaEpOrtNotification* cudaep_ort_new_notification(uint64_t handle) {
+    CudaEpOrtNotification* n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->n.ort_version_supported = cudaep_ort_version;
+    n->n.Release = n_Release;
+    n->n.Activate = n_Activate;
+    n->n.WaitOnDevice = n_WaitOnDevice;
+    n->n.WaitOnHost = n_WaitOnHost;
+    n->handle = handle;
+    return n;
+}
+
+int cudaep_ort_memory_device_ours(const OrtMemoryDevice* d, int32_t* device_id) {
+    if (!is_our_gpu(d)) return 0;
+    *device_id = (int32_t)E(MemoryDevice_GetDeviceId)(d);
+    return 1;
+}
+
+static OrtStatus* f_CreateSyncStreamForDevice(OrtEpFactory* f, const OrtMemoryDevice* memory_device,
+                                              const OrtKeyValuePairs* stream_options, OrtSyncStreamImpl** stream) {
+    (void)f;
+    (void)stream_options;
+    return cudaepOrtFactoryStream((OrtMemoryDevice*)memory_device, stream);
 }
 
 static void dt_Release(OrtDataTransferImpl* dt) { free(dt); }
@@ -194,6 +265,11 @@ static OrtStatus* ep_Compile(OrtEp* ep, const OrtGraph** graphs, const OrtNode**
     return cudaepOrtCompile((CudaEpOrtEp*)ep, (OrtGraph**)graphs, (OrtNode**)fused_nodes, count, node_compute_infos);
 }
 
+static OrtStatus* ep_CreateSyncStreamForDevice(OrtEp* ep, const OrtMemoryDevice* memory_device,
+                                               OrtSyncStreamImpl** stream) {
+    return cudaepOrtSessionStream((CudaEpOrtEp*)ep, (OrtMemoryDevice*)memory_device, stream);
+}
+
 static void ep_ReleaseNodeComputeInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t count) {
     (void)ep;
     for (size_t i = 0; i < count; i++) {
@@ -215,6 +291,7 @@ CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle) {
     e->ep.GetCapability = ep_GetCapability;
     e->ep.Compile = ep_Compile;
     e->ep.ReleaseNodeComputeInfos = ep_ReleaseNodeComputeInfos;
+    e->ep.CreateSyncStreamForDevice = ep_CreateSyncStreamForDevice;
     if (cudaep_ort_version >= 24) e->ep.IsConcurrentRunSupported = ep_IsConcurrentRunSupported;
     e->handle = handle;
     return e;
@@ -289,6 +366,7 @@ OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* or
     f->f.CreateAllocator = f_CreateAllocator;
     f->f.ReleaseAllocator = f_ReleaseAllocator;
     f->f.IsStreamAware = f_IsStreamAware;
+    f->f.CreateSyncStreamForDevice = f_CreateSyncStreamForDevice;
     OrtStatus* st = cudaepOrtNewFactory(f);
     if (st) {
         free(f);
@@ -559,4 +637,9 @@ OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_
     if (st) return st;
     *on_cpu = value_on_cpu(v);
     return A(GetTensorMutableData)(v, data);
+}
+
+OrtStatus* cudaep_ort_kernel_stream(OrtKernelContext* kc, void** stream) {
+    *stream = NULL;
+    return A(KernelContext_GetGPUComputeStream)(kc, stream);
 }

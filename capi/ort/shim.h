@@ -42,10 +42,30 @@ typedef struct CudaEpOrtAllocator {
     OrtMemoryInfo* info; /* ours, released with the allocator */
 } CudaEpOrtAllocator;
 
+/* A sync stream ORT holds (one per session stream ORT makes, or per device for the factory's):
+ * the Go stream's handle and the native stream handle GetHandle returns. */
+typedef struct CudaEpOrtStream {
+    OrtSyncStreamImpl s;
+    uint64_t handle;
+    void* native;
+} CudaEpOrtStream;
+
+/* A notification ORT holds: the handle of the Go notification (a fence once activated). */
+typedef struct CudaEpOrtNotification {
+    OrtSyncNotificationImpl n;
+    uint64_t handle;
+} CudaEpOrtNotification;
+
 /* Object construction (tables filled, handle stored); free with free(). */
 CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle);
 CudaEpOrtComputeInfo* cudaep_ort_new_compute_info(uint64_t handle);
 void cudaep_ort_free(void* p);
+CudaEpOrtStream* cudaep_ort_new_stream(uint64_t handle, uint64_t native);
+CudaEpOrtNotification* cudaep_ort_new_notification(uint64_t handle);
+/* The CudaEp stream behind one of ORT's streams, or NULL when the stream is not CudaEp's. */
+CudaEpOrtStream* cudaep_ort_our_stream(OrtSyncStream* s);
+/* Whether a memory device is CudaEp's device memory, and its device id. */
+int cudaep_ort_memory_device_ours(const OrtMemoryDevice* d, int32_t* device_id);
 void cudaep_ort_set_library_version(const char* version);
 
 /* Device memory: allocators, the data transfer, EP device allocator info, values. */
@@ -106,6 +126,7 @@ const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx);
 OrtStatus* cudaep_ort_kernel_counts(OrtKernelContext* kc, size_t* inputs, size_t* outputs);
 OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,
                                    size_t cap, size_t* rank, int* on_cpu);
+OrtStatus* cudaep_ort_kernel_stream(OrtKernelContext* kc, void** stream);
 OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_t* dims, size_t rank, void** data,
                                     int* on_cpu);
 

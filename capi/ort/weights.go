@@ -8,19 +8,138 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/ep"
 )
 
-// loadWeights uploads the constant initializers of a partition's graph once: external-data
-// ones read by cudaep straight from their file (ORT never reads those bytes), in-memory ones
-// copied from ORT's value.
-func (s *session) loadWeights(g *C.OrtGraph) (map[string]tensorBuf, error) {
+// weights are a partition's constant initializers: resident ones in device buffers, and, when
+// the partition pages, the external-data ones as layers streamed through a double buffer
+// during each run. files are the external-data files the partition holds open.
+type weights struct {
+	resident map[string]tensorBuf
+	paged    *pagedWeights
+	files    []ep.MappingID
+}
+
+// pagedWeights are a paging partition's layers (one per node that reads external-data
+// initializers, in the partition's node order) and the double buffer they stream through.
+type pagedWeights struct {
+	db     *ep.DoubleBuffer
+	layers []layer
+	infos  map[string]ep.TensorInfo // the paged initializers' tensors
+	bytes  uint64                   // the layers' total size: what one run moves
+}
+
+// layer is one node's external-data initializers as one image: the node's index in the
+// partition and each initializer's byte offset in the image.
+type layer struct {
+	w       *ep.LazyWeight
+	node    int
+	offsets map[string]uint64
+}
+
+// execute runs a plan of a paging partition. Two layers are in flight ahead of compute; a step
+// that reads a layer fences the compute stream on its copy (the host does not wait), reads its
+// inputs from the slot, and releases the slot once its kernel is queued, so that the slot
+// takes the layer after next. On an error the layers still held are cancelled.
+func (pw *pagedWeights) execute(pl *plan) (err error) {
+	n := len(pw.layers)
+	tickets := make([]ep.Ticket, n)
+	next, done := 0, 0
+	defer func() {
+		if err != nil {
+			for i := done; i < next; i++ {
+				_ = pw.db.Cancel(tickets[i])
+			}
+		}
+	}()
+	prefetch := func() error {
+		t, err := pw.db.Prefetch(ep.LayerID(next), pw.layers[next].w)
+		if err != nil {
+			return fmt.Errorf("page layer %d: %w", next, err)
+		}
+		tickets[next] = t
+		next++
+		return nil
+	}
+	for next < n && next < ep.DoubleBufferSlots {
+		if err := prefetch(); err != nil {
+			return err
+		}
+	}
+	for _, st := range pl.steps {
+		if st.layer >= 0 {
+			view, err := pw.db.Wait(tickets[st.layer])
+			if err != nil {
+				return fmt.Errorf("page layer %d: %w", st.layer, err)
+			}
+			for _, pa := range st.patches {
+				st.ins[pa.arg].Ptr = view.Ptr + ep.DevicePtr(pa.off)
+			}
+		}
+		if err := st.k.Execute(st.ins, st.out); err != nil {
+			return err
+		}
+		if st.layer < 0 {
+			continue
+		}
+		if err := pw.db.Release(tickets[st.layer]); err != nil {
+			return fmt.Errorf("page layer %d: %w", st.layer, err)
+		}
+		done = st.layer + 1
+		b := pw.layers[st.layer].w.Bytes()
+		counters.pagedLayers.Add(1)
+		counters.pagedBytes.Add(b)
+		counters.weightFileBytes.Add(b)
+		if next < n {
+			if err := prefetch(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// external is an external-data initializer: its tensor and its range of an opened file.
+type external struct {
+	info   ep.TensorInfo
+	region ep.Region
+}
+
+func (w *weights) release(p *ep.Provider) error {
+	var errs []error
+	if w.paged != nil {
+		errs = append(errs, w.paged.db.Close())
+		w.paged = nil
+	}
+	for _, t := range w.resident {
+		errs = append(errs, t.buf.Release())
+	}
+	w.resident = nil
+	errs = append(errs, w.closeFiles(p))
+	return errors.Join(errs...)
+}
+
+func (w *weights) closeFiles(p *ep.Provider) error {
+	var errs []error
+	for _, id := range w.files {
+		errs = append(errs, p.CloseExternalData(id))
+	}
+	w.files = nil
+	return errors.Join(errs...)
+}
+
+// loadWeights loads the constant initializers of a partition's graph: in-memory ones are
+// copied from ORT's value once; external-data ones are read by cudaep from their file through
+// the provider's mappings (ORT never reads those bytes) and either loaded once, resident, or,
+// when the partition pages (option paging=on, or paging=auto with the weights over
+// weight_budget_bytes), streamed layer by layer through a double buffer during every run.
+func (s *session) loadWeights(g *C.OrtGraph, nodes []node) (*weights, error) {
 	var cpath *C.char
 	if err := errorOf(C.cudaep_ort_graph_model_path(g, &cpath), "read the model path"); err != nil {
 		return nil, err
@@ -33,34 +152,142 @@ func (s *session) loadWeights(g *C.OrtGraph) (map[string]tensorBuf, error) {
 		return nil, err
 	}
 	defer C.cudaep_ort_free_array(unsafe.Pointer(arr))
-	out := map[string]tensorBuf{}
-	if n == 0 {
-		return out, nil
-	}
-	release := func() {
-		for _, w := range out {
-			_ = w.buf.Release()
-		}
-	}
+	w := &weights{resident: map[string]tensorBuf{}}
+	fail := func(err error) (*weights, error) { return nil, errors.Join(err, w.release(s.p)) }
+	exts := map[string]external{}
+	var extBytes uint64
 	for _, vi := range unsafe.Slice(arr, int(n)) {
 		v, err := readValueInfo(vi)
 		if err != nil {
-			release()
-			return nil, err
+			return fail(err)
 		}
-		data, err := initializerBytes(vi, v, modelPath)
+		ext, data, err := s.initializer(vi, v, modelPath, w)
 		if err != nil {
-			release()
-			return nil, fmt.Errorf("initializer %q: %w", v.name, err)
+			return fail(fmt.Errorf("initializer %q: %w", v.name, err))
+		}
+		if ext != nil {
+			exts[v.name] = *ext
+			extBytes += ext.region.Len
+			continue
 		}
 		t, err := s.upload(v, data)
 		if err != nil {
-			release()
-			return nil, fmt.Errorf("initializer %q: %w", v.name, err)
+			return fail(fmt.Errorf("initializer %q: %w", v.name, err))
 		}
-		out[v.name] = t
+		counters.weightOrtBytes.Add(uint64(len(data)))
+		w.resident[v.name] = t
 	}
-	return out, nil
+	paged, err := s.pages(extBytes)
+	if err != nil {
+		return fail(err)
+	}
+	if !paged {
+		for name, e := range exts {
+			t, err := s.loadResident(e)
+			if err != nil {
+				return fail(fmt.Errorf("initializer %q: %w", name, err))
+			}
+			w.resident[name] = t
+		}
+		// Every byte is on the device: the files are not needed any more.
+		if err := w.closeFiles(s.p); err != nil {
+			return fail(err)
+		}
+		return w, nil
+	}
+	if w.paged, err = s.pageLayers(nodes, exts); err != nil {
+		return fail(err)
+	}
+	return w, nil
+}
+
+// pages decides whether a partition with extBytes of external-data weights pages them.
+func (s *session) pages(extBytes uint64) (bool, error) {
+	budget := s.opts.weightBytes
+	switch {
+	case extBytes == 0:
+		return false, nil
+	case s.opts.paging == "on":
+		return true, nil
+	case budget == 0 || extBytes <= budget:
+		return false, nil
+	case s.opts.paging == "off":
+		return false, fmt.Errorf("%w: the partition's external-data weights take %d bytes, over %sweight_budget_bytes=%d, and %spaging=off",
+			ep.ErrInvalidArgument, extBytes, optionPrefix, budget, optionPrefix)
+	}
+	return true, nil
+}
+
+// loadResident copies an external-data initializer from its file to a new device buffer.
+func (s *session) loadResident(e external) (tensorBuf, error) {
+	lw, err := s.p.NewByteWeight([]ep.Region{e.region})
+	if err != nil {
+		return tensorBuf{}, err
+	}
+	b, err := s.p.LoadWeight(lw)
+	if err != nil {
+		return tensorBuf{}, err
+	}
+	counters.weightFileBytes.Add(e.region.Len)
+	return tensorBuf{info: e.info, buf: b}, nil
+}
+
+// pageLayers groups a paging partition's external-data initializers into one layer per node
+// that reads them, and makes the double buffer for the largest.
+func (s *session) pageLayers(nodes []node, exts map[string]external) (*pagedWeights, error) {
+	if s.opts.cudaGraph {
+		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
+			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)
+	}
+	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
+	for name, e := range exts {
+		pw.infos[name] = e.info
+	}
+	var largest uint64
+	largestNode := ""
+	for i, nd := range nodes {
+		var names []string
+		for _, v := range nd.inputs {
+			if _, ok := exts[v.name]; ok && !slices.Contains(names, v.name) {
+				names = append(names, v.name)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		// Largest elements first: every tensor then starts at a multiple of its element size.
+		slices.SortStableFunc(names, func(a, b string) int {
+			return exts[b].info.DType.Size() - exts[a].info.DType.Size()
+		})
+		l := layer{node: i, offsets: map[string]uint64{}}
+		var regions []ep.Region
+		var off uint64
+		for _, name := range names {
+			l.offsets[name] = off
+			regions = append(regions, exts[name].region)
+			off += exts[name].region.Len
+		}
+		lw, err := s.p.NewByteWeight(regions)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", nd.name, err)
+		}
+		l.w = lw
+		pw.layers = append(pw.layers, l)
+		pw.bytes += off
+		if off > largest {
+			largest, largestNode = off, nd.name
+		}
+	}
+	if budget := s.opts.weightBytes; budget > 0 && largest > budget/ep.DoubleBufferSlots {
+		return nil, fmt.Errorf("%w: node %s reads %d bytes of weights; paging holds two such layers, over %sweight_budget_bytes=%d",
+			ep.ErrInvalidArgument, largestNode, largest, optionPrefix, budget)
+	}
+	db, err := s.p.NewDoubleBuffer(largest, ep.ModeZeroCopy)
+	if err != nil {
+		return nil, fmt.Errorf("paging the partition's weights: %w", err)
+	}
+	pw.db = db
+	return pw, nil
 }
 
 // upload copies a tensor's bytes into a new device buffer.
@@ -83,14 +310,16 @@ func (s *session) upload(v value, data []byte) (tensorBuf, error) {
 	return tensorBuf{info: info, buf: b}, nil
 }
 
-// initializerBytes returns a constant initializer's bytes, checked against its type.
-func initializerBytes(vi *C.OrtValueInfo, v value, modelPath string) ([]byte, error) {
+// initializer reads a constant initializer checked against its type: an external-data one as
+// its range of the file, opened through the provider (recorded in w.files); an in-memory one as
+// ORT's bytes.
+func (s *session) initializer(vi *C.OrtValueInfo, v value, modelPath string, w *weights) (*external, []byte, error) {
 	if !v.tensor {
-		return nil, fmt.Errorf("%w: not a tensor", errInvalid)
+		return nil, nil, fmt.Errorf("%w: not a tensor", errInvalid)
 	}
 	want, ok := byteSize(v)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s%v has no fixed byte size", ep.ErrUnsupported, v.dtype, v.shape)
+		return nil, nil, fmt.Errorf("%w: %s%v has no fixed byte size", ep.ErrUnsupported, v.dtype, v.shape)
 	}
 	var path *C.char
 	var offset C.int64_t
@@ -98,31 +327,43 @@ func initializerBytes(vi *C.OrtValueInfo, v value, modelPath string) ([]byte, er
 	var found C.int
 	var ext *C.OrtExternalInitializerInfo
 	if err := errorOf(C.cudaep_ort_value_info_external(vi, &path, &offset, &size, &found, &ext), "read external data info"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if found != 0 {
 		loc, off, n := goString(path), int64(offset), uint64(size)
 		C.cudaep_ort_release_external(ext)
 		if n != want {
-			return nil, fmt.Errorf("%w: external data %q holds %d bytes, the tensor %s%v needs %d", errInvalid, loc, n, v.dtype, v.shape, want)
+			return nil, nil, fmt.Errorf("%w: external data %q holds %d bytes, the tensor %s%v needs %d", errInvalid, loc, n, v.dtype, v.shape, want)
 		}
-		return readExternal(modelPath, loc, off, n)
+		resolved, err := checkExternal(modelPath, loc, off, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			return nil, nil, nil // nothing to read: an empty resident tensor
+		}
+		id, err := s.p.OpenExternalData(resolved)
+		if err != nil {
+			return nil, nil, fmt.Errorf("external data %q: %w", loc, err)
+		}
+		w.files = append(w.files, id)
+		return &external{info: v.info(0), region: ep.Region{Mapping: id, Offset: uint64(off), Len: n}}, nil, nil
 	}
 	var data unsafe.Pointer
 	var bytes C.size_t
 	if err := errorOf(C.cudaep_ort_value_info_data(vi, &data, &bytes), "read an initializer"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if data == nil && want > 0 {
-		return nil, fmt.Errorf("%w: ORT gave no value for it", errInvalid)
+		return nil, nil, fmt.Errorf("%w: ORT gave no value for it", errInvalid)
 	}
 	if uint64(bytes) != want {
-		return nil, fmt.Errorf("%w: ORT's value holds %d bytes, the tensor %s%v needs %d", errInvalid, uint64(bytes), v.dtype, v.shape, want)
+		return nil, nil, fmt.Errorf("%w: ORT's value holds %d bytes, the tensor %s%v needs %d", errInvalid, uint64(bytes), v.dtype, v.shape, want)
 	}
 	if want == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return C.GoBytes(data, C.int(want)), nil
+	return nil, C.GoBytes(data, C.int(want)), nil
 }
 
 // byteSize is the byte size of a tensor of static shape.
@@ -138,46 +379,38 @@ func byteSize(v value) (uint64, bool) {
 // errOutside refuses an external-data location a model may not name.
 var errOutside = errors.New("external data location outside the model's directory")
 
-// readExternal reads n bytes at off of the external-data file loc names, refusing what ORT's
-// own loader refuses: a model loaded from bytes (no directory), an absolute location, one that
-// escapes the model's directory (.., or a symlink out of it), and a range past the file's end.
-func readExternal(modelPath, loc string, off int64, n uint64) ([]byte, error) {
+// checkExternal checks the external-data file loc names for n bytes at off and returns its
+// resolved path, refusing what ORT's own loader refuses: a model loaded from bytes (no
+// directory), an absolute location, one that escapes the model's directory (.., or a symlink
+// out of it), something other than a regular file, and a range past the file's end.
+func checkExternal(modelPath, loc string, off int64, n uint64) (string, error) {
 	if modelPath == "" {
-		return nil, fmt.Errorf("%w: external data %q of a model loaded from bytes: load the model from its file", errInvalid, loc)
+		return "", fmt.Errorf("%w: external data %q of a model loaded from bytes: load the model from its file", errInvalid, loc)
 	}
 	if loc == "" || filepath.IsAbs(loc) || strings.HasPrefix(loc, "/") {
-		return nil, fmt.Errorf("%w: %w: %q is absolute", errInvalid, errOutside, loc)
+		return "", fmt.Errorf("%w: %w: %q is absolute", errInvalid, errOutside, loc)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(modelPath))
 	if err != nil {
-		return nil, fmt.Errorf("%w: the model's directory: %w", errInvalid, err)
+		return "", fmt.Errorf("%w: the model's directory: %w", errInvalid, err)
 	}
 	clean := filepath.Clean(filepath.Join(dir, loc))
 	resolved, err := filepath.EvalSymlinks(clean)
 	if err != nil {
-		return nil, fmt.Errorf("external data %q: %w", loc, err)
+		return "", fmt.Errorf("external data %q: %w", loc, err)
 	}
 	if rel, err := filepath.Rel(dir, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return nil, fmt.Errorf("%w: %w: %q resolves to %s", errInvalid, errOutside, loc, resolved)
+		return "", fmt.Errorf("%w: %w: %q resolves to %s", errInvalid, errOutside, loc, resolved)
 	}
-	f, err := os.Open(resolved)
+	st, err := os.Stat(resolved)
 	if err != nil {
-		return nil, fmt.Errorf("external data %q: %w", loc, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("external data %q: %w", loc, err)
+		return "", fmt.Errorf("external data %q: %w", loc, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: external data %q is not a regular file", errInvalid, loc)
+		return "", fmt.Errorf("%w: external data %q is not a regular file", errInvalid, loc)
 	}
 	if off < 0 || uint64(off) > uint64(st.Size()) || n > uint64(st.Size())-uint64(off) {
-		return nil, fmt.Errorf("%w: external data %q: %d bytes at offset %d pass the end of the %d-byte file", errInvalid, loc, n, off, st.Size())
+		return "", fmt.Errorf("%w: external data %q: %d bytes at offset %d pass the end of the %d-byte file", errInvalid, loc, n, off, st.Size())
 	}
-	buf := make([]byte, n)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("external data %q: %w", loc, err)
-	}
-	return buf, nil
+	return resolved, nil
 }

@@ -141,6 +141,7 @@ STATELESS = "no state forbids it: it reads a property fixed at creation or a sna
 STATES = {
     "CudaEpGetVersion": "always succeeds",
     "CudaEpGetLiveHandleCount": "always succeeds",
+    "CudaEpGetOrtStats": "reads process-wide counters: no provider state can forbid it",
     "CudaEpCreateOptions": "creates from nothing",
     "CudaEpSetOption": "options have no state but their values; test_options.c covers bad values",
     "CudaEpGetOption": STATELESS,

@@ -94,9 +94,23 @@ int case_mlp(ort_rt* rt, int argc, char** argv) {
   o.disable_cpu_fallback = rt->ep_mode;
   o.record_assignment = 1;
   rt_session test, ref;
+  CudaEpOrtStats before, after;
+  if (rt->ep_mode && rt_ep_stats(rt, &before) < 0) return 1;
   if (open_pair(rt, argv[1], "mlp.onnx", &o, &test, &ref) < 0) return 1;
   int f = check_all_on_ep(rt, &test);
+  if (rt->ep_mode) {
+    /* W1, B1 and W2 are external data (41,472 bytes); B2 is inline (64 bytes). */
+    char what[256];
+    f += rt_ep_stats(rt, &after) < 0;
+    textf(what, sizeof what, "CudaEp read the 41472 external-data weight bytes from the file itself (%llu)",
+          (unsigned long long)(after.weight_file_bytes - before.weight_file_bytes));
+    f += ok(after.weight_file_bytes - before.weight_file_bytes == 41472, what);
+    textf(what, sizeof what, "and copied the 64 inline bytes from ORT's value (%llu)",
+          (unsigned long long)(after.weight_ort_bytes - before.weight_ort_bytes));
+    f += ok(after.weight_ort_bytes - before.weight_ort_bytes == 64, what);
+  }
   static const int64_t batches[] = {1, 3, 64, 7};
+  if (rt->ep_mode) f += rt_ep_stats(rt, &before) < 0;
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
     host_tensor x;
     if (make_mlp_input(&x, batches[i], 100 + (uint64_t)i) < 0) {
@@ -108,6 +122,16 @@ int case_mlp(ort_rt* rt, int argc, char** argv) {
     textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
     f += ok(rc == 0, what);
     host_tensor_free(&x);
+  }
+  if (rt->ep_mode) {
+    /* Stream-aware: ORT runs the partition on the session's CudaEp stream, and each Compute
+     * returns with its work queued (ORT's copy of the output, on that stream, waits for it). */
+    char what[256];
+    f += rt_ep_stats(rt, &after) < 0;
+    textf(what, sizeof what, "each of the 4 runs was queued on a CudaEp stream (%llu of %llu runs), on %llu live stream(s)",
+          (unsigned long long)(after.stream_runs - before.stream_runs), (unsigned long long)(after.runs - before.runs),
+          (unsigned long long)after.sync_streams);
+    f += ok(after.stream_runs - before.stream_runs == 4 && after.runs - before.runs == 4 && after.sync_streams > 0, what);
   }
   /* Negative control: the comparison must notice outputs for different inputs. */
   {
@@ -155,6 +179,8 @@ int case_split(ort_rt* rt, int argc, char** argv) {
     f += ok(strstr(other, "LeakyRelu") != NULL && strstr(mine, "LeakyRelu") == NULL, what);
   }
   static const int64_t batches[] = {1, 5, 32};
+  CudaEpOrtStats before, after;
+  if (rt->ep_mode) f += rt_ep_stats(rt, &before) < 0;
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
     host_tensor x;
     if (make_mlp_input(&x, batches[i], 200 + (uint64_t)i) < 0) {
@@ -166,6 +192,14 @@ int case_split(ort_rt* rt, int argc, char** argv) {
     textf(what, sizeof what, "batch %lld matches the CPU session%s%s", (long long)batches[i], rc ? ": " : "", why);
     f += ok(rc == 0, what);
     host_tensor_free(&x);
+  }
+  if (rt->ep_mode) {
+    /* The CPU node reads the first partition's output: ORT orders it after that partition's
+     * queued work with a notification (a fence the host waits for). */
+    f += rt_ep_stats(rt, &after) < 0;
+    textf(what, sizeof what, "ORT ordered the CPU node after CudaEp's queued work with notifications (%llu activated)",
+          (unsigned long long)(after.notifications - before.notifications));
+    f += ok(after.notifications - before.notifications >= 3, what);
   }
   rt_session_release(rt, &test);
   rt_session_release(rt, &ref);
@@ -229,5 +263,119 @@ int case_graph(ort_rt* rt, int argc, char** argv) {
   f += ok(same_as_prev == 0, what);
   rt_session_release(rt, &test);
   rt_session_release(rt, &ref);
+  return f + check_log(mark);
+}
+
+/* DEEP_LAYERS and the sizes of gen_models.py's deep.onnx: 6 layers of W[64,64] + B[64]. */
+#define DEEP_LAYERS 6
+#define DEEP_LAYER_BYTES (64 * 64 * 4 + 64 * 4)
+
+/* expect_refused: a session of DIR/file with `o` must fail to open with an error holding `want`. */
+static int expect_refused(ort_rt* rt, const char* dir, const char* file, const rt_session_opts* o, const char* want,
+                          const char* what) {
+  char path[4096], line[2600];
+  if (join_path(path, sizeof path, dir, file) < 0) return ok(0, "model path fits");
+  rt_session s;
+  rt_error e;
+  if (rt_session_create(rt, path, o, &s, &e, 0) == 0) {
+    rt_session_release(rt, &s);
+    textf(line, sizeof line, "%s: the session opened", what);
+    return ok(0, line);
+  }
+  textf(line, sizeof line, "%s: [%s] %s", what, rt_error_code_name(e.code), e.msg);
+  return ok(strstr(e.msg, want) != NULL, line);
+}
+
+/* run_paged runs `runs` inputs of deep.onnx through test and ref and checks the outputs and that
+ * every run streamed all DEEP_LAYERS layers (want_paged) or none. */
+static int run_paged(ort_rt* rt, rt_session* test, rt_session* ref, int want_paged, const char* label) {
+  static const int64_t batches[] = {1, 5, 64, 5};
+  const int runs = (int)(sizeof batches / sizeof batches[0]);
+  CudaEpOrtStats before, after;
+  int f = rt_ep_stats(rt, &before) < 0;
+  for (int i = 0; i < runs; i++) {
+    host_tensor x;
+    if (make_mlp_input(&x, batches[i], 300 + (uint64_t)i) < 0) return f + 1;
+    char why[1024] = "", what[1400];
+    int rc = run_and_compare(rt, test, ref, &x, why, sizeof why);
+    textf(what, sizeof what, "%s: batch %lld matches the CPU session%s%s", label, (long long)batches[i],
+          rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    host_tensor_free(&x);
+  }
+  f += rt_ep_stats(rt, &after) < 0;
+  unsigned long long layers = after.paged_layers - before.paged_layers, bytes = after.paged_bytes - before.paged_bytes,
+                     read = after.weight_file_bytes - before.weight_file_bytes;
+  unsigned long long want_layers = want_paged ? (unsigned long long)runs * DEEP_LAYERS : 0;
+  char what[512];
+  textf(what, sizeof what, "%s: %llu layers paged (%d runs x %d layers: %llu expected), %llu bytes", label, layers, runs,
+        DEEP_LAYERS, want_layers, bytes);
+  f += ok(layers == want_layers && bytes == want_layers * DEEP_LAYER_BYTES, what);
+  textf(what, sizeof what, "%s: every paged byte was read from the file (%llu)", label, read);
+  f += ok(read == bytes, what);
+  return f;
+}
+
+int case_paging(ort_rt* rt, int argc, char** argv) {
+  (void)argc;
+  if (!rt->ep_mode) {
+    printf("  skip paging (cpu-only: paging is CudaEp's)\n");
+    return 0;
+  }
+  unsigned long mark = rt_log_mark();
+  int f = 0;
+  struct {
+    const char *paging, *budget, *label;
+    int paged;
+  } ok_cases[] = {
+      {"on", "0", "paging=on", 1},
+      {"auto", "40000", "paging=auto under a 40000-byte budget (99840 bytes of weights)", 1},
+      {"auto", "100000", "paging=auto under a budget the weights fit", 0},
+  };
+  for (size_t c = 0; c < sizeof ok_cases / sizeof ok_cases[0]; c++) {
+    rt_session_opts o;
+    ep_options(rt, &o);
+    add_ep_option(&o, "tf32", "0");
+    add_ep_option(&o, "paging", ok_cases[c].paging);
+    add_ep_option(&o, "weight_budget_bytes", ok_cases[c].budget);
+    o.disable_cpu_fallback = 1;
+    rt_session test, ref;
+    if (open_pair(rt, argv[1], "deep.onnx", &o, &test, &ref) < 0) {
+      f++;
+      continue;
+    }
+    f += run_paged(rt, &test, &ref, ok_cases[c].paged, ok_cases[c].label);
+    rt_session_release(rt, &test);
+    rt_session_release(rt, &ref);
+  }
+
+  /* What paging cannot do is refused at session creation, naming the options. */
+  struct {
+    const char *paging, *budget, *graph, *want, *what;
+  } bad[] = {
+      {"off", "40000", "0", "paging=off", "weights over the budget with paging=off"},
+      {"auto", "20000", "0", "weight_budget_bytes=20000", "a budget below two layers"},
+      {"on", "0", "1", "enable_cuda_graph", "paging with CUDA graphs"},
+  };
+  for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+    rt_session_opts o;
+    ep_options(rt, &o);
+    add_ep_option(&o, "paging", bad[c].paging);
+    add_ep_option(&o, "weight_budget_bytes", bad[c].budget);
+    add_ep_option(&o, "enable_cuda_graph", bad[c].graph);
+    o.disable_cpu_fallback = 1;
+    f += expect_refused(rt, argv[1], "deep.onnx", &o, bad[c].want, bad[c].what);
+  }
+
+  CudaEpOrtStats st;
+  f += rt_ep_stats(rt, &st) < 0;
+  char what[256];
+  textf(what, sizeof what,
+        "nothing left: %u sessions, %llu partitions, %llu streams, %llu device bytes beyond %llu cached", st.sessions,
+        (unsigned long long)st.partitions, (unsigned long long)st.sync_streams,
+        (unsigned long long)(st.device_live_bytes - st.device_cached_bytes), (unsigned long long)st.device_cached_bytes);
+  f += ok(st.sessions == 0 && st.partitions == 0 && st.sync_streams == 0 &&
+              st.device_live_bytes == st.device_cached_bytes,
+          what);
   return f + check_log(mark);
 }

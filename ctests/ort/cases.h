@@ -41,6 +41,7 @@ int case_node_tests(ort_rt* rt, int argc, char** argv);
 int case_mlp(ort_rt* rt, int argc, char** argv);
 int case_split(ort_rt* rt, int argc, char** argv);
 int case_graph(ort_rt* rt, int argc, char** argv);
+int case_paging(ort_rt* rt, int argc, char** argv);
 int case_misuse(ort_rt* rt, int argc, char** argv);
 int case_iobinding(ort_rt* rt, int argc, char** argv);
 

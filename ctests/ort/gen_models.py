@@ -7,6 +7,9 @@ two runs write identical files (the absolute-path model excepted, which names OU
 
   OUTDIR/mlp.onnx           X[batch,64] -> MatMul+Add -> Relu -> MatMul+Add -> Y[batch,16];
                             W1, B1, W2 in OUTDIR/mlp.weights.bin (external data), B2 inline.
+  OUTDIR/deep.onnx          X[batch,64] -> 6 x (MatMul+Add -> Relu) -> Y[batch,64], every
+                            weight in OUTDIR/deep.weights.bin (external data): 6 layers of
+                            16,640 bytes, 99,840 in all, for paging under a weight budget.
   OUTDIR/split.onnx         the same layers with LeakyRelu (not a CudaEp op) in the middle:
                             two CudaEp partitions around one CPU node. Weights inline.
   OUTDIR/misuse/ext_*.onnx  X[2,4] -> MatMul(W[4,3]) -> Y[2,3] with W in external data:
@@ -175,6 +178,29 @@ def write_mlp(outdir):
     ]
     m = model("mlp", nodes, inits, [value_info("X", ["batch", IN])], [value_info("Y", ["batch", OUT])])
     write(os.path.join(outdir, "mlp.onnx"), m)
+
+
+DEEP_LAYERS = 6  # ort_host's case_paging uses the same count and sizes (IN x IN weights)
+
+
+def write_deep(outdir):
+    rng = random.Random(20240603)
+    blob = bytearray()
+    inits, nodes, x = [], [], "X"
+    for i in range(DEEP_LAYERS):
+        w, b = weights(rng, IN, IN * IN), weights(rng, IN, IN)
+        for name, dims, values in ((f"W{i}", [IN, IN], w), (f"B{i}", [IN], b)):
+            inits.append(tensor_external(name, dims, "deep.weights.bin", len(blob), 4 * len(values)))
+            blob += pack_floats(values)
+        nodes += [
+            node("MatMul", [x, f"W{i}"], [f"m{i}"], f"fc{i}_matmul"),
+            node("Add", [f"m{i}", f"B{i}"], [f"a{i}"], f"fc{i}_add"),
+            node("Relu", [f"a{i}"], ["Y" if i == DEEP_LAYERS - 1 else f"r{i}"], f"relu{i}"),
+        ]
+        x = f"r{i}"
+    write(os.path.join(outdir, "deep.weights.bin"), bytes(blob))
+    m = model("deep", nodes, inits, [value_info("X", ["batch", IN])], [value_info("Y", ["batch", IN])])
+    write(os.path.join(outdir, "deep.onnx"), m)
 
 
 def write_split(outdir):
@@ -436,6 +462,7 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     write_mlp(outdir)
+    write_deep(outdir)
     write_split(outdir)
     write_misuse(outdir)
     write_node_extra(outdir)

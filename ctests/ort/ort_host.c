@@ -14,6 +14,8 @@
  *                           under a live session
  *   iobinding MODELDIR      the MLP's input and output in CudaEp's device memory, bound through
  *                           IoBinding (also with enable_cuda_graph=1), against a CPU session
+ *   paging MODELDIR         the deep model with paging=on and under weight_budget_bytes, and
+ *                           what paging refuses, against a CPU session (counters checked)
  *
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
  * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
@@ -80,13 +82,13 @@ typedef struct host_case {
 static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
-    {"iobinding", case_iobinding, 1},
+    {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},
 };
 
 static int usage(void) {
   fprintf(stderr,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return 2;
 }

@@ -170,6 +170,8 @@ int rt_register_ep(ort_rt* rt, const char* ep_path) {
     return -1;
   }
   rt->ep_path = ep_path;
+  /* The same object ORT loads: its counters tell where the weights came from and what is left. */
+  rt->ort_stats = (CudaEpStatus * (*)(CudaEpOrtStats*)) dlsym(h, "CudaEpGetOrtStats");
   if (rt_check(rt, A(RegisterExecutionProviderLibrary)(rt->env, RT_EP_REGISTRATION, ep_path),
                "RegisterExecutionProviderLibrary") < 0)
     return -1;
@@ -207,6 +209,21 @@ static void print_kv(ort_rt* rt, const char* label, const OrtKeyValuePairs* kv) 
   if (n == 0) printf(" (empty)");
   for (size_t i = 0; i < n; i++) printf(" %s=%s", keys[i], values[i] ? values[i] : "(null)");
   printf("\n");
+}
+
+int rt_ep_stats(ort_rt* rt, CudaEpOrtStats* out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  if (!rt->ort_stats) {
+    printf("  CudaEpGetOrtStats is not available (the EP library is not registered)\n");
+    return -1;
+  }
+  CudaEpStatus* st = rt->ort_stats(out);
+  if (st) {
+    printf("  CudaEpGetOrtStats failed\n");
+    return -1;
+  }
+  return 0;
 }
 
 void rt_print_devices(ort_rt* rt) {

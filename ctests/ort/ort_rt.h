@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cudaep.h"
 #include "onnx_pb.h"
 #include "ort_host_api.h"
 
@@ -45,6 +46,7 @@ typedef struct ort_rt {
   int ep_mode;                     /* 1: sessions get CudaEp appended (rt_register_ep succeeded) */
   int registered;                  /* the library is registered right now */
   const char* ep_path;
+  CudaEpStatus* (*ort_stats)(CudaEpOrtStats*); /* CudaEpGetOrtStats of the EP library (ep_mode) */
   const OrtEpDevice* devices[RT_MAX_DEVICES]; /* the CudaEp devices of GetEpDevices (env-owned) */
   size_t num_devices;
 } ort_rt;
@@ -107,6 +109,11 @@ unsigned long rt_log_ep_errors_since(unsigned long mark, char* buf, size_t cap);
  * CudaEp devices GetEpDevices lists and sets ep_mode. It first checks that the file exports
  * CreateEpFactories, so a library without the ORT entry points fails with a plain message. */
 int rt_register_ep(ort_rt* rt, const char* ep_path);
+
+/* rt_ep_stats reads CudaEp's ORT adapter counters (CudaEpGetOrtStats, looked up in the library
+ * rt_register_ep loaded): 0 on success, -1 (printed) when the library is not registered or the
+ * call fails. */
+int rt_ep_stats(ort_rt* rt, CudaEpOrtStats* out);
 
 /* rt_unregister_ep unregisters the library; the error, if any, goes to *e. */
 int rt_unregister_ep(ort_rt* rt, rt_error* e);

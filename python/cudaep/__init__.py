@@ -11,6 +11,7 @@ per status code — carrying ``code`` and ``message``.
 """
 
 import ctypes
+import dataclasses
 
 from . import _native
 from .buffer import Buffer
@@ -57,9 +58,9 @@ __all__ = [
     "Arg", "Boundary", "Buffer", "CaptureStatus", "CudaError", "DLPackUnsupported", "DType", "Decline",
     "DeclineReason", "Declined", "DeviceInfo", "DoubleBuffer", "DoubleBufferMetrics", "Error", "ErrorCode",
     "Fail", "Function", "GraphStats", "InvalidArgument", "InvalidHandle", "Kernel", "LazyWeight", "Module",
-    "NotFound", "Options", "OutOfMemory", "PagedWeight", "Provider", "ProviderStats", "ResidencyStats",
+    "NotFound", "Options", "OrtStats", "OutOfMemory", "PagedWeight", "Provider", "ProviderStats", "ResidencyStats",
     "Slot", "SlotState", "StaleGeneration", "StaleHandle", "Tensor", "TensorInfo", "Ticket", "TicketInfo",
-    "TransferMode", "Unsupported", "WrongState", "dlpack_live_exports", "live_handle_count", "version",
+    "TransferMode", "Unsupported", "WrongState", "dlpack_live_exports", "live_handle_count", "ort_stats", "version",
 ]
 
 
@@ -69,6 +70,37 @@ def version():
     lib_version = ctypes.c_char_p()
     _native.CudaEpGetVersion(ctypes.byref(abi), ctypes.byref(lib_version))
     return abi.value, lib_version.value.decode()
+
+
+@dataclasses.dataclass(frozen=True)
+class OrtStats:
+    """The ONNX Runtime adapter's process-wide counters (CudaEpOrtStats): sessions and
+    partitions alive, bytes read from external-data files and copied from ORT's values, layers
+    paged, runs, graph captures and replays, the device bytes held (cached included), the sync
+    streams ORT holds, the runs queued on them unwaited and the notifications ORT activated."""
+
+    sessions: int
+    partitions: int
+    weight_file_bytes: int
+    weight_ort_bytes: int
+    paged_layers: int
+    paged_bytes: int
+    runs: int
+    captures: int
+    replays: int
+    device_live_bytes: int
+    device_cached_bytes: int
+    sync_streams: int
+    stream_runs: int
+    notifications: int
+
+
+def ort_stats():
+    """The :class:`OrtStats` of the ONNX Runtime plugin EP in this process (all zero until ONNX
+    Runtime loads the library as an execution provider; load it from the same file)."""
+    s = _native.new_out_struct(_native.CudaEpOrtStats)
+    _native.CudaEpGetOrtStats(ctypes.byref(s))
+    return OrtStats(**{f.name: getattr(s, f.name) for f in dataclasses.fields(OrtStats)})
 
 
 def live_handle_count():

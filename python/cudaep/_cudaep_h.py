@@ -271,6 +271,18 @@ class CudaEpTicketInfo(ctypes.Structure):
                 ("generation", ctypes.c_uint64)]
 
 
+class CudaEpOrtStats(ctypes.Structure):
+    """struct CudaEpOrtStats."""
+
+    _fields_ = [("struct_size", ctypes.c_uint32), ("sessions", ctypes.c_uint32),
+                ("partitions", ctypes.c_uint64), ("weight_file_bytes", ctypes.c_uint64),
+                ("weight_ort_bytes", ctypes.c_uint64), ("paged_layers", ctypes.c_uint64),
+                ("paged_bytes", ctypes.c_uint64), ("runs", ctypes.c_uint64), ("captures", ctypes.c_uint64),
+                ("replays", ctypes.c_uint64), ("device_live_bytes", ctypes.c_uint64),
+                ("device_cached_bytes", ctypes.c_uint64), ("sync_streams", ctypes.c_uint64),
+                ("stream_runs", ctypes.c_uint64), ("notifications", ctypes.c_uint64)]
+
+
 #: Every enum's members, in order, without the prefix of whole words they share (for enum.IntEnum).
 ENUMS = {
     "CudaEpErrorCode": (("OK", 0), ("FAIL", 1), ("INVALID_ARGUMENT", 2), ("INVALID_HANDLE", 3),
@@ -300,7 +312,8 @@ STRUCTS = {"CudaEpDeviceInfo": CudaEpDeviceInfo, "CudaEpProviderStats": CudaEpPr
            "CudaEpLaunchConfig": CudaEpLaunchConfig, "CudaEpGraphStats": CudaEpGraphStats,
            "CudaEpRegion": CudaEpRegion, "CudaEpWeightSpec": CudaEpWeightSpec, "CudaEpDecline": CudaEpDecline,
            "CudaEpResidencyStats": CudaEpResidencyStats,
-           "CudaEpDoubleBufferMetrics": CudaEpDoubleBufferMetrics, "CudaEpTicketInfo": CudaEpTicketInfo}
+           "CudaEpDoubleBufferMetrics": CudaEpDoubleBufferMetrics, "CudaEpTicketInfo": CudaEpTicketInfo,
+           "CudaEpOrtStats": CudaEpOrtStats}
 
 #: Every function of the header, in order: name -> (restype, argtypes).
 FUNCTIONS = {
@@ -559,6 +572,8 @@ FUNCTIONS = {
     #     size_t buf_size, CUDAEP_OUT size_t* out_needed)
     "CudaEpDoubleBufferGetFallback": (ctypes.c_void_p, [CudaEpDoubleBuffer, ctypes.c_char_p, ctypes.c_size_t,
         ctypes.POINTER(ctypes.c_size_t)]),
+    # CudaEpStatus* CudaEpGetOrtStats(CUDAEP_INOUT CudaEpOrtStats* stats)
+    "CudaEpGetOrtStats": (ctypes.c_void_p, [ctypes.POINTER(CudaEpOrtStats)]),
 }
 
 #: The functions that return a CudaEpStatus* (NULL on success).
@@ -583,7 +598,8 @@ STATUS_FUNCTIONS = frozenset({"CudaEpCreateStatus", "CudaEpGetVersion", "CudaEpG
     "CudaEpDoubleBufferGetMetrics", "CudaEpDoubleBufferPrefetch", "CudaEpDoubleBufferWaitLayer",
     "CudaEpDoubleBufferReleaseLayer", "CudaEpDoubleBufferCancelLayer", "CudaEpTicketGetInfo",
     "CudaEpReleaseTicket", "CudaEpRemoveGraph", "CudaEpCloseExternalData", "CudaEpRecoverWeights",
-    "CudaEpDoubleBufferRecover", "CudaEpGetWeightFallback", "CudaEpDoubleBufferGetFallback"})
+    "CudaEpDoubleBufferRecover", "CudaEpGetWeightFallback", "CudaEpDoubleBufferGetFallback",
+    "CudaEpGetOrtStats"})
 
 __all__ = ["CUDAEP_ABI_VERSION", "CUDAEP_MAX_RANK", "CUDAEP_MAX_ARRAY", "CUDAEP_MAX_KERNEL_ARGS",
     "CUDAEP_MAX_KERNEL_TENSORS", "CUDAEP_NULL_HANDLE", "CUDAEP_OK", "CUDAEP_FAIL", "CUDAEP_INVALID_ARGUMENT",
@@ -609,5 +625,5 @@ __all__ = ["CUDAEP_ABI_VERSION", "CUDAEP_MAX_RANK", "CUDAEP_MAX_ARRAY", "CUDAEP_
     "CudaEpDoubleBuffer", "CudaEpTicket", "CUDAEP_TRANSFER_ZERO_COPY", "CUDAEP_TRANSFER_STAGING",
     "CudaEpTransferMode", "CUDAEP_SLOT_STATE_FREE", "CUDAEP_SLOT_STATE_FILLING", "CUDAEP_SLOT_STATE_READY",
     "CUDAEP_SLOT_STATE_IN_USE", "CUDAEP_SLOT_STATE_DRAINING", "CUDAEP_SLOT_STATE_QUARANTINED",
-    "CudaEpSlotState", "CudaEpDoubleBufferMetrics", "CudaEpTicketInfo", "ENUMS", "STRUCTS", "FUNCTIONS",
-    "STATUS_FUNCTIONS"]
+    "CudaEpSlotState", "CudaEpDoubleBufferMetrics", "CudaEpTicketInfo", "CudaEpOrtStats", "ENUMS", "STRUCTS",
+    "FUNCTIONS", "STATUS_FUNCTIONS"]

@@ -1,7 +1,9 @@
 """Status round trip, error classes and the version: mirrors ctests/test_status.c."""
 
+import ctypes
 import os
 import re
+import unittest
 
 import cudaep
 from cudaep import _native, errors
@@ -70,3 +72,19 @@ class StatusTest(TestCase):
         if expected:
             self.assertEqual(version, expected)
         self.assertTrue(re.match(r"^\d+$", str(abi)))
+
+
+class OrtStatsTest(unittest.TestCase):
+    """CudaEpGetOrtStats through the bindings: with no ONNX Runtime in this process nothing of
+    the adapter is alive, and a short struct is refused."""
+
+    def test_nothing_alive_without_onnx_runtime(self):
+        s = cudaep.ort_stats()
+        self.assertIsInstance(s, cudaep.OrtStats)
+        self.assertEqual((s.sessions, s.partitions, s.device_live_bytes), (0, 0, 0))
+
+    def test_short_struct_is_refused(self):
+        raw = _native.CudaEpOrtStats()
+        raw.struct_size = 8
+        with self.assertRaises(cudaep.InvalidArgument):
+            _native.CudaEpGetOrtStats(ctypes.byref(raw))

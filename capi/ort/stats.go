@@ -1,0 +1,71 @@
+package ort
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Stats are the ORT adapter's process-wide counters: what lives now, and what it has done
+// since the library was loaded. A host reads them through the C ABI (CudaEpGetOrtStats) to
+// see where its model's weights came from and that nothing is left behind.
+type Stats struct {
+	Sessions   int // OrtEps (sessions using CudaEp) alive
+	Partitions int // compiled partitions alive
+
+	// WeightFileBytes counts the bytes cudaep read from external-data files itself (resident
+	// loads and paged layers, which are read again at every run); WeightORTBytes counts the
+	// bytes of in-memory initializers copied from ORT's values.
+	WeightFileBytes, WeightORTBytes uint64
+	// PagedLayers and PagedBytes count the layers streamed through double buffers during runs.
+	PagedLayers, PagedBytes uint64
+	// Runs counts partition runs; Captures and Replays the CUDA graphs captured and replayed.
+	Runs, Captures, Replays uint64
+
+	// DeviceLiveBytes is the device memory the adapter's providers hold (sessions' weights and
+	// plans, tensors ORT allocated through CudaEp's allocators, and the freed allocations kept
+	// for reuse, which DeviceCachedBytes counts).
+	DeviceLiveBytes, DeviceCachedBytes uint64
+
+	// SyncStreams are the CudaEp streams ORT holds now; StreamRuns counts partition runs ORT
+	// gave a CudaEp stream (they return with their work queued, unwaited); Notifications counts
+	// the notifications ORT activated (fences recorded to order work across streams).
+	SyncStreams               int
+	StreamRuns, Notifications uint64
+}
+
+// counters are the cumulative counts behind Stats.
+var counters struct {
+	weightFileBytes, weightOrtBytes atomic.Uint64
+	pagedLayers, pagedBytes         atomic.Uint64
+	runs, captures, replays         atomic.Uint64
+	streamRuns, notifications       atomic.Uint64
+}
+
+// live holds the sessions alive, for the device bytes they hold.
+var live = struct {
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+}{sessions: map[*session]struct{}{}}
+
+// GetStats returns the adapter's counters now.
+func GetStats() Stats {
+	st := Stats{
+		Sessions: epTable.Live(), Partitions: partitionTable.Live(),
+		WeightFileBytes: counters.weightFileBytes.Load(), WeightORTBytes: counters.weightOrtBytes.Load(),
+		PagedLayers: counters.pagedLayers.Load(), PagedBytes: counters.pagedBytes.Load(),
+		Runs: counters.runs.Load(), Captures: counters.captures.Load(), Replays: counters.replays.Load(),
+		SyncStreams: streamTable.Live(), StreamRuns: counters.streamRuns.Load(), Notifications: counters.notifications.Load(),
+	}
+	live.mu.Lock()
+	for s := range live.sessions {
+		st.DeviceLiveBytes += s.p.Stats().LiveBytes
+	}
+	live.mu.Unlock()
+	devmem.mu.Lock()
+	for _, p := range devmem.providers {
+		st.DeviceLiveBytes += p.Stats().LiveBytes
+	}
+	st.DeviceCachedBytes = devmem.cachedBytes
+	devmem.mu.Unlock()
+	return st
+}
