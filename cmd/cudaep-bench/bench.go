@@ -19,21 +19,23 @@ const SimNotice = "SIMULATED DEVICE: these timings measure a Go simulator, not a
 
 // sizes are a run's problem sizes and repeat counts.
 type sizes struct {
-	reps         int // samples per series, after a warm-up
-	steps        []int
-	stepIters    map[int]int // replay steps per sample, by kernels per step
-	enqCalls     int         // enqueue calls per sample
-	syncEvery    int         // enqueue calls between off-the-clock synchronizations
-	captureIters map[int]int // captures per sample, by kernels per step
-	seamIters    int         // steps per seam sample
-	allocSteps   int         // replays between the allocation counters' readings
-	mm           [3]int64    // M, K, N of the MatMul row
-	mmPerSample  int         // GEMMs per MatMul sample
-	pageBytes    []uint64    // paging layer sizes
-	pageLayers   int         // layers per paging arm
-	pageRuns     int         // samples per paging arm, after one warm-up run
-	eagerElems   int64       // elements of the eager Add
-	stepElems    int64       // elements of each graph-step Add
+	reps          int // samples per series, after a warm-up
+	steps         []int
+	stepIters     map[int]int // replay steps per sample, by kernels per step
+	enqCalls      int         // enqueue calls per sample
+	syncEvery     int         // enqueue calls between off-the-clock synchronizations
+	captureIters  map[int]int // captures per sample, by kernels per step
+	seamIters     int         // steps per seam sample
+	allocSteps    int         // replays between the allocation counters' readings
+	mm            [3]int64    // M, K, N of the MatMul row
+	mmPerSample   int         // GEMMs per MatMul sample
+	pageBytes     []uint64    // paging layer sizes
+	pageLayers    int         // layers per paging arm
+	pageRuns      int         // samples per paging arm, after one warm-up run
+	e2eLayers     int         // layers of the end-to-end paging file
+	e2eLayerBytes uint64      // bytes per layer of the end-to-end paging file
+	eagerElems    int64       // elements of the eager Add
+	stepElems     int64       // elements of each graph-step Add
 }
 
 func fullSizes() sizes {
@@ -46,6 +48,7 @@ func fullSizes() sizes {
 		mm: [3]int64{2048, 4096, 4096}, mmPerSample: 10,
 		pageBytes:  []uint64{4 << 20, 64 << 20, 256 << 20},
 		pageLayers: 16, pageRuns: 5,
+		e2eLayers: 64, e2eLayerBytes: 64 << 20,
 		eagerElems: 4096, stepElems: 1024,
 	}
 }
@@ -60,6 +63,7 @@ func quickSizes() sizes {
 		mm: [3]int64{64, 128, 128}, mmPerSample: 2,
 		pageBytes:  []uint64{256 << 10, 1 << 20, 4 << 20},
 		pageLayers: 4, pageRuns: 3,
+		e2eLayers: 8, e2eLayerBytes: 1 << 20,
 		eagerElems: 4096, stepElems: 1024,
 	}
 }
@@ -83,6 +87,7 @@ var cases = []benchCase{
 	{"seam price", constIDs("seam/monolithic", "seam/segmented", "seam/price"), (*bench).seamRows},
 	{"allocations per replay", constIDs("allocs/heap", "allocs/device"), (*bench).allocRows},
 	{"paging", pagingIDs, (*bench).pagingRows},
+	{"paging end to end", pagingE2EIDs, (*bench).pagingE2ERows},
 	{"diagnostics", constIDs("diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"), (*bench).diagRows},
 	// The C ABI rows are measured by ctests/bench/capi_replay_bench (see baselines.go).
 	{"C ABI", capiIDs, nil},

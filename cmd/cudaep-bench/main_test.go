@@ -315,6 +315,7 @@ func TestRunOnSim(t *testing.T) {
 			want = append(want, "paging/"+mode+"/"+size)
 		}
 	}
+	want = append(want, "paging-e2e/8MiB")
 	assert.ElementsMatch(t, want, ids)
 	for _, r := range rep.Rows {
 		if r.ID == "allocs/device" {
