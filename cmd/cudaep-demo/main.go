@@ -18,7 +18,8 @@
 // that it works on machines without a GPU, and then says plainly that it ran on the simulator.
 // -option sets any provider option by key (see ep.Options), so the demo accepts exactly what
 // the C and Python hosts accept; the prefill double buffer is on unless
-// -option prefill_double_buffer=false.
+// -option prefill_double_buffer=false, and its slots are reserved at the layers' size when the
+// provider is created unless -option residency_slot_bytes=N says otherwise.
 //
 // Exit status: 0 on success, 1 when the provider cannot be created or a check fails, 2 for
 // bad flags.
@@ -137,10 +138,19 @@ func parseFlags(args []string, stderr io.Writer) (ep.Options, config, error) {
 		{ep.OptionBackend, *backend},
 		{ep.OptionDeviceID, strconv.Itoa(*device)},
 	}, extra...)
+	slotSet := false
 	for _, kv := range settings {
 		if err := opts.Set(kv[0], kv[1]); err != nil {
 			return ep.Options{}, cfg, err
 		}
+		slotSet = slotSet || kv[0] == ep.OptionResidencySlotBytes
+	}
+	// Reserve the residency's slots, sized by the layers, when the provider is created, so
+	// that the prefill sets nothing up (unless the host chose a size, or two staging buffers
+	// of a layer would not fit the staging pool: then the first layer sizes them, as before).
+	layerBytes := uint64(4 * cfg.width * (cfg.width + 1))
+	if !slotSet && 2*((layerBytes+(64<<10)-1)/(64<<10)*(64<<10)) <= opts.StagingPoolCapBytes {
+		opts.ResidencySlotBytes = layerBytes
 	}
 	cfg.tolerance = 1e-4
 	if opts.TF32 {

@@ -52,6 +52,12 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 		"3-layer MLP, width 32: prefill 4 rows, decode 3 tokens",
 		"written now",
 		"transfer path per layer    0-2 zero-copy",
+		"prefill (first)            ",
+		"prefill (second)           ",
+		"of raw pinned H2D",
+		"raw pinned H2D             ",
+		"registered 0.0 MiB with the driver in", // the whole 13 KiB file, when it was opened
+		"(4 rows checked, both prefills)",
 		"graph segments             2 (split around NonZero",
 		"3/3 tokens match the float64 reference",
 	} {
@@ -70,6 +76,7 @@ func TestDemoWithoutDoubleBufferUploadsLayersTheOrdinaryWay(t *testing.T) {
 	code, out, stderr := runDemo(t, small(t, "-backend=sim", "-option", "prefill_double_buffer=false")...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, out, "0-2 declined: disabled")
+	assert.Contains(t, out, "(not registered when opened)")
 }
 
 func TestDemoAutoSaysWhy(t *testing.T) {

@@ -76,16 +76,19 @@ func newMLP(dir string, layers, width int, progress func(string)) (*mlp, bool, e
 	if err != nil {
 		return nil, false, err
 	}
-	buf := bytes.NewBuffer(m.header())
+	if _, err := f.Write(m.header()); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	buf := make([]byte, 4*m.layerFloats())
 	for l, img := range m.w {
-		for _, v := range img {
-			_ = binary.Write(buf, binary.LittleEndian, v)
+		for i, v := range img {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
 		}
-		if _, err := f.Write(buf.Bytes()); err != nil {
+		if _, err := f.Write(buf); err != nil {
 			f.Close()
 			return nil, false, err
 		}
-		buf.Reset()
 		progress(fmt.Sprintf("writing weights: layer %d/%d", l+1, layers))
 	}
 	if err := f.Close(); err != nil {

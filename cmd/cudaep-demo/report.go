@@ -17,11 +17,28 @@ func (r results) write(w io.Writer, cfg config) error {
 		state = "written now"
 	}
 	fmt.Fprintf(tw, "  weights\t%s (%.1f MiB, %s)\n", r.weightsPath, float64(r.weightsBytes)/(1<<20), state)
-	gbps := 0.0
-	if r.prefillTime > 0 {
-		gbps = float64(r.prefillBytes) / r.prefillTime.Seconds() / 1e9
+	if r.registeredAtOpen {
+		reg := fmt.Sprintf("registered %.1f MiB with the driver in %s", float64(r.registered.Bytes)/(1<<20), ms(r.registered.Took))
+		if r.registered.Stopped != "" {
+			reg += " (stopped: " + r.registered.Stopped + ")"
+		}
+		fmt.Fprintf(tw, "  external data open\t%s (%s)\n", ms(r.openTime), reg)
+	} else {
+		fmt.Fprintf(tw, "  external data open\t%s (not registered when opened)\n", ms(r.openTime))
 	}
-	fmt.Fprintf(tw, "  prefill\t%s, %.2f GB/s paged, max rel err %.2g (%d rows checked)\n", ms(r.prefillTime), gbps, r.prefillErr, r.prefillChecked)
+	fmt.Fprintf(tw, "  raw pinned H2D\t%.2f GB/s (one layer's size, %d copies, same run)\n", r.rawGBps, cfg.layers)
+	for pass, name := range []string{"prefill (first)", "prefill (second)"} {
+		gbps := 0.0
+		if t := r.prefillTime[pass]; t > 0 {
+			gbps = float64(r.prefillBytes[pass]) / t.Seconds() / 1e9
+		}
+		link := ""
+		if r.rawGBps > 0 {
+			link = fmt.Sprintf(" = %.2f of raw pinned H2D", gbps/r.rawGBps)
+		}
+		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s\n", name, ms(r.prefillTime[pass]), gbps, link)
+	}
+	fmt.Fprintf(tw, "  prefill output\tmax rel err %.2g (%d rows checked, both prefills)\n", r.prefillErr, r.prefillChecked)
 	fmt.Fprintf(tw, "  transfer path per layer\t%s\n", pathSummary(r.paths))
 	fmt.Fprintf(tw, "  graph segments\t%d (split around NonZero: %.1f of %d units active on average)\n", r.segments, r.seamMean, cfg.width)
 	fmt.Fprintf(tw, "  replay, segmented + seam\t%s/token (upload x, segment 0, NonZero + host read, segment 1, read y)\n", us(r.segmentedPerToken))
