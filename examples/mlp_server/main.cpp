@@ -3,7 +3,11 @@
 //   1. writes a 2-layer MLP's weights as an ONNX-style external-data file (or reuses --weights);
 //   2. prefill: streams the layers' weights to the device through the residency, prefetching
 //      layer N+1 before consuming layer N (prefill_double_buffer=true), and runs the MLP over a
-//      prompt with the paged weights, keeping a resident copy for decode;
+//      prompt with the paged weights, keeping a resident copy for decode. The residency's slots
+//      are reserved when the provider is created (residency_slot_bytes) and the weight file is
+//      registered with the driver when it is opened, so the prefill sets nothing up; the
+//      kernels are warmed up once before it, as a server does when it loads a model. The
+//      prefill runs twice (the first right after the open) and both are timed;
 //   3. decode: captures the M=1 step (MLP + feeding the output back as the next input) into a
 //      CUDA graph once and replays it for --tokens tokens;
 //   4. checks every output against a CPU reference and prints timings.
@@ -15,6 +19,7 @@
 #include <cudaep.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -304,6 +309,10 @@ int serve(const Args& args) {
         CK(CudaEpCreateOptions(o.out()));
         CK(CudaEpSetOption(o.get(), "backend", args.backend.c_str()));
         CK(CudaEpSetOption(o.get(), "prefill_double_buffer", "true"));
+        // The largest layer image, (in + 1) × out floats: the slots are reserved at this size.
+        uint64_t slot = 0;
+        for (const LayerDims& d : kLayers) slot = std::max(slot, static_cast<uint64_t>((d.in + 1) * d.out) * 4);
+        CK(CudaEpSetOption(o.get(), "residency_slot_bytes", std::to_string(slot).c_str()));
         CK(CudaEpCreateProvider(o.get(), prov.out()));
     }
     char backend[16], device[256];
@@ -326,7 +335,9 @@ int serve(const Args& args) {
     }
     write_weights(path, model);
     uint64_t mapping = 0;
-    CK(CudaEpOpenExternalData(prov.get(), path.c_str(), &mapping));
+    auto t0 = std::chrono::steady_clock::now();
+    CK(CudaEpOpenExternalData(prov.get(), path.c_str(), &mapping));  // registers the file too
+    double open_ms = ms_since(t0);
     LazyWeight lazy[2];
     for (int l = 0; l < 2; l++) {
         const LayerDims d = kLayers[l];
@@ -353,9 +364,25 @@ int serve(const Args& args) {
     Activations pact(prov, P);
     Buffer px = alloc(prov, prompt.size() * 4), py = alloc(prov, prompt.size() * 4);
     Buffer resident[2];  // the weights kept for decode, copied out of the slots
+    Shape flat[2];
+    Kernel identity[2];
+    for (int l = 0; l < 2; l++) {
+        size_t count = static_cast<size_t>((kLayers[l].in + 1) * kLayers[l].out);
+        resident[l] = alloc(prov, count * 4);
+        flat[l] = Shape{{static_cast<int64_t>(count)}};
+        identity[l] = kernel(prov, "Identity", {&flat[l]});
+    }
     CK(CudaEpCopyToDevice(px.get(), 0, prompt.data(), prompt.size() * 4));
+    // Warm-up, as a server does when it loads a model: the first GEMM loads its kernels. It
+    // reads the resident buffers before they hold weights; its outputs are overwritten below.
+    t0 = std::chrono::steady_clock::now();
+    layer_1(pre, pact, px.get(), resident[0].get());
+    layer_2(pre, pact, resident[1].get(), py.get());
+    run(identity[0], {flat[0].on(resident[0].get())}, flat[0].on(resident[0].get()));
+    run(identity[1], {flat[1].on(resident[1].get())}, flat[1].on(resident[1].get()));
+    CK(CudaEpForceSynchronize(prov.get()));
+    double warmup_ms = ms_since(t0);
 
-    auto t0 = std::chrono::steady_clock::now();
     int routed = 0;
     auto prefetch = [&](int l) {
         CudaEpDecline d{};
@@ -364,34 +391,41 @@ int serve(const Args& args) {
         routed += d.reason == CUDAEP_DECLINE_NONE;
         return d.reason == CUDAEP_DECLINE_NONE;
     };
-    bool paged[2] = {prefetch(0), false};
-    for (int l = 0; l < 2; l++) {
-        if (l + 1 < 2) paged[l + 1] = prefetch(l + 1);  // N+1 before consuming N
-        const LayerDims d = kLayers[l];
-        size_t count = static_cast<size_t>((d.in + 1) * d.out);
-        resident[l] = alloc(prov, count * 4);
-        PagedWeight pw;
-        uint64_t weights = resident[l].get();
-        if (paged[l]) {
-            CK(CudaEpPageWeight(prov.get(), static_cast<uint64_t>(l), pw.out()));
-            weights = pw.get();
-        } else {  // declined: load the layer the ordinary way
-            std::vector<float> img(model.w[l]);
-            img.insert(img.end(), model.b[l].begin(), model.b[l].end());
-            CK(CudaEpCopyToDevice(resident[l].get(), 0, img.data(), count * 4));
+    // One prefill; keep copies each paged layer into its resident buffer for decode.
+    auto prefill = [&](bool keep) {
+        routed = 0;
+        bool paged[2] = {prefetch(0), false};
+        for (int l = 0; l < 2; l++) {
+            if (l + 1 < 2) paged[l + 1] = prefetch(l + 1);  // N+1 before consuming N
+            const LayerDims d = kLayers[l];
+            size_t count = static_cast<size_t>((d.in + 1) * d.out);
+            PagedWeight pw;
+            uint64_t weights = resident[l].get();
+            if (paged[l]) {
+                CK(CudaEpPageWeight(prov.get(), static_cast<uint64_t>(l), pw.out()));
+                weights = pw.get();
+            } else {  // declined: load the layer the ordinary way
+                std::vector<float> img(model.w[l]);
+                img.insert(img.end(), model.b[l].begin(), model.b[l].end());
+                CK(CudaEpCopyToDevice(resident[l].get(), 0, img.data(), count * 4));
+            }
+            if (l == 0) layer_1(pre, pact, px.get(), weights);
+            else layer_2(pre, pact, weights, py.get());
+            if (paged[l]) {  // keep a resident copy for decode, then give the slot back
+                if (keep) run(identity[l], {flat[l].on(pw.get())}, flat[l].on(resident[l].get()));
+                pw.reset();
+            }
         }
-        if (l == 0) layer_1(pre, pact, px.get(), weights);
-        else layer_2(pre, pact, weights, py.get());
-        if (paged[l]) {  // keep a resident copy for decode, then give the slot back
-            Shape flat{{static_cast<int64_t>(count)}};
-            Kernel id = kernel(prov, "Identity", {&flat});
-            run(id, {flat.on(pw.get())}, flat.on(resident[l].get()));
-            pw.reset();
-        }
-    }
-    std::vector<float> prefill_out = download(py, prompt.size());
+        return download(py, prompt.size());
+    };
+    t0 = std::chrono::steady_clock::now();
+    std::vector<float> prefill_out = prefill(true);
     double prefill_ms = ms_since(t0);
-    double prefill_err = max_rel_err(prefill_out, reference(model, prompt, P));
+    t0 = std::chrono::steady_clock::now();
+    std::vector<float> second_out = prefill(false);
+    double second_ms = ms_since(t0);
+    std::vector<float> want = reference(model, prompt, P);
+    double prefill_err = std::max(max_rel_err(prefill_out, want), max_rel_err(second_out, want));
 
     // 3. Decode: capture the M=1 step once, replay it per token. The step ends by copying y into
     // x, so each replay computes the next token from the last.
@@ -451,9 +485,10 @@ int serve(const Args& args) {
     bool ok = prefill_err <= tol && worst <= tol && after.device_allocs == before.device_allocs;
     std::printf("  model                      2-layer MLP, D=%lld H=%lld, weights %s%s\n", static_cast<long long>(D),
                 static_cast<long long>(H), path.c_str(), temporary ? " (written now)" : "");
-    std::printf("  prefill                    %d rows, %.2f ms, %d/2 layers paged one ahead (%llu zero-copy, "
-                "%llu staged), max rel err %.1e\n",
-                args.prompt, prefill_ms, routed, static_cast<unsigned long long>(rs.zero_copy_layers),
+    std::printf("  weights open + register    %.2f ms; kernel warm-up %.2f ms\n", open_ms, warmup_ms);
+    std::printf("  prefill                    %d rows, %.3f ms (first), %.3f ms (second), %d/2 layers paged one ahead "
+                "(%llu zero-copy, %llu staged), max rel err %.1e\n",
+                args.prompt, prefill_ms, second_ms, routed, static_cast<unsigned long long>(rs.zero_copy_layers),
                 static_cast<unsigned long long>(rs.staging_layers + rs.fallback_layers), prefill_err);
     std::printf("  decode capture             %.2f ms (%llu instantiation)\n", capture_ms,
                 static_cast<unsigned long long>(gs.instantiations));
