@@ -28,7 +28,8 @@ run)
 	export CUDAEP_TEST_BACKEND=cuda CUDAEP_ORT_LIBRARY=$PWD/.cache/ort/1.30.0/libonnxruntime.so.1
 	export CUDAEP_LIBRARY=$PWD/build/ctests/libcudaep.so
 	summary=()
-	for c in devices "node_tests build/ort-gpu/node" "node_tests $M/node_extra" "mlp $M" "split $M" "graph $M" "misuse $M"; do
+	for c in devices "node_tests build/ort-gpu/node" "node_tests $M/node_extra" "mlp $M" "split $M" "graph $M" "misuse $M" \
+		"iobinding $M" "paging $M"; do
 		echo "=== $c"
 		# shellcheck disable=SC2086
 		timeout 120 "$H" $c 2>&1 | tee /tmp/ort-case.log | grep -E "passed,|^  [A-Z][a-zA-Z]+ +[0-9]+/[0-9]+|FAIL"
