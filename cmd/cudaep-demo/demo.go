@@ -37,6 +37,9 @@ type results struct {
 	registeredAtOpen bool
 	rawGBps          float64          // pinned host-to-device copies of the layers, same run
 	prefillTime      [2]time.Duration // the first prefill, right after the open, and a second
+	hostEnqueued     [2]time.Duration // when each prefill's host loop had queued every layer
+	computeAlone     time.Duration    // the layers' kernels over resident weights, no paging
+	pagingAlone      time.Duration    // the paging of every layer, no kernels
 	prefillBytes     [2]uint64        // bytes paged through the double buffer
 	paths            []string         // per layer: the transfer path, or why it was declined
 	prefillErr       float64          // max relative error of the checked rows
@@ -226,6 +229,7 @@ func (d *demo) prefill(progress func(string)) ([]*ep.Buffer, error) {
 		if paths, bytes, err = d.prefillPass(progress, lazy, resident, k, identity, pass == 0, in, pre, out); err != nil {
 			return nil, err
 		}
+		d.res.hostEnqueued[pass] = time.Since(start)
 		if m.layers%2 == 0 {
 			out = in // the layers swapped in and out; the result is where the last one wrote
 		}
@@ -245,7 +249,65 @@ func (d *demo) prefill(progress func(string)) ([]*ep.Buffer, error) {
 			return nil, fmt.Errorf("prefill %d output differs from the reference: relative error %.3g", pass+1, e)
 		}
 	}
+	if err := d.breakdown(lazy, resident, k, bufs); err != nil {
+		return nil, fmt.Errorf("prefill breakdown: %w", err)
+	}
 	return resident, nil
+}
+
+// breakdown times the prefill's two halves alone, each from drained streams to drained
+// streams: the layers' kernels over the resident weights (no paging), and the paging of every
+// layer through the residency (no kernels), so that a prefill slower than the link says which
+// half it waited for.
+func (d *demo) breakdown(lazy []*ep.LazyWeight, resident []*ep.Buffer, k layerKernels, bufs [3]*ep.Buffer) error {
+	m, p, rows := d.m, d.p, d.cfg.prefill
+	img, w := int64(m.layerFloats()), int64(m.width)
+	if err := p.ForceSynchronize(); err != nil {
+		return err
+	}
+	start := time.Now()
+	in, pre, out := bufs[0], bufs[1], bufs[2]
+	for l := range m.layers {
+		if err := d.layer(k, rows, at(in, int64(rows), w), at(pre, int64(rows), w), at(out, int64(rows), w), at(resident[l], img), l == m.layers-1); err != nil {
+			return err
+		}
+		in, out = out, in
+	}
+	if err := p.ForceSynchronize(); err != nil {
+		return err
+	}
+	d.res.computeAlone = time.Since(start)
+
+	start = time.Now()
+	next := func(l int) error {
+		dec, err := p.PrefetchWeight(ep.LayerID(l), lazy[l])
+		if err == nil && dec.Declined() {
+			err = fmt.Errorf("layer %d declined: %v", l, dec)
+		}
+		return err
+	}
+	if dec, err := p.PrefetchWeight(0, lazy[0]); err != nil || dec.Declined() {
+		return err // declined: no paging to time
+	}
+	for l := range m.layers {
+		if l+1 < m.layers {
+			if err := next(l + 1); err != nil {
+				return err
+			}
+		}
+		pw, err := p.PageWeight(ep.LayerID(l))
+		if err != nil {
+			return err
+		}
+		if err := p.ReleasePagedWeight(pw); err != nil {
+			return err
+		}
+	}
+	if err := p.ForceSynchronize(); err != nil {
+		return err
+	}
+	d.res.pagingAlone = time.Since(start)
+	return nil
 }
 
 // prefillPass is one prefill over the layers; with keep, it also copies each paged layer
@@ -306,7 +368,7 @@ func (d *demo) prefillPass(progress func(string), lazy []*ep.LazyWeight, residen
 					return nil, 0, err
 				}
 			}
-			if err := paged.Release(); err != nil {
+			if err := p.ReleasePagedWeight(paged); err != nil {
 				return nil, 0, err
 			}
 		}

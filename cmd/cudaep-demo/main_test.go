@@ -58,6 +58,7 @@ func TestDemoRunsEndToEnd(t *testing.T) {
 		"raw pinned H2D             ",
 		"registered 0.0 MiB with the driver in", // the whole 13 KiB file, when it was opened
 		"(4 rows checked, both prefills)",
+		"prefill breakdown          host queued each prefill in ",
 		"graph segments             2 (split around NonZero",
 		"3/3 tokens match the float64 reference",
 	} {

@@ -39,6 +39,14 @@ func (r results) write(w io.Writer, cfg config) error {
 		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s\n", name, ms(r.prefillTime[pass]), gbps, link)
 	}
 	fmt.Fprintf(tw, "  prefill output\tmax rel err %.2g (%d rows checked, both prefills)\n", r.prefillErr, r.prefillChecked)
+	if r.pagingAlone > 0 && r.computeAlone > 0 {
+		alone := ""
+		if r.rawGBps > 0 {
+			alone = fmt.Sprintf(", %.2f of raw", float64(r.prefillBytes[1])/r.pagingAlone.Seconds()/1e9/r.rawGBps)
+		}
+		fmt.Fprintf(tw, "  prefill breakdown\thost queued each prefill in %s / %s; alone: compute %s, paging %s%s\n",
+			ms(r.hostEnqueued[0]), ms(r.hostEnqueued[1]), ms(r.computeAlone), ms(r.pagingAlone), alone)
+	}
 	fmt.Fprintf(tw, "  transfer path per layer\t%s\n", pathSummary(r.paths))
 	fmt.Fprintf(tw, "  graph segments\t%d (split around NonZero: %.1f of %d units active on average)\n", r.segments, r.seamMean, cfg.width)
 	fmt.Fprintf(tw, "  replay, segmented + seam\t%s/token (upload x, segment 0, NonZero + host read, segment 1, read y)\n", us(r.segmentedPerToken))
