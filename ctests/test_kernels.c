@@ -144,9 +144,9 @@ static void test_unsupported_and_strides(void) {
     CudaEpTensorInfo in = f32_info(2, s23);
     CHECK_ERR(CudaEpGetKernel(prov, "Conv", 11, &in, 1, NULL, 0, &k), CUDAEP_UNSUPPORTED, "Conv");
     CHECK_ERR(CudaEpGetKernel(prov, "Relu", 0, &in, 1, NULL, 0, &k), CUDAEP_INVALID_ARGUMENT, "opset");
-    CudaEpTensorInfo half = in;
-    half.dtype = CUDAEP_DTYPE_FLOAT16;
-    CHECK_ERR(CudaEpGetKernel(prov, "Relu", 14, &half, 1, NULL, 0, &k), CUDAEP_UNSUPPORTED, "float16");
+    CudaEpTensorInfo wide = in; /* Relu takes float32, float16 and bfloat16 */
+    wide.dtype = CUDAEP_DTYPE_FLOAT64;
+    CHECK_ERR(CudaEpGetKernel(prov, "Relu", 14, &wide, 1, NULL, 0, &k), CUDAEP_UNSUPPORTED, "float64");
     const int64_t negative[2] = {2, -3};
     CudaEpTensorInfo neg = f32_info(2, negative);
     CHECK_ERR(CudaEpGetKernel(prov, "Relu", 14, &neg, 1, NULL, 0, &k), CUDAEP_INVALID_ARGUMENT, "dimension 1 is -3");

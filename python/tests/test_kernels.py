@@ -64,8 +64,9 @@ class KernelTest(TestCase):
             with self.assertRaises(cudaep.Unsupported) as cm:
                 p.kernel("Conv", [("float32", (1, 1, 4, 4))])
             self.assertIn("Conv", cm.exception.message)
-            with self.assertRaises(cudaep.Unsupported):
-                p.kernel("Relu", [("float16", (4,))])
+            with self.assertRaises(cudaep.Unsupported) as cm:  # Relu takes float32, float16, bfloat16
+                p.kernel("Relu", [("float64", (4,))])
+            self.assertIn("float64", cm.exception.message)
             with self.assertRaises(cudaep.InvalidArgument):
                 p.kernel("Relu", [("float32", (2, -3))])
             with self.assertRaises(cudaep.InvalidArgument):
