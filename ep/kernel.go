@@ -42,6 +42,17 @@ var (
 	FloatsConst = kernels.FloatsConst
 )
 
+// The element types, for hosts that build TensorInfos through ep.
+const (
+	Float32  = kernels.Float32
+	Float16  = kernels.Float16
+	BFloat16 = kernels.BFloat16
+	Float64  = kernels.Float64
+	Int32    = kernels.Int32
+	Int64    = kernels.Int64
+	Bool     = kernels.Bool
+)
+
 // ErrUnsupported is wrapped by every refusal of an op, dtype, shape, stride or attribute the
 // provider cannot run.
 var ErrUnsupported = kernels.ErrUnsupported

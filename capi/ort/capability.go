@@ -75,22 +75,49 @@ func (s *session) supports(nd *node, opset int64) bool {
 	return len(k.Outputs()) == len(nd.outputs)
 }
 
-// specOf is the kernel spec of nd with symbolic dimensions set to d; ok is false for a node
-// with a missing or non-tensor value.
+// specOf is the kernel spec of nd with symbolic dimensions set to d, its constant inputs'
+// values in Consts; ok is false for a node with a missing (but not trailing optional) or
+// non-tensor value.
 func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
-	spec := ep.Spec{Op: nd.op, Opset: int(opset), Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(nd.inputs))}
-	for i, v := range nd.inputs {
+	ins := presentInputs(nd)
+	spec := ep.Spec{Op: nd.op, Opset: int(opset), Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins))}
+	for i, v := range ins {
 		if v.name == "" || !v.tensor {
 			return spec, false
 		}
 		spec.Inputs[i] = v.info(d)
 	}
+	spec.Consts = constsOf(ins)
 	for _, v := range nd.outputs {
 		if v.name == "" || !v.tensor {
 			return spec, false
 		}
 	}
 	return spec, true
+}
+
+// presentInputs are a node's inputs without the trailing optional ones the node leaves out
+// (ONNX marks a missing optional input with an empty name).
+func presentInputs(nd *node) []value {
+	ins := nd.inputs
+	for len(ins) > 0 && ins[len(ins)-1].name == "" {
+		ins = ins[:len(ins)-1]
+	}
+	return ins
+}
+
+// constsOf are the values of the constant inputs among ins, by input index (nil for none).
+func constsOf(ins []value) map[int]ep.Const {
+	var c map[int]ep.Const
+	for i, v := range ins {
+		if v.konst != nil {
+			if c == nil {
+				c = map[int]ep.Const{}
+			}
+			c[i] = *v.konst
+		}
+	}
+	return c
 }
 
 // fusionGroups splits the supported nodes into groups ORT accepts: runs of consecutive

@@ -284,12 +284,13 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		pl.inputs = append(pl.inputs, t)
 	}
 	for ni, nd := range pt.nodes {
-		spec := ep.Spec{Op: nd.op, Opset: int(pt.opset), Attrs: nd.attrs}
+		ins := presentInputs(&nd)
+		spec := ep.Spec{Op: nd.op, Opset: int(pt.opset), Attrs: nd.attrs, Consts: constsOf(ins)}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {
 			st.layer = li
 		}
-		for _, v := range nd.inputs {
+		for _, v := range ins {
 			if info, ok := paged[v.name]; ok && st.layer >= 0 {
 				st.patches = append(st.patches, patch{arg: len(st.ins), off: pt.w.paged.layers[st.layer].offsets[v.name]})
 				spec.Inputs = append(spec.Inputs, info)

@@ -23,6 +23,7 @@ type value struct {
 	tensor bool
 	dtype  ep.DType
 	shape  []int64
+	konst  *ep.Const // the values of a small constant initializer (see readConst), else nil
 }
 
 // node is what the adapter reads of an ORT node: enough to make an ep kernel.
@@ -111,9 +112,84 @@ func readValues(p *C.OrtNode, outputs C.int) ([]value, error) {
 		if err != nil {
 			return nil, err
 		}
+		if outputs == 0 {
+			if v.konst, err = readConst(vi, v); err != nil {
+				return nil, err
+			}
+		}
 		out[i] = v
 	}
 	return out, nil
+}
+
+// maxConstElements bounds the constant initializers whose values the adapter reads for kernels
+// that need them when they are built (shapes, axes, indices of Reshape, Slice, ...).
+const maxConstElements = 1 << 16
+
+// readConst returns the values of a node input that is a constant initializer of an integer,
+// bool, float32 or float64 type with at most maxConstElements elements, held in memory by ORT;
+// nil for any other input (the kernels that need such an input then refuse the node).
+func readConst(vi *C.OrtValueInfo, v value) (*ep.Const, error) {
+	if !v.tensor {
+		return nil, nil
+	}
+	n := elementCount(v.shape)
+	if n < 0 || n > maxConstElements {
+		return nil, nil
+	}
+	switch v.dtype {
+	case ep.Int64, ep.Int32, ep.Bool, ep.Float32, ep.Float64:
+	default:
+		return nil, nil
+	}
+	var isConst C.int
+	if err := errorOf(C.cudaep_ort_value_info_const(vi, &isConst), "ask whether a value is a constant"); err != nil {
+		return nil, err
+	}
+	if isConst == 0 {
+		return nil, nil
+	}
+	var data unsafe.Pointer
+	var bytes C.size_t
+	if st := C.cudaep_ort_value_info_data(vi, &data, &bytes); st != nil {
+		C.cudaep_ort_release_status(st) // not in memory (external data): not read here
+		return nil, nil
+	}
+	if uint64(bytes) != uint64(n)*uint64(v.dtype.Size()) || (data == nil && n > 0) {
+		return nil, nil
+	}
+	var c ep.Const
+	switch v.dtype {
+	case ep.Int64:
+		c = ep.IntsConst(unsafe.Slice((*int64)(data), n)...)
+	case ep.Int32:
+		c.Ints = make([]int64, n)
+		for i, x := range unsafe.Slice((*int32)(data), n) {
+			c.Ints[i] = int64(x)
+		}
+	case ep.Bool:
+		c.Ints = make([]int64, n)
+		for i, x := range unsafe.Slice((*uint8)(data), n) {
+			if x != 0 {
+				c.Ints[i] = 1
+			}
+		}
+	case ep.Float32:
+		c.Floats = make([]float64, n)
+		for i, x := range unsafe.Slice((*float32)(data), n) {
+			c.Floats[i] = float64(x)
+		}
+	case ep.Float64:
+		c = ep.FloatsConst(unsafe.Slice((*float64)(data), n)...)
+	}
+	if n == 0 { // an empty constant: a non-nil, empty slice of the right kind
+		if c.Floats == nil && (v.dtype == ep.Float32 || v.dtype == ep.Float64) {
+			c.Floats = []float64{}
+		} else if c.Ints == nil && c.Floats == nil {
+			c.Ints = []int64{}
+		}
+	}
+	return &c, nil
 }
 
 func readValueInfo(vi *C.OrtValueInfo) (value, error) {

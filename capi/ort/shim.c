@@ -578,6 +578,13 @@ OrtStatus* cudaep_ort_value_info_data(const OrtValueInfo* v, const void** data, 
     return A(GetTensorData)(value, data);
 }
 
+OrtStatus* cudaep_ort_value_info_const(const OrtValueInfo* v, int* is_const) {
+    bool c = false;
+    OrtStatus* st = A(ValueInfo_IsConstantInitializer)(v, &c);
+    *is_const = c ? 1 : 0;
+    return st;
+}
+
 void cudaep_ort_free_array(void* p) { free(p); }
 
 OrtStatus* cudaep_ort_add_nodes_to_fuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, size_t n) {

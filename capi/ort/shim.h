@@ -118,6 +118,7 @@ OrtStatus* cudaep_ort_value_info_external(const OrtValueInfo* v, const char** pa
                                           size_t* size, int* found, OrtExternalInitializerInfo** info);
 void cudaep_ort_release_external(OrtExternalInitializerInfo* info);
 OrtStatus* cudaep_ort_value_info_data(const OrtValueInfo* v, const void** data, size_t* bytes);
+OrtStatus* cudaep_ort_value_info_const(const OrtValueInfo* v, int* is_const);
 void cudaep_ort_free_array(void* p);
 OrtStatus* cudaep_ort_add_nodes_to_fuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, size_t n);
 const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx);
