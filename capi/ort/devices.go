@@ -89,15 +89,18 @@ func cudaepOrtGetSupportedDevices(f *C.CudaEpOrtFactory, devices **C.OrtHardware
 		if err := createEpDevice(&f.f, hw, meta, options, &outs[*numOut]); err != nil {
 			return statusOf(err)
 		}
-		// Tensors may live in the device's memory: ORT then allocates them through the
-		// factory's allocator and moves them with its data transfer.
-		var kept *C.OrtMemoryInfo
-		if err := errorOf(C.cudaep_ort_add_allocator_info(outs[*numOut], C.int32_t(info.Ordinal), &kept), "declare the device's memory"); err != nil {
-			return statusOf(err)
+		// Tensors may live in the device's memory, or in pinned host memory of the device:
+		// ORT then allocates them through the factory's allocators and moves them with its
+		// data transfer.
+		for _, pinned := range []C.int{0, 1} {
+			var kept *C.OrtMemoryInfo
+			if err := errorOf(C.cudaep_ort_add_allocator_info(outs[*numOut], C.int32_t(info.Ordinal), pinned, &kept), "declare the device's memory"); err != nil {
+				return statusOf(err)
+			}
+			fac.mu.Lock()
+			fac.infos = append(fac.infos, kept) // ORT keeps the pointer: it lives as long as the factory
+			fac.mu.Unlock()
 		}
-		fac.mu.Lock()
-		fac.infos = append(fac.infos, kept) // ORT keeps the pointer: it lives as long as the factory
-		fac.mu.Unlock()
 		*numOut++
 	}
 	return nil

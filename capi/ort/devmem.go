@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"unsafe"
@@ -28,6 +29,11 @@ var devmem struct {
 	// cached holds freed allocations for reuse, by ordinal and size; cachedBytes is their sum.
 	cached      map[cacheKey][]devBuf
 	cachedBytes uint64
+	// pinned are the live pinned host allocations by address; freed ones are kept for reuse in
+	// pinnedFree by ordinal and size (pinning is slow), pinnedFreeBytes their sum.
+	pinned          map[uintptr]pinnedBuf
+	pinnedFree      map[cacheKey][]pinnedBuf
+	pinnedFreeBytes uint64
 	// Factories released (ORT unregistered the library) while allocators were still held:
 	// their devices and memory infos are released with the last allocator, since a session
 	// that outlives the unregistering still uses them.
@@ -41,8 +47,26 @@ type devBuf struct {
 	buf        *ep.Buffer
 }
 
-// allocator is what an OrtAllocator of CudaEp stands for: a device ordinal.
-type allocator struct{ ordinal int }
+// allocator is what an OrtAllocator of CudaEp stands for: a device ordinal, and whether it
+// allocates pinned host memory of the device instead of device memory.
+type allocator struct {
+	ordinal int
+	pinned  bool
+}
+
+// pinnedBuf is one pinned host allocation. The simulator's pinned memory is Go memory, which C
+// (ORT) may hold only while it is pinned for the Go runtime too (pin; a no-op for the driver's
+// memory on the cuda backend).
+type pinnedBuf struct {
+	ordinal int
+	buf     *ep.PinnedBuffer
+	pin     *runtime.Pinner
+}
+
+func (b pinnedBuf) release() {
+	b.pin.Unpin()
+	_ = b.buf.Release()
+}
 
 const kindAllocator handles.Kind = 23
 
@@ -90,21 +114,21 @@ func lookup(addr uint64, n uint64) (devBuf, uint64, error) {
 func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out **C.OrtAllocator) (st *C.OrtStatus) {
 	defer recoverInto(&st)
 	*out = nil
-	var isGPU, devType, memType C.int
+	var isGPU, isPinned, devType, memType C.int
 	var id C.int32_t
 	var vendor C.uint32_t
 	var name *C.char
-	if err := errorOf(C.cudaep_ort_memory_info_device(info, &isGPU, &id, &devType, &vendor, &memType, &name), "read a memory info"); err != nil {
+	if err := errorOf(C.cudaep_ort_memory_info_device(info, &isGPU, &isPinned, &id, &devType, &vendor, &memType, &name), "read a memory info"); err != nil {
 		return statusOf(err)
 	}
-	if isGPU == 0 {
+	if isGPU == 0 && isPinned == 0 {
 		return statusOf(fmt.Errorf("%w: CudaEp allocates only its own device memory, not %q (device type %d, vendor %#x, memory type %d, device %d)",
 			errInvalid, goString(name), int(devType), uint32(vendor), int(memType), int(id)))
 	}
 	if _, err := deviceProvider(int(id)); err != nil {
 		return statusOf(err)
 	}
-	h, err := allocatorTable.Insert(&allocator{ordinal: int(id)})
+	h, err := allocatorTable.Insert(&allocator{ordinal: int(id), pinned: isPinned != 0})
 	if err != nil {
 		return statusOf(err)
 	}
@@ -112,7 +136,7 @@ func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out 
 	devmem.allocators++
 	devmem.mu.Unlock()
 	var a *C.CudaEpOrtAllocator
-	if err := errorOf(C.cudaep_ort_new_allocator(C.uint64_t(h), id, &a), "make an allocator"); err != nil {
+	if err := errorOf(C.cudaep_ort_new_allocator(C.uint64_t(h), id, isPinned, &a), "make an allocator"); err != nil {
 		_ = allocatorTable.Remove(h)
 		allocatorGone()
 		return statusOf(err)
@@ -187,6 +211,9 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 	if n == 0 {
 		n = 1
 	}
+	if a.pinned {
+		return allocPinned(p, a.ordinal, n)
+	}
 	d, ok := reuse(a.ordinal, n)
 	if !ok {
 		b, err := p.Alloc(n, ep.DefaultAlignment)
@@ -210,6 +237,9 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 //export cudaepOrtFree
 func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	defer recoverQuietly()
+	if freePinned(uintptr(p)) {
+		return
+	}
 	addr := uint64(uintptr(p))
 	devmem.mu.Lock()
 	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base >= addr })
@@ -231,6 +261,64 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	if !keep {
 		_ = d.buf.Release()
 	}
+}
+
+// allocPinned hands ORT n bytes of pinned host memory of the device: a freed allocation of that
+// size when one is kept, else a new one.
+func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
+	k := cacheKey{ordinal, n}
+	devmem.mu.Lock()
+	var b pinnedBuf
+	if list := devmem.pinnedFree[k]; len(list) > 0 {
+		b = list[len(list)-1]
+		devmem.pinnedFree[k] = list[:len(list)-1]
+		devmem.pinnedFreeBytes -= n
+	}
+	devmem.mu.Unlock()
+	if b.buf == nil {
+		pb, err := p.AllocPinned(n)
+		if err != nil {
+			return nil
+		}
+		b = pinnedBuf{ordinal: ordinal, buf: pb, pin: new(runtime.Pinner)}
+		b.pin.Pin(unsafe.SliceData(pb.Bytes()))
+	}
+	ptr := unsafe.Pointer(unsafe.SliceData(b.buf.Bytes()))
+	addr := uintptr(ptr)
+	devmem.mu.Lock()
+	if devmem.pinned == nil {
+		devmem.pinned = map[uintptr]pinnedBuf{}
+	}
+	devmem.pinned[addr] = b
+	devmem.mu.Unlock()
+	return ptr
+}
+
+// freePinned takes back a pinned allocation (kept for reuse up to maxCachedBytes); false when
+// addr is not one.
+func freePinned(addr uintptr) bool {
+	devmem.mu.Lock()
+	b, ok := devmem.pinned[addr]
+	if !ok {
+		devmem.mu.Unlock()
+		return false
+	}
+	delete(devmem.pinned, addr)
+	n := uint64(len(b.buf.Bytes()))
+	keep := devmem.pinnedFreeBytes+n <= maxCachedBytes
+	if keep {
+		if devmem.pinnedFree == nil {
+			devmem.pinnedFree = map[cacheKey][]pinnedBuf{}
+		}
+		k := cacheKey{b.ordinal, n}
+		devmem.pinnedFree[k] = append(devmem.pinnedFree[k], b)
+		devmem.pinnedFreeBytes += n
+	}
+	devmem.mu.Unlock()
+	if !keep {
+		b.release()
+	}
+	return true
 }
 
 // ORT allocates a run's inputs and outputs anew every run and gives plugin allocators no arena
@@ -376,13 +464,23 @@ func closeDeviceMemory() {
 	devmem.mu.Lock()
 	ps := devmem.providers
 	cached := devmem.cached
+	pinned, pinnedFree := devmem.pinned, devmem.pinnedFree
 	devmem.providers = nil
 	devmem.bufs = nil
 	devmem.cached, devmem.cachedBytes = nil, 0
+	devmem.pinned, devmem.pinnedFree, devmem.pinnedFreeBytes = nil, nil, 0
 	devmem.mu.Unlock()
 	for _, list := range cached {
 		for _, d := range list {
 			_ = d.buf.Release()
+		}
+	}
+	for _, b := range pinned {
+		b.release()
+	}
+	for _, list := range pinnedFree {
+		for _, b := range list {
+			b.release()
 		}
 	}
 	for _, p := range ps {

@@ -60,11 +60,17 @@ static int is_our_gpu(const OrtMemoryDevice* d) {
     return d && E(MemoryDevice_GetDeviceType)(d) == OrtMemoryInfoDeviceType_GPU && E(MemoryDevice_GetVendorId)(d) == 0x10DE &&
            E(MemoryDevice_GetMemoryType)(d) == OrtDeviceMemoryType_DEFAULT;
 }
+/* Our pinned host memory: host-accessible memory of the same GPU device (the CPU reads it). */
+static int is_our_pinned(const OrtMemoryDevice* d) {
+    return d && E(MemoryDevice_GetDeviceType)(d) == OrtMemoryInfoDeviceType_GPU && E(MemoryDevice_GetVendorId)(d) == 0x10DE &&
+           E(MemoryDevice_GetMemoryType)(d) == OrtDeviceMemoryType_HOST_ACCESSIBLE;
+}
 static int is_cpu(const OrtMemoryDevice* d) { return d && E(MemoryDevice_GetDeviceType)(d) == OrtMemoryInfoDeviceType_CPU; }
+static int is_host(const OrtMemoryDevice* d) { return is_cpu(d) || is_our_pinned(d); }
 
 static bool dt_CanCopy(const OrtDataTransferImpl* dt, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {
     (void)dt;
-    return (is_our_gpu(src) && (is_cpu(dst) || is_our_gpu(dst))) || (is_cpu(src) && is_our_gpu(dst));
+    return (is_our_gpu(src) && (is_host(dst) || is_our_gpu(dst))) || (is_host(src) && is_our_gpu(dst));
 }
 
 static OrtStatus* dt_CopyTensors(OrtDataTransferImpl* dt, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
@@ -164,16 +170,19 @@ static void a_Free(OrtAllocator* a, void* p) { cudaepOrtFree(((CudaEpOrtAllocato
 static const OrtMemoryInfo* a_Info(const OrtAllocator* a) { return ((const CudaEpOrtAllocator*)a)->info; }
 static void* a_Reserve(OrtAllocator* a, size_t size) { return a_Alloc(a, size); }
 
-static OrtStatus* new_gpu_memory_info(int32_t device_id, OrtMemoryInfo** out) {
+static OrtStatus* new_gpu_memory_info(int32_t device_id, int pinned, OrtMemoryInfo** out) {
+    if (pinned)
+        return A(CreateMemoryInfo_V2)("CudaEpPinned", OrtMemoryInfoDeviceType_GPU, 0x10DE, device_id,
+                                       OrtDeviceMemoryType_HOST_ACCESSIBLE, 256, OrtDeviceAllocator, out);
     return A(CreateMemoryInfo_V2)("CudaEp", OrtMemoryInfoDeviceType_GPU, 0x10DE, device_id, OrtDeviceMemoryType_DEFAULT,
                                    256, OrtDeviceAllocator, out);
 }
 
-OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, CudaEpOrtAllocator** out) {
+OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, int pinned, CudaEpOrtAllocator** out) {
     *out = NULL;
     CudaEpOrtAllocator* a = calloc(1, sizeof *a);
     if (!a) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
-    OrtStatus* st = new_gpu_memory_info(device_id, &a->info);
+    OrtStatus* st = new_gpu_memory_info(device_id, pinned, &a->info);
     if (st) {
         free(a);
         return st;
@@ -208,9 +217,9 @@ static void f_ReleaseAllocator(OrtEpFactory* f, OrtAllocator* allocator) {
 /* ORT keeps the pointer EpDevice_AddAllocatorInfo is given (it does not copy the info): the
  * info must live as long as the EP device, so the caller keeps it and releases it with the
  * factory (cudaep_ort_release_memory_info). */
-OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id, OrtMemoryInfo** kept) {
+OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id, int pinned, OrtMemoryInfo** kept) {
     *kept = NULL;
-    OrtStatus* st = new_gpu_memory_info(device_id, kept);
+    OrtStatus* st = new_gpu_memory_info(device_id, pinned, kept);
     if (st) return st;
     st = E(EpDevice_AddAllocatorInfo)(d, *kept);
     if (st) {
@@ -224,10 +233,11 @@ void cudaep_ort_release_memory_info(OrtMemoryInfo* info) {
     if (info) A(ReleaseMemoryInfo)(info);
 }
 
-OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id, int* device_type,
-                                         uint32_t* vendor, int* mem_type, const char** name) {
+OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int* is_pinned, int32_t* device_id,
+                                         int* device_type, uint32_t* vendor, int* mem_type, const char** name) {
     *name = NULL;
     *is_gpu = 0;
+    *is_pinned = 0;
     if (!mi) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: no memory info");
     const OrtMemoryDevice* d = E(MemoryInfo_GetMemoryDevice)(mi);
     if (!d) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: a memory info without a memory device");
@@ -236,6 +246,7 @@ OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, i
     *mem_type = (int)E(MemoryDevice_GetMemoryType)(d);
     *device_id = (int32_t)E(MemoryDevice_GetDeviceId)(d);
     *is_gpu = is_our_gpu(d);
+    *is_pinned = is_our_pinned(d);
     return A(MemoryInfoGetName)(mi, name);
 }
 
@@ -245,7 +256,7 @@ OrtStatus* cudaep_ort_value_memory(const OrtValue* v, void** data, size_t* bytes
     const OrtMemoryDevice* d = E(Value_GetMemoryDevice)(v);
     *on_gpu = is_our_gpu(d);
     *device_id = d ? (int32_t)E(MemoryDevice_GetDeviceId)(d) : 0;
-    if (d && !*on_gpu && !is_cpu(d)) return A(CreateStatus)(ORT_NOT_IMPLEMENTED, "cudaep: a tensor in memory that is neither the CPU's nor CudaEp's");
+    if (d && !*on_gpu && !is_host(d)) return A(CreateStatus)(ORT_NOT_IMPLEMENTED, "cudaep: a tensor in memory that is neither the CPU's nor CudaEp's");
     OrtStatus* st = A(GetTensorSizeInBytes)(v, bytes);
     if (st) return st;
     return A(GetTensorMutableData)((OrtValue*)v, data);
@@ -612,9 +623,7 @@ static int value_on_cpu(const OrtValue* v) {
         A(ReleaseStatus)(st);
         return 0;
     }
-    OrtMemoryInfoDeviceType dt = OrtMemoryInfoDeviceType_GPU;
-    A(MemoryInfoGetDeviceType)(mi, &dt);
-    return dt == OrtMemoryInfoDeviceType_CPU;
+    return is_host(E(MemoryInfo_GetMemoryDevice)(mi));
 }
 
 OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,

@@ -69,12 +69,12 @@ int cudaep_ort_memory_device_ours(const OrtMemoryDevice* d, int32_t* device_id);
 void cudaep_ort_set_library_version(const char* version);
 
 /* Device memory: allocators, the data transfer, EP device allocator info, values. */
-OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, CudaEpOrtAllocator** out);
+OrtStatus* cudaep_ort_new_allocator(uint64_t handle, int32_t device_id, int pinned, CudaEpOrtAllocator** out);
 void cudaep_ort_free_allocator(CudaEpOrtAllocator* a);
-OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id, OrtMemoryInfo** kept);
+OrtStatus* cudaep_ort_add_allocator_info(OrtEpDevice* d, int32_t device_id, int pinned, OrtMemoryInfo** kept);
 void cudaep_ort_release_memory_info(OrtMemoryInfo* info);
-OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int32_t* device_id, int* device_type,
-                                         uint32_t* vendor, int* mem_type, const char** name);
+OrtStatus* cudaep_ort_memory_info_device(const OrtMemoryInfo* mi, int* is_gpu, int* is_pinned, int32_t* device_id,
+                                         int* device_type, uint32_t* vendor, int* mem_type, const char** name);
 void* cudaep_ort_ptr(uint64_t address); /* a device address as the void* ORT's allocator returns */
 OrtStatus* cudaep_ort_value_memory(const OrtValue* v, void** data, size_t* bytes, int* on_gpu, int32_t* device_id);
 

@@ -13,6 +13,7 @@
  *            RunWithBinding; Y must lie in device memory and is copied back with CopyTensors
  *   shared   one run whose X comes from the environment's shared allocator
  *   mixed    a host X with a device Y (ORT copies X in), and a device X with a host Y
+ *   pinned   X in CudaEp's pinned host memory, written in place, with a device Y
  *   graph    a session with enable_cuda_graph=1, 20 runs: X updated in place between runs
  *            (batch 8, another tensor of batch 3 in runs 10-14), Y bound once per shape so that
  *            ORT hands the EP the same output buffer again; no run may repeat the previous output
@@ -428,6 +429,70 @@ static int check_shared(ort_rt* rt, rt_session* test, rt_session* ref, const Ort
   return f;
 }
 
+/* check_pinned: X in CudaEp's pinned host memory (the EP device's host-accessible memory info),
+ * written in place by the host, with a device Y: ORT copies X to the device with CudaEp's data
+ * transfer. */
+static int check_pinned(ort_rt* rt, rt_session* test, rt_session* ref, const OrtMemoryInfo* dev) {
+  if (!rt->ep_mode) return 0; /* CudaEp's memory */
+  char what[2300], text[256];
+  const OrtMemoryInfo* pin = A(EpDevice_MemoryInfo)(rt->devices[0], OrtDeviceMemoryType_HOST_ACCESSIBLE);
+  mem_desc d;
+  int good = describe(rt, pin, &d) == 0 && d.type == OrtMemoryInfoDeviceType_GPU && d.vendor == RT_EP_VENDOR_ID &&
+             d.mem_type == OrtDeviceMemoryType_HOST_ACCESSIBLE;
+  mem_text(rt, pin, text, sizeof text);
+  textf(what, sizeof what, "CudaEp's EP device declares pinned host memory: %s", text);
+  int f = ok(good, what);
+  if (!good) return f;
+  OrtAllocator* pa = NULL;
+  rt_error e;
+  if (rt_take(rt, A(CreateAllocator)(test->session, pin, &pa), "CreateAllocator", &e, 1) < 0) {
+    textf(what, sizeof what, "CreateAllocator(session under test, pinned memory): [%s] %s", rt_error_code_name(e.code),
+          e.msg);
+    return f + ok(0, what);
+  }
+  OrtIoBinding* binding = NULL;
+  f += new_binding(rt, test, &binding);
+  static const int64_t batches[] = {2, 6, 6};
+  host_tensor prev;
+  memset(&prev, 0, sizeof prev);
+  for (size_t i = 0; binding && i < sizeof batches / sizeof batches[0]; i++) {
+    host_tensor x, got;
+    memset(&got, 0, sizeof got);
+    char why[1024] = "";
+    OrtValue* xv = NULL;
+    void* data = NULL;
+    int rc = -1;
+    if (make_mlp_input(&x, batches[i], 500 + (uint64_t)i) < 0) return f + 1;
+    if (make_tensor(rt, pa, &x, &xv, why, sizeof why) < 0 || value_in(rt, xv, pin, "X", why, sizeof why) < 0) goto next;
+    if (rt_take(rt, A(GetTensorMutableData)(xv, &data), "GetTensorMutableData", &e, 1) < 0 || !data) {
+      textf(why, sizeof why, "GetTensorMutableData of pinned X: %s", e.msg);
+      goto next;
+    }
+    memcpy(data, x.data, x.count * x.elem_size); /* host-accessible: the host writes it in place */
+    if (bind(rt, test, binding, xv, dev, why, sizeof why) < 0) goto next;
+    if (run_bound(rt, test, binding, dev, &got, NULL, why, sizeof why) < 0) goto next;
+    rc = against_cpu(rt, ref, &x, &got, why, sizeof why);
+    if (rc == 0 && same_as(&got, &prev)) {
+      textf(why, sizeof why, "the output repeats the previous run's");
+      rc = -1;
+    }
+  next:
+    A(ClearBoundInputs)(binding);
+    A(ClearBoundOutputs)(binding);
+    if (xv) A(ReleaseValue)(xv);
+    textf(what, sizeof what, "run %zu, batch %lld: pinned X -> device Y matches the CPU session%s%s", i,
+          (long long)batches[i], rc ? ": " : "", why);
+    f += ok(rc == 0, what);
+    host_tensor_free(&x);
+    host_tensor_free(&prev);
+    prev = got;
+  }
+  host_tensor_free(&prev);
+  if (binding) A(ReleaseIoBinding)(binding);
+  A(ReleaseAllocator)(pa);
+  return f;
+}
+
 /* check_mixed: a host X with a device Y (ORT copies X into device memory itself), and a device X
  * with a host Y (ORT copies Y out of it). */
 static int check_mixed(ort_rt* rt, rt_session* test, rt_session* ref, OrtAllocator* alloc, const OrtMemoryInfo* dev) {
@@ -604,6 +669,7 @@ int case_iobinding(ort_rt* rt, int argc, char** argv) {
     f += check_device_runs(rt, &test, &ref, alloc, dev);
     f += check_shared(rt, &test, &ref, dev);
     f += check_mixed(rt, &test, &ref, alloc, dev);
+    f += check_pinned(rt, &test, &ref, dev);
     f += check_graph(rt, argv[1], alloc, dev);
     /* Every tensor made with the session's allocator is released by now, so it may go. */
     A(ReleaseAllocator)(alloc);
