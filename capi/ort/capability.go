@@ -72,12 +72,19 @@ func (s *session) supports(nd *node, opset int64) bool {
 	if err != nil {
 		return false
 	}
-	return len(k.Outputs()) == len(nd.outputs)
+	// A kernel whose work cannot be captured computes results whose shape depends on the data
+	// (NonZero's count), which a plan of fixed shapes cannot hold. A kernel may make more
+	// outputs than the node uses (optional ones the node leaves out), and must make every one
+	// the node names.
+	if !k.CaptureSupport().IsSupported() {
+		return false
+	}
+	return len(k.Outputs()) >= len(presentOutputs(nd))
 }
 
 // specOf is the kernel spec of nd with symbolic dimensions set to d, its constant inputs'
-// values in Consts; ok is false for a node with a missing (but not trailing optional) or
-// non-tensor value.
+// values in Consts; ok is false for a node with a missing (but not trailing optional) input or
+// a non-tensor value.
 func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
 	ins := presentInputs(nd)
 	spec := ep.Spec{Op: nd.op, Opset: int(opset), Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins))}
@@ -88,12 +95,22 @@ func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
 		spec.Inputs[i] = v.info(d)
 	}
 	spec.Consts = constsOf(ins)
-	for _, v := range nd.outputs {
-		if v.name == "" || !v.tensor {
+	for _, v := range presentOutputs(nd) {
+		if v.name != "" && !v.tensor {
 			return spec, false
 		}
 	}
 	return spec, true
+}
+
+// presentOutputs are a node's outputs without the trailing optional ones it leaves out; an
+// output left out before a named one has an empty name (the kernel's is scratch).
+func presentOutputs(nd *node) []value {
+	outs := nd.outputs
+	for len(outs) > 0 && outs[len(outs)-1].name == "" {
+		outs = outs[:len(outs)-1]
+	}
+	return outs
 }
 
 // presentInputs are a node's inputs without the trailing optional ones the node leaves out

@@ -314,7 +314,9 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 			if err != nil {
 				return fail(err)
 			}
-			vals[nd.outputs[j].name] = t
+			if j < len(nd.outputs) && nd.outputs[j].name != "" {
+				vals[nd.outputs[j].name] = t
+			} // else an optional output the node leaves out: the kernel's scratch
 			st.out = append(st.out, t.tensor())
 		}
 		pl.steps = append(pl.steps, st)

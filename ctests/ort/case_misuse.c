@@ -348,6 +348,20 @@ int case_misuse(ort_rt* rt, int argc, char** argv) {
   printf("  -- concurrent Run\n");
   f += check_threads(rt, dir, 0);
   if (rt->ep_mode) f += check_threads(rt, dir, 1);
+  if (rt->ep_mode) {
+    /* Every session above is closed, failed ones included: nothing of CudaEp may be left. */
+    CudaEpOrtStats st;
+    char what[256];
+    f += rt_ep_stats(rt, &st) < 0;
+    textf(what, sizeof what,
+          "after the misuse, nothing left: %u sessions, %llu partitions, %llu streams, %llu device bytes beyond %llu "
+          "cached",
+          st.sessions, (unsigned long long)st.partitions, (unsigned long long)st.sync_streams,
+          (unsigned long long)(st.device_live_bytes - st.device_cached_bytes), (unsigned long long)st.device_cached_bytes);
+    f += ok(st.sessions == 0 && st.partitions == 0 && st.sync_streams == 0 &&
+                st.device_live_bytes == st.device_cached_bytes,
+            what);
+  }
   printf("  -- unregistering under a live session\n");
   f += check_unregister(rt, dir);
   return f;
