@@ -326,16 +326,20 @@ func TestReleaseFenceOrdersSlotReuse(t *testing.T) {
 // The proof is the order of events on the two streams, not a measurement of time. (The
 // prefetch of N+1 is queued after N's kernel here, so that the copy cannot have run first.)
 //
-// On the H200 (driver 580) the zero-copy path does not have this property: the prefetch of
-// N+1 unregisters N's extents, and cuMemHostUnregister waits for the kernel running on the
-// compute stream (and blocks the driver's copies, event records and registrations on every
-// thread meanwhile), so the copy of N+1 is queued only after N's compute. The simulator does
-// not model that wait, so the zero-copy case runs on the simulator only.
+// On the H200 (driver 580) the zero-copy path did not have this property when every fill
+// registered its extents and the next prefetch unregistered them: cuMemHostUnregister waited
+// for the kernel running on the compute stream, and blocked the driver's copies, event records
+// and registrations on every thread meanwhile, so the copy of N+1 was queued only after N's
+// compute. The simulator does not model that wait. Registrations are now kept across fills
+// (nothing is unregistered here until the file closes), but a fill that registers (the file
+// was not registered when it was opened, as here) still calls the driver, and whether
+// cuMemHostRegister waits the same way was not measured: the zero-copy case stays on the
+// simulator until it has been seen to pass on the GPU.
 func TestCopyOfNextLayerOverlapsComputeOfCurrent(t *testing.T) {
 	modes(t, func(t *testing.T, mode paging.TransferMode) {
 		r := newRig(t, sim.Options{}, 0)
 		if mode == paging.ModeZeroCopy && r.env.Sim == nil {
-			t.Skip("on the GPU, unregistering layer N's extents waits for N's running kernel: zero-copy does not overlap in this order (see the test's comment)")
+			t.Skip("on the GPU the zero-copy case is not checked in this order yet (see the test's comment)")
 		}
 		const layers = 4
 		l := writeLayered(t, mib, 2, layers, 0x6B)
