@@ -56,7 +56,7 @@ FUZZ_TARGETS := \
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
 CARRY := $(BUILD)/ctests
 
-.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) python-decls ctest-build demo bench install clean help
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) python-decls ctest-build demo bench install clean help ort-node-table
 
 all: lib
 
@@ -133,6 +133,15 @@ test-ort: lib
 	CUDAEP_VERSION=$(VERSION) ORT_VERSIONS="$(ORT_VERSIONS)" ORT_CACHE=$(ORT_CACHE) \
 	  ORT_NODE_TESTS=$(ORT_NODE_TESTS) ORT_MODE=$(ORT_MODE) BUILD_DIR=$(BUILD)/ctest-ort \
 	  scripts/run-ort-tests.sh
+
+# docs/ONNX_NODE_TESTS.md: every ONNX node test through ORT 1.30.0 on the simulator (after
+# make test-ort built the host), with the H200's column from ORT_NODE_GPU_LOG when given (the
+# node-tests.log that scripts/ort-gpu-check.sh run leaves in $$OUT).
+ort-node-table: test-ort
+	CUDAEP_ORT_LIBRARY=$(abspath $(ORT_CACHE))/1.30.0/libonnxruntime.so.1 CUDAEP_LIBRARY=$(abspath $(BUILD))/libcudaep.so \
+	  CUDAEP_TEST_BACKEND=sim CUDAEP_ORT_NODE_LIST=1 \
+	  $(BUILD)/ctest-ort/ctests/ort/ort_host node_tests --all-ops $(ORT_NODE_TESTS) > $(BUILD)/node-tests-sim.log
+	python3 scripts/ort-node-table.py $(BUILD)/node-tests-sim.log $(ORT_NODE_GPU_LOG) > docs/ONNX_NODE_TESTS.md
 
 test-python: lib
 	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh

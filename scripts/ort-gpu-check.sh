@@ -35,6 +35,12 @@ run)
 		timeout 120 "$H" $c 2>&1 | tee /tmp/ort-case.log | grep -E "passed,|^  [A-Z][a-zA-Z]+ +[0-9]+/[0-9]+|FAIL"
 		summary+=("$(grep -h '^RESULT' /tmp/ort-case.log || echo "RESULT $c: no result (crash or timeout)")")
 	done
+	# Every node test with the per-test list, for docs/ONNX_NODE_TESTS.md (make ort-node-table
+	# ORT_NODE_GPU_LOG=<this log>).
+	echo "=== node_tests --all-ops (list)"
+	CUDAEP_ORT_NODE_LIST=1 timeout 300 "$H" node_tests --all-ops build/ort-gpu/node >"${OUT:-/tmp}/node-tests.log" 2>&1
+	tail -2 "${OUT:-/tmp}/node-tests.log"
+	summary+=("$(grep -h '^RESULT' "${OUT:-/tmp}/node-tests.log" | sed 's/node_tests/node_tests --all-ops/' || echo "RESULT node_tests --all-ops: no result")")
 	echo "===== ort-gpu-check summary ====="
 	printf '%s\n' "${summary[@]}"
 	! printf '%s\n' "${summary[@]}" | grep -vq ': PASS$'

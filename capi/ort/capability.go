@@ -61,7 +61,10 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 // whose types it takes (symbolic dimensions count as 1 here; Compute builds kernels for the
 // real shapes).
 func (s *session) supports(nd *node, opset int64) bool {
-	if nd.domain != "" && nd.domain != "ai.onnx" || nd.badAttr != "" || opset <= 0 {
+	if nd.badAttr != "" || opset <= 0 {
+		return false
+	}
+	if _, ok := kernelOp(nd, opset); !ok {
 		return false
 	}
 	spec, ok := specOf(nd, opset, 1)
@@ -87,7 +90,11 @@ func (s *session) supports(nd *node, opset int64) bool {
 // a non-tensor value.
 func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
 	ins := presentInputs(nd)
-	spec := ep.Spec{Op: nd.op, Opset: int(opset), Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins))}
+	op, ok := kernelOp(nd, opset)
+	if !ok {
+		return ep.Spec{}, false
+	}
+	spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins))}
 	for i, v := range ins {
 		if v.name == "" || !v.tensor {
 			return spec, false
@@ -111,6 +118,30 @@ func presentOutputs(nd *node) []value {
 		outs = outs[:len(outs)-1]
 	}
 	return outs
+}
+
+// contribDomain is ONNX Runtime's contrib-op domain; its ops reach the kernels as
+// "com.microsoft.<OpType>" (opset 1, the domain's only version).
+const contribDomain = "com.microsoft"
+
+// opName is an op as the kernels know it: its name and opset.
+type opName struct {
+	name  string
+	opset int
+}
+
+// kernelOp names a node's op and opset for the kernels: ONNX-domain ops by their type at the
+// graph's ONNX opset, contrib ops prefixed with their domain; ok is false for any other domain.
+func kernelOp(nd *node, opset int64) (op opName, ok bool) {
+	switch nd.domain {
+	case "", "ai.onnx":
+		op.name, op.opset = nd.op, int(opset)
+	case contribDomain:
+		op.name, op.opset = contribDomain+"."+nd.op, 1
+	default:
+		return op, false
+	}
+	return op, true
 }
 
 // presentInputs are a node's inputs without the trailing optional ones the node leaves out

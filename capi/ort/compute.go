@@ -285,7 +285,11 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 	}
 	for ni, nd := range pt.nodes {
 		ins := presentInputs(&nd)
-		spec := ep.Spec{Op: nd.op, Opset: int(pt.opset), Attrs: nd.attrs, Consts: constsOf(ins)}
+		op, ok := kernelOp(&nd, pt.opset)
+		if !ok {
+			return fail(fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain))
+		}
+		spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Consts: constsOf(ins)}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {
 			st.layer = li

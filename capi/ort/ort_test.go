@@ -212,3 +212,19 @@ func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 	_, ok = reuse(0, 4096)
 	assert.False(t, ok, "an allocation is handed out once")
 }
+
+// TestKernelOpNamesContribOpsByDomain: ONNX-domain ops keep their type and the graph's opset,
+// com.microsoft ops reach the kernels prefixed with their domain, other domains are not claimed.
+func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
+	op, ok := kernelOp(&node{op: "Relu"}, 17)
+	assert.True(t, ok)
+	assert.Equal(t, opName{"Relu", 17}, op)
+	op, ok = kernelOp(&node{op: "Relu", domain: "ai.onnx"}, 14)
+	assert.True(t, ok)
+	assert.Equal(t, opName{"Relu", 14}, op)
+	op, ok = kernelOp(&node{op: "SkipLayerNormalization", domain: "com.microsoft"}, 17)
+	assert.True(t, ok)
+	assert.Equal(t, opName{"com.microsoft.SkipLayerNormalization", 1}, op)
+	_, ok = kernelOp(&node{op: "Foo", domain: "org.example"}, 17)
+	assert.False(t, ok)
+}

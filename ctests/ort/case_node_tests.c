@@ -25,7 +25,9 @@
  *                     Tests whose data the host cannot read (sequences, strings) are skipped.
  *   --allow-fallback  keep CPU fallback enabled (what a user's session does)
  *   --strict          a node CudaEp declines counts as a failure
- * CUDAEP_ORT_NODE_FILTER=TEXT runs only the tests whose name contains TEXT.
+ * CUDAEP_ORT_NODE_FILTER=TEXT runs only the tests whose name contains TEXT; CUDAEP_ORT_NODE_LIST=1
+ * prints one "LIST <passed|failed|declined|folded> <test> <ops>[ | leaves <ops>]" line per test
+ * (scripts/ort-node-table.py turns them into the docs' table).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -44,11 +46,11 @@
 
 typedef struct op_row {
   char op[96];
-  int passed, failed, total;
+  int passed, failed, total, declined;
 } op_row;
 
 typedef struct tally {
-  int passed, failed, unsupported, declined, ort_refused, unreadable;
+  int passed, failed, unsupported, declined, ort_refused, unreadable, folded;
   op_row rows[MAX_OP_ROWS];
   int num_rows;
 } tally;
@@ -169,21 +171,25 @@ out:
   return rc;
 }
 
-/* explain_decline re-creates the session with fallback allowed and prints where nodes landed. */
-static void explain_decline(ort_rt* rt, const char* model, const rt_session_opts* base) {
+/* explain_decline re-creates the session with fallback allowed and writes into `leaves` the ops
+ * CudaEp left to another EP (printing where every node landed unless quiet). */
+static void explain_decline(ort_rt* rt, const char* model, const rt_session_opts* base, int quiet, char* leaves,
+                            size_t cap) {
   rt_session_opts o = *base;
   o.disable_cpu_fallback = 0;
   o.record_assignment = 1;
   rt_session s;
   rt_error e;
+  textf(leaves, cap, "?");
   if (rt_session_create(rt, model, &o, &s, &e, 1) < 0) {
-    printf("      (with fallback allowed the session fails too: [%s] %s)\n", rt_error_code_name(e.code), e.msg);
+    if (!quiet)
+      printf("      (with fallback allowed the session fails too: [%s] %s)\n", rt_error_code_name(e.code), e.msg);
     return;
   }
-  char mine[512], other[512];
+  char mine[512];
   size_t en = 0, on = 0;
-  if (rt_print_assignment(rt, &s, 1, &en, NULL, &on, mine, sizeof mine, other, sizeof other) == 0)
-    printf("      with fallback allowed: CudaEp takes %zu node(s) [%s], leaves %zu [%s]\n", en, mine, on, other);
+  if (rt_print_assignment(rt, &s, 1, &en, NULL, &on, mine, sizeof mine, leaves, cap) == 0 && !quiet)
+    printf("      with fallback allowed: CudaEp takes %zu node(s) [%s], leaves %zu [%s]\n", en, mine, on, leaves);
   rt_session_release(rt, &s);
 }
 
@@ -220,6 +226,10 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
   static tally t;
   memset(&t, 0, sizeof t);
   int verbose_skips = getenv("CUDAEP_ORT_VERBOSE") != NULL;
+  /* CUDAEP_ORT_NODE_LIST=1: one "LIST <passed|failed|declined> <test> <ops>" line per test, for
+   * scripts/ort-node-table.py. */
+  const char* list_env = getenv("CUDAEP_ORT_NODE_LIST");
+  int list = list_env && !strcmp(list_env, "1");
 
   for (size_t ti = 0; ti < n; ti++) {
     const char* name = tests[ti];
@@ -240,6 +250,7 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
     if (rt->ep_mode) {
       o.disable_cpu_fallback = !allow_fallback;
       add_ep_option(&o, "tf32", "0");
+      o.record_assignment = all; /* to tell a test ORT folded away from one CudaEp ran */
     }
     o.intra_threads = 1;
     rt_session s;
@@ -271,11 +282,15 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
       }
       if (rt->ep_mode && strstr(e.msg, FALLBACK_REFUSED)) {
         if (strict) t.failed++, row->failed++;
-        else t.declined++;
+        else t.declined++, row->declined++;
         if (strict || !all)
           printf("  %s %s (%s): CudaEp declined a node, so it would run on the CPU EP: [%s] %s\n",
                  strict ? "FAIL" : "DECLINED", name, label, rt_error_code_name(e.code), e.msg);
-        if (!all) explain_decline(rt, model, &o);
+        if (!all || list) {
+          char leaves[512];
+          explain_decline(rt, model, &o, all, leaves, sizeof leaves);
+          if (list) printf("  LIST declined %s %s | leaves %s\n", name, label, leaves);
+        }
         continue;
       }
       t.failed++;
@@ -292,6 +307,19 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
       continue;
     }
 
+    if (all && rt->ep_mode) {
+      /* ORT folds some single-op models to constants when it loads them (Shape of an input
+       * of static shape, Constant): no node is left for any EP, and the test says nothing of
+       * CudaEp. */
+      size_t en = 0, on = 0;
+      if (rt_print_assignment(rt, &s, 1, &en, NULL, &on, NULL, 0, NULL, 0) == 0 && en == 0 && on == 0) {
+        rt_session_release(rt, &s);
+        t.folded++;
+        row->total--;
+        if (list) printf("  LIST folded %s %s\n", name, label);
+        continue;
+      }
+    }
     char* sets[MAX_DATA_SETS];
     size_t ns = list_dir(test_dir, "test_data_set_", sets, MAX_DATA_SETS);
     int test_ok = ns > 0, unreadable = 0;
@@ -322,24 +350,32 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
       t.passed++;
       row->passed++;
       NOTE("  pass %s (%s)\n", name, label);
+      if (list) printf("  LIST passed %s %s\n", name, label);
     } else {
       t.failed++;
       row->failed++;
       printf("  FAIL %s (%s): %s\n", name, label, why);
+      if (list) printf("  LIST failed %s %s\n", name, label);
     }
   }
   free_names(tests, n);
 #undef NOTE
 
-  printf("\n  %-40s %s\n", "op", all ? "passed/total (ops with a pass or a failure)" : "passed/total");
+  printf("\n  %-40s %s\n", "op", all ? "passed/claimed (ops with a pass or a failure; tests declined)" : "passed/total");
   for (int i = 0; i < t.num_rows; i++) {
     const op_row* r = &t.rows[i];
-    if (all ? (r->passed || r->failed) : r->total > 0) printf("  %-40s %d/%d\n", r->op, r->passed, r->total);
+    if (!all && r->total > 0) printf("  %-40s %d/%d\n", r->op, r->passed, r->total);
+    if (all && (r->passed || r->failed)) {
+      printf("  %-40s %d/%d", r->op, r->passed, r->total - r->declined);
+      if (r->declined) printf("  (%d declined)", r->declined);
+      printf("\n");
+    }
   }
   printf("\n  %d passed, %d failed, %d skipped(unsupported)", t.passed, t.failed, t.unsupported);
   if (t.declined) printf(", %d declined(left to CPU by CudaEp)", t.declined);
   if (t.ort_refused) printf(", %d skipped(ORT refuses the model)", t.ort_refused);
   if (t.unreadable) printf(", %d skipped(data the host cannot read)", t.unreadable);
+  if (t.folded) printf(", %d skipped(ORT folded every node away)", t.folded);
   printf("\n");
   if (t.passed + t.failed + t.declined == 0) {
     printf("  FAIL no test was selected (filter \"%s\")\n", filter ? filter : "");
