@@ -239,10 +239,14 @@ func TestSpinWaitCoversEveryWorkQueuedBeforeIt(t *testing.T) {
 
 // TestSpinWaitReportsAFaultOfTheAwaitedWork: the replayed kernel faults its context, so the
 // word never arrives; the spin gives up and the driver's synchronization reports the fault.
+// The kernel takes 50 ms on the simulated device, so the wait's word write is queued before
+// the fault (a fault already recorded would fail that enqueue instead, and the spin would not
+// run at all).
 func TestSpinWaitReportsAFaultOfTheAwaitedWork(t *testing.T) {
 	if drivertest.BackendName() != "sim" {
 		t.Skip("a fault poisons the GPU's primary context for the rest of the process: sim only")
 	}
+	ep.UseSimOptions(t, sim.Options{KernelDuration: 50 * time.Millisecond})
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
 	opts := ep.DefaultOptions()
