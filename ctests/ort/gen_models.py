@@ -10,6 +10,7 @@ two runs write identical files (the absolute-path model excepted, which names OU
   OUTDIR/deep.onnx          X[batch,64] -> 6 x (MatMul+Add -> Relu) -> Y[batch,64], every
                             weight in OUTDIR/deep.weights.bin (external data): 6 layers of
                             16,640 bytes, 99,840 in all, for paging under a weight budget.
+  OUTDIR/decoder.onnx       a tiny Llama-style decoder with a key/value cache (gen_decoder.py)
   OUTDIR/split.onnx         the same layers with LeakyRelu (not a CudaEp op) in the middle:
                             two CudaEp partitions around one CPU node. Weights inline.
   OUTDIR/misuse/ext_*.onnx  X[2,4] -> MatMul(W[4,3]) -> Y[2,3] with W in external data:
@@ -463,6 +464,9 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     write_mlp(outdir)
     write_deep(outdir)
+    from gen_decoder import write_decoder  # it imports this module's helpers
+
+    write_decoder(outdir)
     write_split(outdir)
     write_misuse(outdir)
     write_node_extra(outdir)

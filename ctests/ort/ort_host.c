@@ -16,6 +16,8 @@
  *                           IoBinding (also with enable_cuda_graph=1), against a CPU session
  *   paging MODELDIR         the deep model with paging=on and under weight_budget_bytes, and
  *                           what paging refuses, against a CPU session (counters checked)
+ *   decoder MODELDIR        greedy generation with a tiny Llama-style decoder and its key/value
+ *                           cache, against a CPU session (logits and tokens)
  *
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
  * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
@@ -82,13 +84,13 @@ typedef struct host_case {
 static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
-    {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},
+    {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},     {"decoder", case_decoder, 1},
 };
 
 static int usage(void) {
   fprintf(stderr,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return 2;
 }

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""gen_decoder.py OUTDIR - write a tiny Llama-style decoder in plain ONNX for ort_host's
+`decoder` case: OUTDIR/decoder.onnx with its weights in OUTDIR/decoder.weights.bin.
+
+The architecture of the decoders people serve, at toy size: token embedding; per layer RMSNorm,
+grouped-query attention with rotary position embeddings and a key/value cache, and a SiLU-gated
+MLP, each with a residual; a final RMSNorm and the LM head. Plain ONNX operators only (opset
+17), written with the protobuf helpers of gen_models.py (standard library only).
+
+  inputs   input_ids int64 [1, S], position_ids int64 [1, S],
+           attn_bias float [1, 1, S, P+S] (0 where a query may attend, -1e9 elsewhere),
+           past_key_<l>, past_value_<l> float [1, KV_HEADS, P, HEAD_DIM] for each layer l
+  outputs  logits float [1, S, VOCAB],
+           present_key_<l>, present_value_<l> float [1, KV_HEADS, P+S, HEAD_DIM]
+
+ort_host's case_decoder.c uses the same sizes (decoder.h).
+"""
+import math
+import os
+import random
+import struct
+import sys
+
+from gen_models import (attr_int, f_bytes, f_varint, model, node, pack_floats, tensor_external, value_info,
+                        write)
+
+VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, MAX_POS = 128, 64, 4, 2, 16, 128, 2, 64
+EPS, THETA = 1e-5, 10000.0
+INT64 = 7
+ATTR_INTS = 7
+
+
+def attr_ints(name, xs):
+    return f_bytes(1, name) + b"".join(f_varint(8, x) for x in xs) + f_varint(20, ATTR_INTS)
+
+
+def tensor_int64(name, values, dims=None):
+    dims = [len(values)] if dims is None else dims
+    b = b"".join(f_varint(1, d) for d in dims) + f_varint(2, INT64) + f_bytes(8, name)
+    return b + f_bytes(9, struct.pack("<%dq" % len(values), *values))
+
+
+def tensor_float(name, values, dims):
+    b = b"".join(f_varint(1, d) for d in dims) + f_varint(2, 1) + f_bytes(8, name)
+    return b + f_bytes(9, pack_floats(values))
+
+
+class Graph:
+    """Collects nodes, inline constants and external-data weights."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.blob, self.n = [], [], bytearray(), 0
+
+    def op(self, op, inputs, attrs=(), outputs=None):
+        self.n += 1
+        outs = outputs or [f"{op.lower()}_{self.n}"]
+        self.nodes.append(node(op, inputs, outs, f"{op}_{self.n}", attrs))
+        return outs[0] if len(outs) == 1 else outs
+
+    def weight(self, name, dims, values):
+        while len(self.blob) % 64:
+            self.blob += b"\0"
+        self.inits.append(tensor_external(name, dims, "decoder.weights.bin", len(self.blob), 4 * len(values)))
+        self.blob += pack_floats(values)
+        return name
+
+    def ints(self, name, values):
+        self.inits.append(tensor_int64(name, values))
+        return name
+
+    def scalar(self, name, x):
+        self.inits.append(tensor_float(name, [x], []))
+        return name
+
+
+def rmsnorm(g, x, gamma):
+    sq = g.op("Mul", [x, x])
+    ms = g.op("ReduceMean", [sq], [attr_ints("axes", [-1]), attr_int("keepdims", 1)])
+    inv = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [ms, "eps"])])])
+    return g.op("Mul", [g.op("Mul", [x, inv]), gamma])
+
+
+def rotate(g, t, cos, sin):
+    """t * cos + rotate_half(t) * sin over the last axis (HEAD_DIM)."""
+    lo = g.op("Slice", [t, "zero", "half", "axis3"])
+    hi = g.op("Slice", [t, "half", "dim", "axis3"])
+    rot = g.op("Concat", [g.op("Neg", [hi]), lo], [attr_int("axis", 3)])
+    return g.op("Add", [g.op("Mul", [t, cos]), g.op("Mul", [rot, sin])])
+
+
+def heads(g, x, w, n):
+    """x [1, S, HIDDEN] @ w -> [1, n, S, HEAD_DIM]."""
+    y = g.op("Reshape", [g.op("MatMul", [x, w]), g.ints(f"shape_{g.n}", [0, 0, n, HEAD_DIM])])
+    return g.op("Transpose", [y], [attr_ints("perm", [0, 2, 1, 3])])
+
+
+def build(rng):
+    g = Graph()
+
+    def rand(name, dims, scale):
+        return g.weight(name, dims, [rng.uniform(-scale, scale) for _ in range(math.prod(dims))])
+
+    def ones(name, dims):
+        return g.weight(name, dims, [1.0 + rng.uniform(-0.1, 0.1) for _ in range(math.prod(dims))])
+
+    g.scalar("eps", EPS)
+    g.scalar("scale", 1.0 / math.sqrt(HEAD_DIM))
+    g.ints("zero", [0])
+    g.ints("half", [HEAD_DIM // 2])
+    g.ints("dim", [HEAD_DIM])
+    g.ints("axis3", [3])
+    g.ints("group", [1, 1, HEADS // KV_HEADS, 1, 1])
+    g.ints("merged", [0, HEADS, -1, HEAD_DIM])
+    g.ints("flat", [0, 0, HEADS * HEAD_DIM])
+    inv_freq = [THETA ** (-2 * i / HEAD_DIM) for i in range(HEAD_DIM // 2)]
+    angles = [[p * f for f in inv_freq] * 2 for p in range(MAX_POS)]
+    g.weight("cos_table", [MAX_POS, HEAD_DIM], [math.cos(a) for row in angles for a in row])
+    g.weight("sin_table", [MAX_POS, HEAD_DIM], [math.sin(a) for row in angles for a in row])
+    rand("embed", [VOCAB, HIDDEN], 1.0)
+
+    x = g.op("Gather", ["embed", "input_ids"], [attr_int("axis", 0)])
+    cos = g.op("Unsqueeze", [g.op("Gather", ["cos_table", "position_ids"], [attr_int("axis", 0)]), g.ints("ax1", [1])])
+    sin = g.op("Unsqueeze", [g.op("Gather", ["sin_table", "position_ids"], [attr_int("axis", 0)]), "ax1"])
+    present = []
+    s = 1.0 / math.sqrt(HIDDEN)
+    for l in range(LAYERS):
+        h = rmsnorm(g, x, ones(f"attn_norm_{l}", [HIDDEN]))
+        q = rotate(g, heads(g, h, rand(f"wq_{l}", [HIDDEN, HEADS * HEAD_DIM], s), HEADS), cos, sin)
+        k = rotate(g, heads(g, h, rand(f"wk_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s), KV_HEADS), cos, sin)
+        v = heads(g, h, rand(f"wv_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s), KV_HEADS)
+        pk = g.op("Concat", [f"past_key_{l}", k], [attr_int("axis", 2)], [f"present_key_{l}"])
+        pv = g.op("Concat", [f"past_value_{l}", v], [attr_int("axis", 2)], [f"present_value_{l}"])
+        present += [pk, pv]
+
+        def expand(t):  # grouped-query attention: each KV head serves HEADS / KV_HEADS heads
+            t = g.op("Expand", [g.op("Unsqueeze", [t, g.ints(f"ax2_{g.n}", [2])]), "group"])
+            return g.op("Reshape", [t, "merged"])
+
+        kt = g.op("Transpose", [expand(pk)], [attr_ints("perm", [0, 1, 3, 2])])
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, kt]), "scale"]), "attn_bias"])
+        ctx = g.op("MatMul", [g.op("Softmax", [scores], [attr_int("axis", -1)]), expand(pv)])
+        ctx = g.op("Reshape", [g.op("Transpose", [ctx], [attr_ints("perm", [0, 2, 1, 3])]), "flat"])
+        x = g.op("Add", [x, g.op("MatMul", [ctx, rand(f"wo_{l}", [HEADS * HEAD_DIM, HIDDEN], s)])])
+        h = rmsnorm(g, x, ones(f"mlp_norm_{l}", [HIDDEN]))
+        gate = g.op("MatMul", [h, rand(f"wg_{l}", [HIDDEN, INTER], s)])
+        up = g.op("MatMul", [h, rand(f"wu_{l}", [HIDDEN, INTER], s)])
+        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+        x = g.op("Add", [x, g.op("MatMul", [act, rand(f"wd_{l}", [INTER, HIDDEN], 1.0 / math.sqrt(INTER))])])
+    h = rmsnorm(g, x, ones("final_norm", [HIDDEN]))
+    g.op("MatMul", [h, rand("lm_head", [HIDDEN, VOCAB], s)], outputs=["logits"])
+
+    inputs = [value_info("input_ids", [1, "seq"], INT64), value_info("position_ids", [1, "seq"], INT64),
+              value_info("attn_bias", [1, 1, "seq", "total"])]
+    outputs = [value_info("logits", [1, "seq", VOCAB])]
+    for l in range(LAYERS):
+        for kind in ("key", "value"):
+            inputs.append(value_info(f"past_{kind}_{l}", [1, KV_HEADS, "past", HEAD_DIM]))
+            outputs.append(value_info(f"present_{kind}_{l}", [1, KV_HEADS, "total", HEAD_DIM]))
+    return g, model("decoder", g.nodes, g.inits, inputs, outputs)
+
+
+def write_decoder(outdir):
+    g, m = build(random.Random(20240604))
+    write(os.path.join(outdir, "decoder.weights.bin"), bytes(g.blob))
+    write(os.path.join(outdir, "decoder.onnx"), m)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    os.makedirs(sys.argv[1], exist_ok=True)
+    write_decoder(sys.argv[1])
