@@ -198,11 +198,20 @@ type Backend interface {
 	DeviceAttribute(ordinal int, attr DeviceAttribute) (int, error)
 	DeviceTotalMem(ordinal int) (uint64, error)
 
+	// DeviceCanAccessPeer reports whether device ordinal can access the memory of device peer
+	// directly (cuDeviceCanAccessPeer). A device and itself answer false, as the driver does.
+	DeviceCanAccessPeer(ordinal, peer int) (bool, error)
+
 	PrimaryCtxRetain(ordinal int) (RawContext, error)
 	PrimaryCtxRelease(ordinal int) error
 	CtxSetCurrent(ctx RawContext) error
 	CtxGetCurrent() (RawContext, error)
 	CtxSynchronize() error
+	// CtxEnablePeerAccess lets the current context access the memory of peer, a context of
+	// another device (cuCtxEnablePeerAccess, flags 0). Enabling a pair that is enabled returns
+	// an *Error with ErrorPeerAccessAlreadyEnabled, as the driver does (Context.EnablePeerAccess
+	// takes that for success); a pair the devices cannot form, ErrorPeerAccessUnsupported.
+	CtxEnablePeerAccess(peer RawContext) error
 	MemGetInfo() (free, total uint64, err error)
 	StreamPriorityRange() (least, greatest int, err error)
 
@@ -249,6 +258,10 @@ type Backend interface {
 	MemcpyHtoDAsync(dst DevicePtr, src []byte, s RawStream) error
 	MemcpyDtoHAsync(dst []byte, src DevicePtr, s RawStream) error
 	MemcpyDtoDAsync(dst, src DevicePtr, size uint64, s RawStream) error
+	// MemcpyPeerAsync queues on s a copy of size bytes from src, device memory of srcCtx, to
+	// dst, device memory of dstCtx (cuMemcpyPeerAsync); the contexts may be of two devices.
+	// It is a hot call: it allocates nothing.
+	MemcpyPeerAsync(dst DevicePtr, dstCtx RawContext, src DevicePtr, srcCtx RawContext, size uint64, s RawStream) error
 	MemsetD8(dst DevicePtr, value byte, count uint64) error
 	MemsetD8Async(dst DevicePtr, value byte, count uint64, s RawStream) error
 	MemsetD32Async(dst DevicePtr, value uint32, count uint64, s RawStream) error

@@ -21,6 +21,7 @@ const (
 	ErrorInvalidImage                Result = 200
 	ErrorInvalidContext              Result = 201
 	ErrorNoBinaryForGPU              Result = 209
+	ErrorPeerAccessUnsupported       Result = 217
 	ErrorInvalidPTX                  Result = 218
 	ErrorInvalidSource               Result = 300
 	ErrorFileNotFound                Result = 301
@@ -31,6 +32,9 @@ const (
 	ErrorIllegalAddress              Result = 700
 	ErrorLaunchOutOfResources        Result = 701
 	ErrorLaunchTimeout               Result = 702
+	ErrorPeerAccessAlreadyEnabled    Result = 704
+	ErrorPeerAccessNotEnabled        Result = 705
+	ErrorTooManyPeers                Result = 711
 	ErrorHostMemoryAlreadyRegistered Result = 712
 	ErrorHostMemoryNotRegistered     Result = 713
 	ErrorHardwareStackError          Result = 714
@@ -66,6 +70,7 @@ var resultNames = map[Result]string{
 	ErrorInvalidImage:                "CUDA_ERROR_INVALID_IMAGE",
 	ErrorInvalidContext:              "CUDA_ERROR_INVALID_CONTEXT",
 	ErrorNoBinaryForGPU:              "CUDA_ERROR_NO_BINARY_FOR_GPU",
+	ErrorPeerAccessUnsupported:       "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
 	ErrorInvalidPTX:                  "CUDA_ERROR_INVALID_PTX",
 	ErrorInvalidSource:               "CUDA_ERROR_INVALID_SOURCE",
 	ErrorFileNotFound:                "CUDA_ERROR_FILE_NOT_FOUND",
@@ -76,6 +81,9 @@ var resultNames = map[Result]string{
 	ErrorIllegalAddress:              "CUDA_ERROR_ILLEGAL_ADDRESS",
 	ErrorLaunchOutOfResources:        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
 	ErrorLaunchTimeout:               "CUDA_ERROR_LAUNCH_TIMEOUT",
+	ErrorPeerAccessAlreadyEnabled:    "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+	ErrorPeerAccessNotEnabled:        "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED",
+	ErrorTooManyPeers:                "CUDA_ERROR_TOO_MANY_PEERS",
 	ErrorHostMemoryAlreadyRegistered: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	ErrorHostMemoryNotRegistered:     "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
 	ErrorHardwareStackError:          "CUDA_ERROR_HARDWARE_STACK_ERROR",

@@ -611,6 +611,7 @@ func TestGPUHotCallsAllocateNothing(t *testing.T) {
 		{"MemcpyHtoDAsync", func() error { return b.MemcpyHtoDAsync(d, pinned[:4], g.s) }},
 		{"MemcpyDtoHAsync", func() error { return b.MemcpyDtoHAsync(pinned[:4], d, g.s) }},
 		{"MemcpyDtoDAsync", func() error { return b.MemcpyDtoDAsync(d+1024, d, 1024, g.s) }},
+		{"MemcpyPeerAsync", func() error { return b.MemcpyPeerAsync(d+2048, g.ctx, d, g.ctx, 1024, g.s) }},
 		{"EventRecord", func() error { return b.EventRecord(ev, g.s) }},
 		{"GraphLaunch", func() error { return b.GraphLaunch(exec, g.s) }},
 		{"Sgemm", func() error { return b.Sgemm(h, gemm) }},

@@ -128,6 +128,7 @@ func TestHotCallsAllocateNothing(t *testing.T) {
 		{"MemcpyHtoDAsync", func() error { return b.MemcpyHtoDAsync(0x1000, host, s) }},
 		{"MemcpyDtoHAsync", func() error { return b.MemcpyDtoHAsync(host, 0x1000, s) }},
 		{"MemcpyDtoDAsync", func() error { return b.MemcpyDtoDAsync(0x1000, 0x2000, 4096, s) }},
+		{"MemcpyPeerAsync", func() error { return b.MemcpyPeerAsync(0x1000, 0x3000, 0x2000, 0x4000, 4096, s) }},
 		{"EventRecord", func() error { return b.EventRecord(0x4000, s) }},
 		{"GraphLaunch", func() error { return b.GraphLaunch(0x8000, s) }},
 		{"StreamWriteValue32", func() error { return b.StreamWriteValue32(s, 0x7000_0040, 7) }},

@@ -14,7 +14,7 @@ import (
 )
 
 // driverSymbols are the entry points of driver.prototypes, in file order.
-var driverSymbols = [56]string{
+var driverSymbols = [59]string{
 	"cuInit",
 	"cuDriverGetVersion",
 	"cuDeviceGet",
@@ -22,11 +22,13 @@ var driverSymbols = [56]string{
 	"cuDeviceGetName",
 	"cuDeviceGetAttribute",
 	"cuDeviceTotalMem_v2",
+	"cuDeviceCanAccessPeer",
 	"cuDevicePrimaryCtxRetain",
 	"cuDevicePrimaryCtxRelease_v2",
 	"cuCtxSetCurrent",
 	"cuCtxGetCurrent",
 	"cuCtxSynchronize",
+	"cuCtxEnablePeerAccess",
 	"cuCtxGetStreamPriorityRange",
 	"cuMemGetInfo_v2",
 	"cuStreamCreateWithPriority",
@@ -54,6 +56,7 @@ var driverSymbols = [56]string{
 	"cuMemcpyHtoDAsync_v2",
 	"cuMemcpyDtoHAsync_v2",
 	"cuMemcpyDtoDAsync_v2",
+	"cuMemcpyPeerAsync",
 	"cuMemsetD8_v2",
 	"cuMemsetD8Async",
 	"cuMemsetD32Async",
@@ -76,7 +79,7 @@ var driverSymbols = [56]string{
 // driverTable holds the addresses of driverSymbols in the CUDA driver. It is written once by resolve
 // and only read afterwards, so its methods may be called from any goroutine.
 type driverTable struct {
-	addr [56]uintptr
+	addr [59]uintptr
 }
 
 // resolve looks up every symbol in lib, a handle from purego.Dlopen. It stops at the first
@@ -173,13 +176,26 @@ func (t *driverTable) cuDeviceTotalMem_v2(bytes *uintptr, dev int32) cudadrv.Res
 	return cudadrv.Result(r)
 }
 
+// cuDeviceCanAccessPeer calls CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev).
+func (t *driverTable) cuDeviceCanAccessPeer(canAccessPeer *int32, dev int32, peerDev int32) cudadrv.Result {
+	escape(unsafe.Pointer(canAccessPeer))
+	a := getCallArgs()
+	a[0] = uintptr(unsafe.Pointer(canAccessPeer))
+	a[1] = uintptr(dev)
+	a[2] = uintptr(peerDev)
+	r, _, _ := purego.SyscallN(t.addr[7], a[:3]...)
+	putCallArgs(a)
+	runtime.KeepAlive(canAccessPeer)
+	return cudadrv.Result(r)
+}
+
 // cuDevicePrimaryCtxRetain calls CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev).
 func (t *driverTable) cuDevicePrimaryCtxRetain(pctx *cudadrv.RawContext, dev int32) cudadrv.Result {
 	escape(unsafe.Pointer(pctx))
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(pctx))
 	a[1] = uintptr(dev)
-	r, _, _ := purego.SyscallN(t.addr[7], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[8], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pctx)
 	return cudadrv.Result(r)
@@ -189,7 +205,7 @@ func (t *driverTable) cuDevicePrimaryCtxRetain(pctx *cudadrv.RawContext, dev int
 func (t *driverTable) cuDevicePrimaryCtxRelease_v2(dev int32) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(dev)
-	r, _, _ := purego.SyscallN(t.addr[8], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[9], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -198,7 +214,7 @@ func (t *driverTable) cuDevicePrimaryCtxRelease_v2(dev int32) cudadrv.Result {
 func (t *driverTable) cuCtxSetCurrent(ctx cudadrv.RawContext) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(ctx)
-	r, _, _ := purego.SyscallN(t.addr[9], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[10], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -208,7 +224,7 @@ func (t *driverTable) cuCtxGetCurrent(pctx *cudadrv.RawContext) cudadrv.Result {
 	escape(unsafe.Pointer(pctx))
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(pctx))
-	r, _, _ := purego.SyscallN(t.addr[10], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[11], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pctx)
 	return cudadrv.Result(r)
@@ -216,7 +232,17 @@ func (t *driverTable) cuCtxGetCurrent(pctx *cudadrv.RawContext) cudadrv.Result {
 
 // cuCtxSynchronize calls CUresult cuCtxSynchronize(void).
 func (t *driverTable) cuCtxSynchronize() cudadrv.Result {
-	r, _, _ := purego.SyscallN(t.addr[11])
+	r, _, _ := purego.SyscallN(t.addr[12])
+	return cudadrv.Result(r)
+}
+
+// cuCtxEnablePeerAccess calls CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int flags).
+func (t *driverTable) cuCtxEnablePeerAccess(peerContext cudadrv.RawContext, flags uint32) cudadrv.Result {
+	a := getCallArgs()
+	a[0] = uintptr(peerContext)
+	a[1] = uintptr(flags)
+	r, _, _ := purego.SyscallN(t.addr[13], a[:2]...)
+	putCallArgs(a)
 	return cudadrv.Result(r)
 }
 
@@ -227,7 +253,7 @@ func (t *driverTable) cuCtxGetStreamPriorityRange(leastPriority *int32, greatest
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(leastPriority))
 	a[1] = uintptr(unsafe.Pointer(greatestPriority))
-	r, _, _ := purego.SyscallN(t.addr[12], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[14], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(leastPriority)
 	runtime.KeepAlive(greatestPriority)
@@ -241,7 +267,7 @@ func (t *driverTable) cuMemGetInfo_v2(free *uintptr, total *uintptr) cudadrv.Res
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(free))
 	a[1] = uintptr(unsafe.Pointer(total))
-	r, _, _ := purego.SyscallN(t.addr[13], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[15], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(free)
 	runtime.KeepAlive(total)
@@ -255,7 +281,7 @@ func (t *driverTable) cuStreamCreateWithPriority(phStream *cudadrv.RawStream, fl
 	a[0] = uintptr(unsafe.Pointer(phStream))
 	a[1] = uintptr(flags)
 	a[2] = uintptr(priority)
-	r, _, _ := purego.SyscallN(t.addr[14], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[16], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phStream)
 	return cudadrv.Result(r)
@@ -265,7 +291,7 @@ func (t *driverTable) cuStreamCreateWithPriority(phStream *cudadrv.RawStream, fl
 func (t *driverTable) cuStreamDestroy_v2(hStream cudadrv.RawStream) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[15], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[17], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -274,7 +300,7 @@ func (t *driverTable) cuStreamDestroy_v2(hStream cudadrv.RawStream) cudadrv.Resu
 func (t *driverTable) cuStreamSynchronize(hStream cudadrv.RawStream) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[16], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[18], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -283,7 +309,7 @@ func (t *driverTable) cuStreamSynchronize(hStream cudadrv.RawStream) cudadrv.Res
 func (t *driverTable) cuStreamQuery(hStream cudadrv.RawStream) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[17], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[19], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -294,7 +320,7 @@ func (t *driverTable) cuStreamWaitEvent(hStream cudadrv.RawStream, hEvent cudadr
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(hEvent)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[18], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[20], a[:3]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -306,7 +332,7 @@ func (t *driverTable) cuStreamWriteValue32_v2(stream cudadrv.RawStream, addr cud
 	a[1] = uintptr(addr)
 	a[2] = uintptr(value)
 	a[3] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[19], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[21], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -317,7 +343,7 @@ func (t *driverTable) cuEventCreate(phEvent *cudadrv.RawEvent, flags uint32) cud
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(phEvent))
 	a[1] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[20], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[22], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phEvent)
 	return cudadrv.Result(r)
@@ -327,7 +353,7 @@ func (t *driverTable) cuEventCreate(phEvent *cudadrv.RawEvent, flags uint32) cud
 func (t *driverTable) cuEventDestroy_v2(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[21], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[23], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -337,7 +363,7 @@ func (t *driverTable) cuEventRecord(hEvent cudadrv.RawEvent, hStream cudadrv.Raw
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[22], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[24], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -346,7 +372,7 @@ func (t *driverTable) cuEventRecord(hEvent cudadrv.RawEvent, hStream cudadrv.Raw
 func (t *driverTable) cuEventQuery(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[23], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[25], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -355,7 +381,7 @@ func (t *driverTable) cuEventQuery(hEvent cudadrv.RawEvent) cudadrv.Result {
 func (t *driverTable) cuEventSynchronize(hEvent cudadrv.RawEvent) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hEvent)
-	r, _, _ := purego.SyscallN(t.addr[24], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[26], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -367,7 +393,7 @@ func (t *driverTable) cuEventElapsedTime(pMilliseconds *float32, hStart cudadrv.
 	a[0] = uintptr(unsafe.Pointer(pMilliseconds))
 	a[1] = uintptr(hStart)
 	a[2] = uintptr(hEnd)
-	r, _, _ := purego.SyscallN(t.addr[25], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[27], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pMilliseconds)
 	return cudadrv.Result(r)
@@ -379,7 +405,7 @@ func (t *driverTable) cuMemAlloc_v2(dptr *cudadrv.DevicePtr, bytesize uintptr) c
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(dptr))
 	a[1] = uintptr(bytesize)
-	r, _, _ := purego.SyscallN(t.addr[26], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[28], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dptr)
 	return cudadrv.Result(r)
@@ -389,7 +415,7 @@ func (t *driverTable) cuMemAlloc_v2(dptr *cudadrv.DevicePtr, bytesize uintptr) c
 func (t *driverTable) cuMemFree_v2(dptr cudadrv.DevicePtr) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(dptr)
-	r, _, _ := purego.SyscallN(t.addr[27], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[29], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -401,7 +427,7 @@ func (t *driverTable) cuMemHostAlloc(pp unsafe.Pointer, bytesize uintptr, flags 
 	a[0] = uintptr(pp)
 	a[1] = uintptr(bytesize)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[28], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[30], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pp)
 	return cudadrv.Result(r)
@@ -412,7 +438,7 @@ func (t *driverTable) cuMemFreeHost(p unsafe.Pointer) cudadrv.Result {
 	escape(p)
 	a := getCallArgs()
 	a[0] = uintptr(p)
-	r, _, _ := purego.SyscallN(t.addr[29], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[31], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
@@ -425,7 +451,7 @@ func (t *driverTable) cuMemHostRegister_v2(p unsafe.Pointer, bytesize uintptr, f
 	a[0] = uintptr(p)
 	a[1] = uintptr(bytesize)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[30], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[32], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
@@ -436,7 +462,7 @@ func (t *driverTable) cuMemHostUnregister(p unsafe.Pointer) cudadrv.Result {
 	escape(p)
 	a := getCallArgs()
 	a[0] = uintptr(p)
-	r, _, _ := purego.SyscallN(t.addr[31], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[33], a[:1]...)
 	putCallArgs(a)
 	runtime.KeepAlive(p)
 	return cudadrv.Result(r)
@@ -450,7 +476,7 @@ func (t *driverTable) cuMemHostGetDevicePointer_v2(pdptr *cudadrv.DevicePtr, p u
 	a[0] = uintptr(unsafe.Pointer(pdptr))
 	a[1] = uintptr(p)
 	a[2] = uintptr(Flags)
-	r, _, _ := purego.SyscallN(t.addr[32], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[34], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(pdptr)
 	runtime.KeepAlive(p)
@@ -464,7 +490,7 @@ func (t *driverTable) cuMemcpyHtoD_v2(dstDevice cudadrv.DevicePtr, srcHost unsaf
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(srcHost)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[33], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[35], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
 	return cudadrv.Result(r)
@@ -477,7 +503,7 @@ func (t *driverTable) cuMemcpyDtoH_v2(dstHost unsafe.Pointer, srcDevice cudadrv.
 	a[0] = uintptr(dstHost)
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[34], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[36], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
 	return cudadrv.Result(r)
@@ -489,7 +515,7 @@ func (t *driverTable) cuMemcpyDtoD_v2(dstDevice cudadrv.DevicePtr, srcDevice cud
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
-	r, _, _ := purego.SyscallN(t.addr[35], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[37], a[:3]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -502,7 +528,7 @@ func (t *driverTable) cuMemcpyHtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcHost 
 	a[1] = uintptr(srcHost)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[36], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[38], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(srcHost)
 	return cudadrv.Result(r)
@@ -516,7 +542,7 @@ func (t *driverTable) cuMemcpyDtoHAsync_v2(dstHost unsafe.Pointer, srcDevice cud
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[37], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[39], a[:4]...)
 	putCallArgs(a)
 	runtime.KeepAlive(dstHost)
 	return cudadrv.Result(r)
@@ -529,7 +555,21 @@ func (t *driverTable) cuMemcpyDtoDAsync_v2(dstDevice cudadrv.DevicePtr, srcDevic
 	a[1] = uintptr(srcDevice)
 	a[2] = uintptr(byteCount)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[38], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[40], a[:4]...)
+	putCallArgs(a)
+	return cudadrv.Result(r)
+}
+
+// cuMemcpyPeerAsync calls CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t byteCount, CUstream hStream).
+func (t *driverTable) cuMemcpyPeerAsync(dstDevice cudadrv.DevicePtr, dstContext cudadrv.RawContext, srcDevice cudadrv.DevicePtr, srcContext cudadrv.RawContext, byteCount uintptr, hStream cudadrv.RawStream) cudadrv.Result {
+	a := getCallArgs()
+	a[0] = uintptr(dstDevice)
+	a[1] = uintptr(dstContext)
+	a[2] = uintptr(srcDevice)
+	a[3] = uintptr(srcContext)
+	a[4] = uintptr(byteCount)
+	a[5] = uintptr(hStream)
+	r, _, _ := purego.SyscallN(t.addr[41], a[:6]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -540,7 +580,7 @@ func (t *driverTable) cuMemsetD8_v2(dstDevice cudadrv.DevicePtr, uc uint8, count
 	a[0] = uintptr(dstDevice)
 	a[1] = uintptr(uc)
 	a[2] = uintptr(count)
-	r, _, _ := purego.SyscallN(t.addr[39], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[42], a[:3]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -552,7 +592,7 @@ func (t *driverTable) cuMemsetD8Async(dstDevice cudadrv.DevicePtr, uc uint8, cou
 	a[1] = uintptr(uc)
 	a[2] = uintptr(count)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[40], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[43], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -564,7 +604,7 @@ func (t *driverTable) cuMemsetD32Async(dstDevice cudadrv.DevicePtr, ui uint32, c
 	a[1] = uintptr(ui)
 	a[2] = uintptr(count)
 	a[3] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[41], a[:4]...)
+	r, _, _ := purego.SyscallN(t.addr[44], a[:4]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -576,7 +616,7 @@ func (t *driverTable) cuModuleLoadData(module *cudadrv.RawModule, image unsafe.P
 	a := getCallArgs()
 	a[0] = uintptr(unsafe.Pointer(module))
 	a[1] = uintptr(image)
-	r, _, _ := purego.SyscallN(t.addr[42], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[45], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(module)
 	runtime.KeepAlive(image)
@@ -587,7 +627,7 @@ func (t *driverTable) cuModuleLoadData(module *cudadrv.RawModule, image unsafe.P
 func (t *driverTable) cuModuleUnload(hmod cudadrv.RawModule) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hmod)
-	r, _, _ := purego.SyscallN(t.addr[43], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[46], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -600,7 +640,7 @@ func (t *driverTable) cuModuleGetFunction(hfunc *cudadrv.RawFunction, hmod cudad
 	a[0] = uintptr(unsafe.Pointer(hfunc))
 	a[1] = uintptr(hmod)
 	a[2] = uintptr(unsafe.Pointer(name))
-	r, _, _ := purego.SyscallN(t.addr[44], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[47], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(hfunc)
 	runtime.KeepAlive(name)
@@ -623,7 +663,7 @@ func (t *driverTable) cuLaunchKernel(f cudadrv.RawFunction, gridDimX uint32, gri
 	a[8] = uintptr(hStream)
 	a[9] = uintptr(kernelParams)
 	a[10] = uintptr(extra)
-	r, _, _ := purego.SyscallN(t.addr[45], a[:11]...)
+	r, _, _ := purego.SyscallN(t.addr[48], a[:11]...)
 	putCallArgs(a)
 	runtime.KeepAlive(kernelParams)
 	runtime.KeepAlive(extra)
@@ -635,7 +675,7 @@ func (t *driverTable) cuStreamBeginCapture_v2(hStream cudadrv.RawStream, mode cu
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(mode)
-	r, _, _ := purego.SyscallN(t.addr[46], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[49], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -646,7 +686,7 @@ func (t *driverTable) cuStreamEndCapture(hStream cudadrv.RawStream, phGraph *cud
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(unsafe.Pointer(phGraph))
-	r, _, _ := purego.SyscallN(t.addr[47], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[50], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraph)
 	return cudadrv.Result(r)
@@ -658,7 +698,7 @@ func (t *driverTable) cuStreamIsCapturing(hStream cudadrv.RawStream, captureStat
 	a := getCallArgs()
 	a[0] = uintptr(hStream)
 	a[1] = uintptr(unsafe.Pointer(captureStatus))
-	r, _, _ := purego.SyscallN(t.addr[48], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[51], a[:2]...)
 	putCallArgs(a)
 	runtime.KeepAlive(captureStatus)
 	return cudadrv.Result(r)
@@ -672,7 +712,7 @@ func (t *driverTable) cuGraphGetNodes(hGraph cudadrv.RawGraph, nodes *graphNode,
 	a[0] = uintptr(hGraph)
 	a[1] = uintptr(unsafe.Pointer(nodes))
 	a[2] = uintptr(unsafe.Pointer(numNodes))
-	r, _, _ := purego.SyscallN(t.addr[49], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[52], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(nodes)
 	runtime.KeepAlive(numNodes)
@@ -686,7 +726,7 @@ func (t *driverTable) cuGraphInstantiateWithFlags(phGraphExec *cudadrv.RawGraphE
 	a[0] = uintptr(unsafe.Pointer(phGraphExec))
 	a[1] = uintptr(hGraph)
 	a[2] = uintptr(flags)
-	r, _, _ := purego.SyscallN(t.addr[50], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[53], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(phGraphExec)
 	return cudadrv.Result(r)
@@ -697,7 +737,7 @@ func (t *driverTable) cuGraphUpload(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[51], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[54], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -707,7 +747,7 @@ func (t *driverTable) cuGraphLaunch(hGraphExec cudadrv.RawGraphExec, hStream cud
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hStream)
-	r, _, _ := purego.SyscallN(t.addr[52], a[:2]...)
+	r, _, _ := purego.SyscallN(t.addr[55], a[:2]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -719,7 +759,7 @@ func (t *driverTable) cuGraphExecUpdate_v2(hGraphExec cudadrv.RawGraphExec, hGra
 	a[0] = uintptr(hGraphExec)
 	a[1] = uintptr(hGraph)
 	a[2] = uintptr(unsafe.Pointer(resultInfo))
-	r, _, _ := purego.SyscallN(t.addr[53], a[:3]...)
+	r, _, _ := purego.SyscallN(t.addr[56], a[:3]...)
 	putCallArgs(a)
 	runtime.KeepAlive(resultInfo)
 	return cudadrv.Result(r)
@@ -729,7 +769,7 @@ func (t *driverTable) cuGraphExecUpdate_v2(hGraphExec cudadrv.RawGraphExec, hGra
 func (t *driverTable) cuGraphExecDestroy(hGraphExec cudadrv.RawGraphExec) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hGraphExec)
-	r, _, _ := purego.SyscallN(t.addr[54], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[57], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }
@@ -738,7 +778,7 @@ func (t *driverTable) cuGraphExecDestroy(hGraphExec cudadrv.RawGraphExec) cudadr
 func (t *driverTable) cuGraphDestroy(hGraph cudadrv.RawGraph) cudadrv.Result {
 	a := getCallArgs()
 	a[0] = uintptr(hGraph)
-	r, _, _ := purego.SyscallN(t.addr[55], a[:1]...)
+	r, _, _ := purego.SyscallN(t.addr[58], a[:1]...)
 	putCallArgs(a)
 	return cudadrv.Result(r)
 }

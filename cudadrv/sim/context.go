@@ -19,6 +19,7 @@ type context struct {
 	legacy    *stream              // the legacy default stream (handle 0)
 	streams   map[*stream]struct{} // live created streams, without legacy
 	sticky    *cudadrv.Error       // the first sticky fault, then every call fails with it
+	peers     map[*context]bool    // contexts whose memory this one may access (CtxEnablePeerAccess)
 	destroyed bool
 }
 
@@ -89,6 +90,7 @@ func (d *Device) PrimaryCtxRelease(ordinal int) error {
 func (d *Device) destroyContext(c *context) {
 	c.destroyed = true
 	delete(d.contexts, c.handle)
+	d.forgetPeer(c)
 	for cp := range d.captures {
 		if cp.ctx == c {
 			d.endCapture(cp)

@@ -42,6 +42,11 @@ type Options struct {
 	// KernelDuration is added to every kernel launch and GEMM a stream worker executes
 	// (0: none).
 	KernelDuration time.Duration
+	// PeerAccess says whether device ordinal can access the memory of device peer directly:
+	// DeviceCanAccessPeer answers it, and CtxEnablePeerAccess refuses a pair it denies with
+	// CUDA_ERROR_PEER_ACCESS_UNSUPPORTED. It is called with two distinct valid ordinals, under
+	// the device's lock (it must not call back into the Device). nil: every pair can.
+	PeerAccess func(device, peer int) bool
 	// Kernels are the Go bodies of PTX entry points, by entry name: a module's entry runs the
 	// body of its name (ep/kernels.SimKernels returns the library's). New copies the map. An
 	// entry with no body here falls back to RegisterKernel's process-wide registrations; with

@@ -23,6 +23,12 @@
 // its stream reaches it, so a host spinning on the word with sync/atomic sees the stream's
 // earlier work done.
 //
+// Several GPUs (Options.Devices) share one address space, each with its own primary context,
+// streams and memory budget. Options.PeerAccess says which pairs can reach each other (every
+// pair by default); CtxEnablePeerAccess enables a pair per context, and MemcpyPeerAsync copies
+// between contexts only once the destination has enabled access to the source (stricter than
+// the driver, which would stage the copy itself: see peer.go).
+//
 // Kernels are Go functions under their PTX entry names, handed to [New] in [Options].Kernels
 // (or registered process-wide with [RegisterKernel], for tests); a PTX module is loaded by
 // parsing its entry declarations. cuBLAS SGEMM is implemented in Go with cuBLAS's column-major

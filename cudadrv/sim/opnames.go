@@ -16,6 +16,8 @@ const (
 	OpCtxSynchronize      = "cuCtxSynchronize"
 	OpMemGetInfo          = "cuMemGetInfo_v2"
 	OpStreamPriorityRange = "cuCtxGetStreamPriorityRange"
+	OpDeviceCanAccessPeer = "cuDeviceCanAccessPeer"
+	OpCtxEnablePeerAccess = "cuCtxEnablePeerAccess"
 
 	OpStreamCreate       = "cuStreamCreateWithPriority"
 	OpStreamDestroy      = "cuStreamDestroy_v2"
@@ -44,6 +46,7 @@ const (
 	OpMemcpyHtoDAsync         = "cuMemcpyHtoDAsync_v2"
 	OpMemcpyDtoHAsync         = "cuMemcpyDtoHAsync_v2"
 	OpMemcpyDtoDAsync         = "cuMemcpyDtoDAsync_v2"
+	OpMemcpyPeerAsync         = "cuMemcpyPeerAsync"
 	OpMemsetD8                = "cuMemsetD8_v2"
 	OpMemsetD8Async           = "cuMemsetD8Async"
 	OpMemsetD32Async          = "cuMemsetD32Async"
@@ -81,6 +84,7 @@ var opNames = map[string]bool{
 	OpDeviceAttribute: true, OpDeviceTotalMem: true, OpPrimaryCtxRetain: true,
 	OpPrimaryCtxRelease: true, OpCtxSetCurrent: true, OpCtxGetCurrent: true,
 	OpCtxSynchronize: true, OpMemGetInfo: true, OpStreamPriorityRange: true,
+	OpDeviceCanAccessPeer: true, OpCtxEnablePeerAccess: true, OpMemcpyPeerAsync: true,
 	OpStreamCreate: true, OpStreamDestroy: true, OpStreamSynchronize: true,
 	OpStreamQuery: true, OpStreamWaitEvent: true, OpStreamWriteValue32: true,
 	OpEventCreate: true, OpEventDestroy: true, OpEventRecord: true, OpEventQuery: true,
