@@ -156,7 +156,8 @@ func (b *Backend) PrimaryCtxRelease(ordinal int) error {
 // CtxSetCurrent makes ctx current on the calling OS thread (0 unbinds). The caller keeps its
 // goroutine locked to the thread for as long as it relies on the binding.
 func (b *Backend) CtxSetCurrent(ctx cudadrv.RawContext) error {
-	return cudadrv.NewError("cuCtxSetCurrent", b.drv.cuCtxSetCurrent(ctx))
+	f := cframe{fn: b.drv.addr[symCtxSetCurrent], a: [maxCCallArgs]uintptr{uintptr(ctx)}}
+	return cudadrv.NewError("cuCtxSetCurrent", cudadrv.Result(ccall(&f)))
 }
 
 // CtxGetCurrent returns the context current on the calling OS thread, 0 when none is.
@@ -171,7 +172,8 @@ func (b *Backend) CtxGetCurrent() (cudadrv.RawContext, error) {
 // CtxSynchronize waits for all work in the current context. Inside a live stream capture it
 // fails with ErrorStreamCaptureUnsupported and invalidates the capture, as the driver does.
 func (b *Backend) CtxSynchronize() error {
-	return cudadrv.NewError("cuCtxSynchronize", b.drv.cuCtxSynchronize())
+	f := cframe{fn: b.drv.addr[symCtxSynchronize]}
+	return cudadrv.NewError("cuCtxSynchronize", cudadrv.Result(ccall(&f)))
 }
 
 // MemGetInfo returns the free and total device memory of the current context's device.

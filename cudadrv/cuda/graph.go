@@ -64,7 +64,8 @@ func (b *Backend) GraphUpload(e cudadrv.RawGraphExec, s cudadrv.RawStream) error
 
 // GraphLaunch queues one replay of e on s. It is a hot call: it allocates nothing.
 func (b *Backend) GraphLaunch(e cudadrv.RawGraphExec, s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuGraphLaunch", b.drv.cuGraphLaunch(e, s))
+	f := cframe{fn: b.drv.addr[symGraphLaunch], a: [maxCCallArgs]uintptr{uintptr(e), uintptr(s)}}
+	return cudadrv.NewError("cuGraphLaunch", cudadrv.Result(ccall(&f)))
 }
 
 // graphExecUpdateResultNames are the CUgraphExecUpdateResult names, by value.

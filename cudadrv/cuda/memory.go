@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -169,8 +170,12 @@ func (b *Backend) MemcpyHtoDAsync(dst cudadrv.DevicePtr, src []byte, s cudadrv.R
 	if len(src) == 0 {
 		return nil
 	}
-	return cudadrv.NewError("cuMemcpyHtoDAsync_v2",
-		b.drv.cuMemcpyHtoDAsync_v2(dst, unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)), s))
+	p := unsafe.Pointer(unsafe.SliceData(src))
+	escape(p)
+	f := cframe{fn: b.drv.addr[symMemcpyHtoDAsync], a: [maxCCallArgs]uintptr{uintptr(dst), uintptr(p), uintptr(len(src)), uintptr(s)}}
+	r := ccall(&f)
+	runtime.KeepAlive(p)
+	return cudadrv.NewError("cuMemcpyHtoDAsync_v2", cudadrv.Result(r))
 }
 
 // MemcpyDtoHAsync queues a copy of len(dst) bytes from src into dst on s. It is a hot call: it
@@ -179,14 +184,19 @@ func (b *Backend) MemcpyDtoHAsync(dst []byte, src cudadrv.DevicePtr, s cudadrv.R
 	if len(dst) == 0 {
 		return nil
 	}
-	return cudadrv.NewError("cuMemcpyDtoHAsync_v2",
-		b.drv.cuMemcpyDtoHAsync_v2(unsafe.Pointer(unsafe.SliceData(dst)), src, uintptr(len(dst)), s))
+	p := unsafe.Pointer(unsafe.SliceData(dst))
+	escape(p)
+	f := cframe{fn: b.drv.addr[symMemcpyDtoHAsync], a: [maxCCallArgs]uintptr{uintptr(p), uintptr(src), uintptr(len(dst)), uintptr(s)}}
+	r := ccall(&f)
+	runtime.KeepAlive(p)
+	return cudadrv.NewError("cuMemcpyDtoHAsync_v2", cudadrv.Result(r))
 }
 
 // MemcpyDtoDAsync queues a device-to-device copy of size bytes on s. It is a hot call: it
 // allocates nothing.
 func (b *Backend) MemcpyDtoDAsync(dst, src cudadrv.DevicePtr, size uint64, s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuMemcpyDtoDAsync_v2", b.drv.cuMemcpyDtoDAsync_v2(dst, src, uintptr(size), s))
+	f := cframe{fn: b.drv.addr[symMemcpyDtoDAsync], a: [maxCCallArgs]uintptr{uintptr(dst), uintptr(src), uintptr(size), uintptr(s)}}
+	return cudadrv.NewError("cuMemcpyDtoDAsync_v2", cudadrv.Result(ccall(&f)))
 }
 
 // MemsetD8 sets count bytes at dst to value.
@@ -196,10 +206,12 @@ func (b *Backend) MemsetD8(dst cudadrv.DevicePtr, value byte, count uint64) erro
 
 // MemsetD8Async queues setting count bytes at dst to value on s.
 func (b *Backend) MemsetD8Async(dst cudadrv.DevicePtr, value byte, count uint64, s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuMemsetD8Async", b.drv.cuMemsetD8Async(dst, value, uintptr(count), s))
+	f := cframe{fn: b.drv.addr[symMemsetD8Async], a: [maxCCallArgs]uintptr{uintptr(dst), uintptr(value), uintptr(count), uintptr(s)}}
+	return cudadrv.NewError("cuMemsetD8Async", cudadrv.Result(ccall(&f)))
 }
 
 // MemsetD32Async queues setting count 32-bit words at dst (4-byte aligned) to value on s.
 func (b *Backend) MemsetD32Async(dst cudadrv.DevicePtr, value uint32, count uint64, s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuMemsetD32Async", b.drv.cuMemsetD32Async(dst, value, uintptr(count), s))
+	f := cframe{fn: b.drv.addr[symMemsetD32Async], a: [maxCCallArgs]uintptr{uintptr(dst), uintptr(value), uintptr(count), uintptr(s)}}
+	return cudadrv.NewError("cuMemsetD32Async", cudadrv.Result(ccall(&f)))
 }

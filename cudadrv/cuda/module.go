@@ -81,9 +81,15 @@ func (b *Backend) LaunchKernel(f cudadrv.RawFunction, grid, block cudadrv.Dim3, 
 			params = args.ParamArray()
 		}
 	}
-	r := b.drv.cuLaunchKernel(f, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, sharedMem, s, params, nil)
+	escape(params)
+	c := cframe{fn: b.drv.addr[symLaunchKernel], a: [maxCCallArgs]uintptr{
+		uintptr(f), uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
+		uintptr(block.X), uintptr(block.Y), uintptr(block.Z), uintptr(sharedMem),
+		uintptr(s), uintptr(params), 0}}
+	r := ccall(&c)
 	runtime.KeepAlive(args)
-	return cudadrv.NewError("cuLaunchKernel", r)
+	runtime.KeepAlive(params)
+	return cudadrv.NewError("cuLaunchKernel", cudadrv.Result(r))
 }
 
 // cBytes returns s as a NUL-terminated byte slice on the Go heap.

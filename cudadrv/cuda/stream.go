@@ -22,18 +22,21 @@ func (b *Backend) StreamDestroy(s cudadrv.RawStream) error {
 
 // StreamSynchronize waits until all work queued on s has completed.
 func (b *Backend) StreamSynchronize(s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuStreamSynchronize", b.drv.cuStreamSynchronize(s))
+	f := cframe{fn: b.drv.addr[symStreamSynchronize], a: [maxCCallArgs]uintptr{uintptr(s)}}
+	return cudadrv.NewError("cuStreamSynchronize", cudadrv.Result(ccall(&f)))
 }
 
 // StreamQuery returns nil when all work on s is done, an *cudadrv.Error with
 // cudadrv.ErrorNotReady when some is still pending.
 func (b *Backend) StreamQuery(s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuStreamQuery", b.drv.cuStreamQuery(s))
+	f := cframe{fn: b.drv.addr[symStreamQuery], a: [maxCCallArgs]uintptr{uintptr(s)}}
+	return cudadrv.NewError("cuStreamQuery", cudadrv.Result(ccall(&f)))
 }
 
 // StreamWaitEvent makes future work on s wait for the last record of e.
 func (b *Backend) StreamWaitEvent(s cudadrv.RawStream, e cudadrv.RawEvent) error {
-	return cudadrv.NewError("cuStreamWaitEvent", b.drv.cuStreamWaitEvent(s, e, 0))
+	f := cframe{fn: b.drv.addr[symStreamWaitEvent], a: [maxCCallArgs]uintptr{uintptr(s), uintptr(e), 0}}
+	return cudadrv.NewError("cuStreamWaitEvent", cudadrv.Result(ccall(&f)))
 }
 
 // streamWriteValueDefault is CU_STREAM_WRITE_VALUE_DEFAULT: the write is preceded by a memory
@@ -47,7 +50,9 @@ const streamWriteValueDefault = 0x0
 // device address, 4-byte aligned: of device memory, or of mapped pinned host memory from
 // MemHostGetDevicePointer. It is a hot call: it allocates nothing.
 func (b *Backend) StreamWriteValue32(s cudadrv.RawStream, addr cudadrv.DevicePtr, value uint32) error {
-	return cudadrv.NewError("cuStreamWriteValue32_v2", b.drv.cuStreamWriteValue32_v2(s, addr, value, streamWriteValueDefault))
+	f := cframe{fn: b.drv.addr[symStreamWriteValue32],
+		a: [maxCCallArgs]uintptr{uintptr(s), uintptr(addr), uintptr(value), streamWriteValueDefault}}
+	return cudadrv.NewError("cuStreamWriteValue32_v2", cudadrv.Result(ccall(&f)))
 }
 
 // EventCreate creates an event in the current context.
@@ -66,17 +71,20 @@ func (b *Backend) EventDestroy(e cudadrv.RawEvent) error {
 
 // EventRecord records e at the current end of s. It is a hot call: it allocates nothing.
 func (b *Backend) EventRecord(e cudadrv.RawEvent, s cudadrv.RawStream) error {
-	return cudadrv.NewError("cuEventRecord", b.drv.cuEventRecord(e, s))
+	f := cframe{fn: b.drv.addr[symEventRecord], a: [maxCCallArgs]uintptr{uintptr(e), uintptr(s)}}
+	return cudadrv.NewError("cuEventRecord", cudadrv.Result(ccall(&f)))
 }
 
 // EventQuery returns nil when e's last record has completed, cudadrv.ErrorNotReady when not.
 func (b *Backend) EventQuery(e cudadrv.RawEvent) error {
-	return cudadrv.NewError("cuEventQuery", b.drv.cuEventQuery(e))
+	f := cframe{fn: b.drv.addr[symEventQuery], a: [maxCCallArgs]uintptr{uintptr(e)}}
+	return cudadrv.NewError("cuEventQuery", cudadrv.Result(ccall(&f)))
 }
 
 // EventSynchronize waits for e's last record to complete.
 func (b *Backend) EventSynchronize(e cudadrv.RawEvent) error {
-	return cudadrv.NewError("cuEventSynchronize", b.drv.cuEventSynchronize(e))
+	f := cframe{fn: b.drv.addr[symEventSynchronize], a: [maxCCallArgs]uintptr{uintptr(e)}}
+	return cudadrv.NewError("cuEventSynchronize", cudadrv.Result(ccall(&f)))
 }
 
 // EventElapsedTime returns the time between two completed records, in milliseconds. Both

@@ -195,9 +195,9 @@ func TestSgemmRefusesDimensionsBeyondInt32(t *testing.T) {
 	assert.Equal(t, cudadrv.BLASInvalidValue, be.Status)
 }
 
-// Benchmarks of the purego calling methods on libc functions (no GPU): the generated wrappers
-// (SyscallN over a pooled argument array), a plain variadic SyscallN call, and the reflective
-// RegisterFunc. memset has 3 arguments; abs is also called with 11 (it reads the first, 0),
+// Benchmarks of the calling methods on libc functions (no GPU): the generated wrappers
+// (SyscallN over a pooled argument array), ccall (the hot calls' direct trampoline), a plain
+// variadic SyscallN call, and the reflective RegisterFunc. memset has 3 arguments; abs is also called with 11 (it reads the first, 0),
 // the arity of cuLaunchKernel.
 func BenchmarkCallingMethods(b *testing.B) {
 	libc, h := openLibc(b)
@@ -208,6 +208,13 @@ func BenchmarkCallingMethods(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			libc.memset(unsafe.Pointer(&buf[0]), 7, uintptr(len(buf)))
+		}
+	})
+	b.Run("memset/CCall", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			f := cframe{fn: memset, a: [maxCCallArgs]uintptr{uintptr(unsafe.Pointer(&buf[0])), 7, uintptr(len(buf))}}
+			ccall(&f)
 		}
 	})
 	b.Run("memset/SyscallNVariadic", func(b *testing.B) {
@@ -235,6 +242,13 @@ func BenchmarkCallingMethods(b *testing.B) {
 			}
 			purego.SyscallN(abs, a[:11]...)
 			putCallArgs(a)
+		}
+	})
+	b.Run("11args/CCall", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			f := cframe{fn: abs, a: [maxCCallArgs]uintptr{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+			ccall(&f)
 		}
 	})
 	b.Run("11args/SyscallNVariadic", func(b *testing.B) {
