@@ -23,7 +23,8 @@ var backends struct {
 }
 
 // simOptions returns the options of the simulated device the sim backend opens: one device
-// that runs the kernel library. Tests replace it (export_test.go) while no sim backend is open.
+// that runs the kernel library (EnvSimDevices and EnvSimPeers, sim_env.go, change the machine).
+// Tests replace it (export_test.go) while no sim backend is open.
 var simOptions = func() sim.Options { return sim.Options{Kernels: kernels.SimKernels()} }
 
 // sharedBackend is one driver instance and the number of providers using it.
@@ -68,7 +69,11 @@ func acquireBackend(name string) (*sharedBackend, string, error) {
 	switch {
 	case b != nil:
 	case kind == BackendSim:
-		b = sim.New(simOptions())
+		opts, err := simEnv(simOptions())
+		if err != nil {
+			return nil, "", fmt.Errorf("ep: backend=sim: %w", err)
+		}
+		b = sim.New(opts)
 	default:
 		cb, err := cuda.Open()
 		if err != nil {

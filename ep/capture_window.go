@@ -59,15 +59,19 @@ type window struct {
 // allocates nothing.
 type entry struct {
 	w      *window
-	locked bool
+	locked bool // the window is held shared
+	thread bool // the goroutine was locked to its OS thread by the entry
 }
 
-// leave ends the call: it gives up the shared hold and unlocks the OS thread.
+// leave ends the call: it gives up the shared hold and unlocks the OS thread if the entry
+// locked it.
 func (e entry) leave() {
 	if e.locked {
 		e.w.mu.RUnlock()
 	}
-	runtime.UnlockOSThread()
+	if e.thread {
+		runtime.UnlockOSThread()
+	}
 }
 
 // enter locks the calling goroutine to its OS thread, takes the window shared, applies the
@@ -75,10 +79,14 @@ func (e entry) leave() {
 // that talks to the driver calls it (or enterUnbound) first (CUDA contexts are per thread, and
 // a C host may call from any thread) and calls leave when done. what names the call in errors.
 func (p *Provider) enter(what string, a access) (entry, error) {
-	e, err := p.enterUnbound(what, a)
+	// The bind and the driver calls it is for must run on one OS thread.
+	runtime.LockOSThread()
+	e, err := p.enterWindow(what, a)
 	if err != nil {
+		runtime.UnlockOSThread()
 		return entry{}, err
 	}
+	e.thread = true
 	if err := p.ctx.Bind(); err != nil {
 		e.leave()
 		return entry{}, p.bindFailed(what, err)
@@ -103,12 +111,22 @@ func (p *Provider) bindFailed(what string, err error) error {
 //     They make their call without binding and, only when it fails with nothing enqueued,
 //     bind and call once more (rebound).
 //
-// Binding costs a driver call (cuCtxSetCurrent: 0.18 µs through purego on the H200, 7× the
-// raw C call), and so would checking whether the context is current (cuCtxGetCurrent), while a
+// Binding costs a driver call (cuCtxSetCurrent: 0.02–0.03 µs of the driver's own on the H200,
+// and the price of a call from Go on top), and so would checking whether the context is current (cuCtxGetCurrent), while a
 // cache of what cudaep bound last on a thread cannot see a host binding its own context there:
 // trying first is the only way to skip the bind that is never wrong.
+//
+// Nor does it lock the goroutine to its OS thread (two runtime calls a step saved): a call
+// that binds nothing leaves no per-thread state behind, and rebound locks the thread for the
+// bind and the call it retries. It must not be used for accessRecord, whose rule compares the
+// calling thread with the capturing one.
 func (p *Provider) enterUnbound(what string, a access) (entry, error) {
-	runtime.LockOSThread()
+	return p.enterWindow(what, a)
+}
+
+// enterWindow takes the window shared and applies the capture rule for a; enter and
+// enterUnbound are it with and without the thread lock and the bind.
+func (p *Provider) enterWindow(what string, a access) (entry, error) {
 	w := &p.win
 	w.mu.RLock()
 	e := entry{w: w, locked: true}
@@ -131,6 +149,9 @@ func (p *Provider) enterUnbound(what string, a access) (entry, error) {
 // succeeds, a sticky error that the first recorded in the context was not the context's (a
 // faulted context fails every call) and is retracted. what names the call in errors.
 func (p *Provider) rebound(what string, first error, again func() error) error {
+	// The bind and the call it is for must run on one OS thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := p.ctx.Bind(); err != nil {
 		return p.bindFailed(what, err)
 	}
