@@ -85,10 +85,11 @@ func (m *memoryHold) release() {
 	*m = memoryHold{}
 }
 
-// at returns the device address off bytes in, after checking [off, off+n) lies inside.
+// at returns the device address off bytes in, after checking [off, off+n) lies inside. The
+// label of the message is built only on failure: it is on every kernel execution's path.
 func (m *memoryHold) at(off, n uint64, what string) (ep.DevicePtr, error) {
-	if err := checkRange(off, n, m.size, what+" memory"); err != nil {
-		return 0, err
+	if end, carry := bits.Add64(off, n, 0); carry != 0 || end > m.size {
+		return 0, checkRange(off, n, m.size, what+" memory")
 	}
 	return m.ptr + ep.DevicePtr(off), nil
 }
@@ -100,9 +101,12 @@ func decodeInfo(ci *C.CudaEpTensorInfo, what string) (ep.TensorInfo, error) {
 	if rank > maxRank {
 		return ep.TensorInfo{}, argError("%s: rank %d: at most %d", what, rank, maxRank)
 	}
-	shape, err := cArray((*int64)(unsafe.Pointer(ci.shape)), rank, maxRank, what+" shape")
-	if err != nil {
-		return ep.TensorInfo{}, err
+	var shape []int64
+	if rank > 0 {
+		if ci.shape == nil { // the label is built only on failure: this is every execution's path
+			return ep.TensorInfo{}, argError("%s shape is NULL but its count is %d", what, rank)
+		}
+		shape = unsafe.Slice((*int64)(unsafe.Pointer(ci.shape)), int(rank))
 	}
 	elems := uint64(1)
 	for i, d := range shape {
