@@ -705,6 +705,32 @@ static void state_recover_during_capture(void) {
     RELEASE(CudaEpReleaseProvider, p);
 }
 
+/* A copy between providers cannot be recorded: a capture on either side refuses it, on the
+ * capturing thread too, and the capture survives. */
+static void state_copy_peer_during_capture(void) {
+    CudaEpProvider other = new_provider(NULL);
+    CudaEpBuffer theirs = new_buffer(other, 16), mine = new_buffer(prov, 16);
+    CHECK_OK(CudaEpMemset(theirs, 0, 16, 0x44));
+    CHECK_OK(CudaEpMemset(mine, 0, 16, 0x55));
+    begin(CUDAEP_SLOT_PRIMARY);
+    int32_t path = -7;
+    CHECK_ERR(CudaEpCopyPeer(mine, 0, theirs, 0, 16, &path), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK_ERR(CudaEpCopyPeer(theirs, 0, mine, 0, 16, &path), CUDAEP_WRONG_STATE, "inside a capture");
+    CHECK(path == -7);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    unsigned char b[16];
+    CHECK(download(mine, b, sizeof b));
+    for (int i = 0; i < 16; i++) CHECK(b[i] == 0x55);
+    CHECK_OK(CudaEpCopyPeer(mine, 0, theirs, 0, 16, &path));
+    CHECK(path == CUDAEP_PEER_PATH_DEVICE);
+    CHECK(download(mine, b, sizeof b));
+    for (int i = 0; i < 16; i++) CHECK(b[i] == 0x44);
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+    RELEASE(CudaEpReleaseBuffer, mine);
+    RELEASE(CudaEpReleaseBuffer, theirs);
+    RELEASE(CudaEpReleaseProvider, other);
+}
+
 int main(void) {
     unsetenv("CUDAEP_PREFILL_DOUBLE_BUFFER");
     static unsigned char file[4096];
@@ -736,7 +762,7 @@ int main(void) {
         state_driver_work_on_capturing_thread, state_release_during_capture,
         state_last_child_released_during_capture, state_misaligned_tensor,
         state_reset_during_other_capture, state_remove_graph, state_close_external_data,
-        state_recover_during_capture,
+        state_recover_during_capture, state_copy_peer_during_capture,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cases[i]();

@@ -121,7 +121,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes. CudaEpGetVersion returns the library's. */
-#define CUDAEP_ABI_VERSION 3
+#define CUDAEP_ABI_VERSION 4
 
 /* CUDAEP_API marks every function of the ABI (the library exports these and nothing else). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -1599,6 +1599,51 @@ typedef struct CudaEpOrtStats {
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetOrtStats(CUDAEP_INOUT CudaEpOrtStats* stats);
 /* ------------------------------------------------------------------------------------------ */
+/* Several devices (ABI 4)                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * One process may hold providers on several devices (device_id), from one thread or many.
+ * Each keeps its own context, streams, graph slots, pinned memory and paging; the capture gate
+ * is per device, so a capture on one device never holds back a drain, a replay or a copy on
+ * another. Buffers of providers on different devices meet only in CudaEpCopyPeer.
+ */
+
+/* CudaEpPeerPath (ABI 4) says how CudaEpCopyPeer moved the bytes. */
+typedef enum CudaEpPeerPath {
+    CUDAEP_PEER_PATH_NONE = 0,   /* nothing was copied (size 0) */
+    CUDAEP_PEER_PATH_DEVICE = 1, /* both buffers on one device: an ordinary device copy */
+    CUDAEP_PEER_PATH_DIRECT = 2, /* between devices that reach each other: cuMemcpyPeerAsync */
+    CUDAEP_PEER_PATH_STAGED = 3  /* between devices that do not: through pinned host memory */
+} CudaEpPeerPath;
+
+/*
+ * CudaEpCopyPeer (ABI 4) queues a copy of size bytes from src at src_offset to dst at
+ * dst_offset, where the two buffers may belong to providers on different devices (of one
+ * backend), and returns without waiting for it.
+ *   out_path  may be NULL; else receives the CudaEpPeerPath taken.
+ * The copy is queued on the compute stream of dst's provider. It runs after the work queued
+ * before the call on the compute streams of both buffers' providers, and the work either of
+ * them queues afterwards runs after it: src may be overwritten through its provider, and dst
+ * read through its provider (CudaEpCopyToHost waits for it), at once. Between two devices
+ * that can access each other the bytes go directly (peer access is enabled on the first such
+ * copy of a pair and kept); between two that cannot, through two pinned host slots of 8 MiB
+ * that dst's provider allocates on its first staged copy and keeps until it is destroyed.
+ * Within one device it is CudaEpCopyBuffer's device copy, but not recordable.
+ * Errors: bad buffer handles; CUDAEP_INVALID_ARGUMENT for a range outside either buffer (size
+ * and offsets are checked for overflow), overlapping ranges (identical ones copy nothing and
+ * report CUDAEP_PEER_PATH_DEVICE) or buffers of two backends; CUDAEP_WRONG_STATE while a
+ * capture is live on either provider (a copy between devices cannot be recorded: use
+ * CudaEpCopyBuffer inside a capture);
+ * CUDAEP_CUDA_ERROR for a driver failure (if part of the copy was queued, the call waits for
+ * it before returning). Nothing is written to *out_path on error. Thread-safe: copies in
+ * opposite directions between the same two providers may run concurrently.
+ */
+CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyPeer(CudaEpBuffer dst, uint64_t dst_offset, CudaEpBuffer src,
+                                                        uint64_t src_offset, uint64_t size,
+                                                        CUDAEP_OUT_OPT int32_t* out_path);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Layout pins: these never change once released.                                             */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -1688,6 +1733,9 @@ CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, partitions) == 8, "CudaEpOrtStats 
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, device_cached_bytes) == 80, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, notifications) == 104, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 112, "CudaEpOrtStats ABI 3 size");
+
+/* ABI 4 layouts. */
+CUDAEP_STATIC_ASSERT(sizeof(CudaEpPeerPath) == 4, "enums are 32 bits");
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -106,6 +106,7 @@ SCALAR_VALID = {
 # Valid values of handle parameters other than the fixture's live one of their type.
 HANDLE_VALID = {
     ("CudaEpCopyBuffer", "src"): "fx->buffer2",
+    ("CudaEpCopyPeer", "src"): "fx->buffer2",
     ("CudaEpKernelNonZeroCount", "kernel"): "fx->nonzero",
 }
 
@@ -133,6 +134,7 @@ OUT_OPT_NULL = {
     "out_abi_version": OK,
     "out_library_version": OK,
     "out_recovered": OK,   # documented optional
+    "out_path": OK,        # documented optional
 }
 
 # The wrong-state cases of test_wrong_state.c (state_NAME) that exercise each function, or
@@ -222,6 +224,7 @@ STATES = {
     "CudaEpDoubleBufferRecover": ["recover_during_capture"],
     "CudaEpGetWeightFallback": "a query: answered in every state",
     "CudaEpDoubleBufferGetFallback": "a query: answered in every state",
+    "CudaEpCopyPeer": ["copy_peer_during_capture"],
 }
 
 

@@ -14,7 +14,7 @@ import ctypes
 import dataclasses
 
 from . import _native
-from .buffer import Buffer
+from .buffer import Buffer, PeerPath
 from .dlpack import live_exports as dlpack_live_exports
 from .dtypes import DType
 from .errors import (
@@ -58,7 +58,7 @@ __all__ = [
     "Arg", "Boundary", "Buffer", "CaptureStatus", "CudaError", "DLPackUnsupported", "DType", "Decline",
     "DeclineReason", "Declined", "DeviceInfo", "DoubleBuffer", "DoubleBufferMetrics", "Error", "ErrorCode",
     "Fail", "Function", "GraphStats", "InvalidArgument", "InvalidHandle", "Kernel", "LazyWeight", "Module",
-    "NotFound", "Options", "OrtStats", "OutOfMemory", "PagedWeight", "Provider", "ProviderStats", "ResidencyStats",
+    "NotFound", "Options", "OrtStats", "OutOfMemory", "PagedWeight", "PeerPath", "Provider", "ProviderStats", "ResidencyStats",
     "Slot", "SlotState", "StaleGeneration", "StaleHandle", "Tensor", "TensorInfo", "Ticket", "TicketInfo",
     "TransferMode", "Unsupported", "WrongState", "dlpack_live_exports", "live_handle_count", "ort_stats", "version",
 ]

@@ -8,7 +8,7 @@ python/cudaep/_native.py applies FUNCTIONS to the loaded library.
 import ctypes
 
 # Integer macros.
-CUDAEP_ABI_VERSION = 3
+CUDAEP_ABI_VERSION = 4
 CUDAEP_MAX_RANK = 32
 CUDAEP_MAX_ARRAY = 65536
 CUDAEP_MAX_KERNEL_ARGS = 24
@@ -283,6 +283,13 @@ class CudaEpOrtStats(ctypes.Structure):
                 ("stream_runs", ctypes.c_uint64), ("notifications", ctypes.c_uint64)]
 
 
+# enum CudaEpPeerPath (the header pins enums at 32 bits)
+CudaEpPeerPath = ctypes.c_int
+CUDAEP_PEER_PATH_NONE = 0
+CUDAEP_PEER_PATH_DEVICE = 1
+CUDAEP_PEER_PATH_DIRECT = 2
+CUDAEP_PEER_PATH_STAGED = 3
+
 #: Every enum's members, in order, without the prefix of whole words they share (for enum.IntEnum).
 ENUMS = {
     "CudaEpErrorCode": (("OK", 0), ("FAIL", 1), ("INVALID_ARGUMENT", 2), ("INVALID_HANDLE", 3),
@@ -303,6 +310,7 @@ ENUMS = {
     "CudaEpTransferMode": (("ZERO_COPY", 0), ("STAGING", 1)),
     "CudaEpSlotState": (("FREE", 0), ("FILLING", 1), ("READY", 2), ("IN_USE", 3), ("DRAINING", 4),
         ("QUARANTINED", 5)),
+    "CudaEpPeerPath": (("NONE", 0), ("DEVICE", 1), ("DIRECT", 2), ("STAGED", 3)),
 }
 
 #: Every struct with a layout, by its C name.
@@ -574,6 +582,10 @@ FUNCTIONS = {
         ctypes.POINTER(ctypes.c_size_t)]),
     # CudaEpStatus* CudaEpGetOrtStats(CUDAEP_INOUT CudaEpOrtStats* stats)
     "CudaEpGetOrtStats": (ctypes.c_void_p, [ctypes.POINTER(CudaEpOrtStats)]),
+    # CudaEpStatus* CudaEpCopyPeer(CudaEpBuffer dst, uint64_t dst_offset, CudaEpBuffer src,
+    #     uint64_t src_offset, uint64_t size, CUDAEP_OUT_OPT int32_t* out_path)
+    "CudaEpCopyPeer": (ctypes.c_void_p, [CudaEpBuffer, ctypes.c_uint64, CudaEpBuffer, ctypes.c_uint64,
+        ctypes.c_uint64, ctypes.POINTER(ctypes.c_int32)]),
 }
 
 #: The functions that return a CudaEpStatus* (NULL on success).
@@ -599,7 +611,7 @@ STATUS_FUNCTIONS = frozenset({"CudaEpCreateStatus", "CudaEpGetVersion", "CudaEpG
     "CudaEpDoubleBufferReleaseLayer", "CudaEpDoubleBufferCancelLayer", "CudaEpTicketGetInfo",
     "CudaEpReleaseTicket", "CudaEpRemoveGraph", "CudaEpCloseExternalData", "CudaEpRecoverWeights",
     "CudaEpDoubleBufferRecover", "CudaEpGetWeightFallback", "CudaEpDoubleBufferGetFallback",
-    "CudaEpGetOrtStats"})
+    "CudaEpGetOrtStats", "CudaEpCopyPeer"})
 
 __all__ = ["CUDAEP_ABI_VERSION", "CUDAEP_MAX_RANK", "CUDAEP_MAX_ARRAY", "CUDAEP_MAX_KERNEL_ARGS",
     "CUDAEP_MAX_KERNEL_TENSORS", "CUDAEP_NULL_HANDLE", "CUDAEP_OK", "CUDAEP_FAIL", "CUDAEP_INVALID_ARGUMENT",
@@ -625,5 +637,6 @@ __all__ = ["CUDAEP_ABI_VERSION", "CUDAEP_MAX_RANK", "CUDAEP_MAX_ARRAY", "CUDAEP_
     "CudaEpDoubleBuffer", "CudaEpTicket", "CUDAEP_TRANSFER_ZERO_COPY", "CUDAEP_TRANSFER_STAGING",
     "CudaEpTransferMode", "CUDAEP_SLOT_STATE_FREE", "CUDAEP_SLOT_STATE_FILLING", "CUDAEP_SLOT_STATE_READY",
     "CUDAEP_SLOT_STATE_IN_USE", "CUDAEP_SLOT_STATE_DRAINING", "CUDAEP_SLOT_STATE_QUARANTINED",
-    "CudaEpSlotState", "CudaEpDoubleBufferMetrics", "CudaEpTicketInfo", "CudaEpOrtStats", "ENUMS", "STRUCTS",
-    "FUNCTIONS", "STATUS_FUNCTIONS"]
+    "CudaEpSlotState", "CudaEpDoubleBufferMetrics", "CudaEpTicketInfo", "CudaEpOrtStats",
+    "CUDAEP_PEER_PATH_NONE", "CUDAEP_PEER_PATH_DEVICE", "CUDAEP_PEER_PATH_DIRECT", "CUDAEP_PEER_PATH_STAGED",
+    "CudaEpPeerPath", "ENUMS", "STRUCTS", "FUNCTIONS", "STATUS_FUNCTIONS"]

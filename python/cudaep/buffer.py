@@ -3,6 +3,7 @@
 import ctypes
 
 from . import _native
+from ._enum import header_enum
 from ._handle import HandleObject
 from .dtypes import DType
 from .tensor import Tensor
@@ -26,6 +27,12 @@ def _host_view(data, writable):
         obj = mv.obj if isinstance(mv.obj, bytes) and len(mv.obj) == mv.nbytes else mv.tobytes()
         return obj, ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value
     return mv, ctypes.addressof(ctypes.c_char.from_buffer(mv))
+
+
+PeerPath = header_enum("PeerPath", "CudaEpPeerPath",
+                       "CudaEpPeerPath: how :meth:`Buffer.copy_peer` moved the bytes (NONE for 0 bytes, DEVICE "
+                       "within one device, DIRECT between devices that reach each other, STAGED through pinned "
+                       "host memory between devices that do not).", __name__)
 
 
 class Buffer(HandleObject):
@@ -82,6 +89,16 @@ class Buffer(HandleObject):
         n = src.size - src_offset if size is None else size
         _native.CudaEpCopyBuffer(self._handle, dst_offset, src.handle, src_offset, n)
         return self
+
+    def copy_peer(self, src, size=None, dst_offset=0, src_offset=0):
+        """Queues a copy of size bytes (default: all of src from src_offset) from src, a buffer
+        of a provider on any device of the same backend, into this buffer, and returns the
+        :class:`PeerPath` taken. It runs after the work already queued by both buffers'
+        providers, and their later work runs after it (CudaEpCopyPeer)."""
+        n = src.size - src_offset if size is None else size
+        path = ctypes.c_int32(-1)
+        _native.CudaEpCopyPeer(self._handle, dst_offset, src.handle, src_offset, n, ctypes.byref(path))
+        return PeerPath(path.value)
 
     def view(self, dtype, shape, offset=0, strides=None):
         """A :class:`Tensor` over this buffer."""
