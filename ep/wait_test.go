@@ -2,6 +2,8 @@ package ep_test
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -267,6 +269,58 @@ func TestSpinWaitReportsAFaultOfTheAwaitedWork(t *testing.T) {
 	assert.Less(t, syncs, calls(p, sim.OpStreamSynchronize), "the spin gave up and the driver reported the fault")
 	assert.Equal(t, uint32(0), c.value())
 	assert.Error(t, p.SynchronizeCompute(), "the context stays faulted")
+}
+
+// TestSpinWaitSurfacesAFailedStreamInAChildProcess is TestSpinWaitReportsAFaultOfTheAwaitedWork
+// on every backend, the GPU included: a fault poisons the GPU's primary context for the rest
+// of its process, so the faulting steps run in a child process (this test binary, re-run on
+// this test alone), which reports what its waits returned. On the GPU the fault may already be
+// recorded when the wait queues its word write, so the error may come from that enqueue or
+// from the driver's synchronization after the spin gives up; either way the wait must fail
+// with the driver's error, and keep failing, and the trapped step must have written nothing.
+func TestSpinWaitSurfacesAFailedStreamInAChildProcess(t *testing.T) {
+	const childEnv = "CUDAEP_TEST_WAIT_FAULT_CHILD"
+	if os.Getenv(childEnv) == "1" {
+		spinWaitFaultChild(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSpinWaitSurfacesAFailedStreamInAChildProcess$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the child process:\n%s", out)
+	assert.Contains(t, string(out), "first wait failed: ", "the child ran the faulting step:\n%s", out)
+	assert.Contains(t, string(out), "second wait failed: ", "%s", out)
+}
+
+// spinWaitFaultChild is the child process's part: a spin-mode provider replays a step whose
+// kernel traps, and waits twice.
+func spinWaitFaultChild(t *testing.T) {
+	if drivertest.BackendName() == "sim" {
+		// The kernel takes a while, so the word's write is queued before the fault, as it
+		// can be on the GPU.
+		ep.UseSimOptions(t, sim.Options{KernelDuration: 20 * time.Millisecond})
+	}
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	opts := ep.DefaultOptions()
+	opts.Backend, opts.WaitMode = drivertest.BackendName(), ep.WaitSpin
+	p, err := ep.New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() }) // closing a faulted provider reports the fault
+	require.Equal(t, ep.WaitSpin, p.WaitMode())
+	ep.SetSpinBudget(p, time.Millisecond)
+	c := newCounter(t, p, true)
+	captureBump(t, p, graphs.Primary, c, 1)
+	require.NoError(t, p.Replay(graphs.Primary), "the fault is asynchronous: the launch is queued")
+	err = p.SynchronizeCompute()
+	require.Error(t, err, "the wait returned success after a trapped kernel")
+	assert.Equal(t, ep.CodeDriver, ep.Code(err), "%v", err)
+	assert.True(t, cudadrv.ResultOf(err).Sticky(), "a fault of the awaited work is the context's sticky error: %v", err)
+	t.Logf("first wait failed: %v", err)
+	assert.Equal(t, uint32(0), c.value(), "the trapped step wrote nothing")
+	err = p.SynchronizeCompute()
+	require.Error(t, err, "the context stays faulted")
+	t.Logf("second wait failed: %v", err)
 }
 
 // TestReplayAndWaitAllocateNothing: the allocation budget of a step (Replay, then
