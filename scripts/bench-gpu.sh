@@ -37,7 +37,7 @@ build_capi() {
 		return 0
 	fi
 	rm -f "$B/libcudaep.h" # cgo's own header, not the public one
-	if ! gcc -O2 -Wall -Wextra -Iinclude ctests/bench/capi_replay_bench.c -L"$B" -lcudaep \
+	if ! gcc -O2 -Wall -Wextra -Iinclude ctests/bench/capi_replay_bench.c -L"$B" -lcudaep -ldl \
 		-Wl,-rpath,'$ORIGIN' -o "$B/capi_replay_bench" >>"$B/capi-build.log" 2>&1; then
 		echo "bench-gpu: the C ABI client did not link (does libcudaep.so export the graph API yet?); the C ABI rows will be missing"
 		grep -E 'error|undefined' "$B/capi-build.log" | head -5
@@ -57,6 +57,10 @@ build_raw() {
 		-o "$B/raw_step_bench" || echo "bench-gpu: raw_step_bench did not compile"
 	gcc -O2 -Wall -Wextra -I"$CUDA/include" ctests/bench/raw_sgemm_bench.c $L -lcublas -lcuda -lm \
 		-o "$B/raw_sgemm_bench" || echo "bench-gpu: raw_sgemm_bench did not compile"
+	# The in-process raw C baselines (loaded by cudaep-bench and the C ABI client): no CUDA
+	# header needed, it loads libcuda.so.1 itself.
+	gcc -O2 -Wall -Wextra -shared -fPIC ctests/bench/raw_inproc.c -ldl \
+		-o "$B/libcudaep_rawbench.so" || echo "bench-gpu: raw_inproc did not compile"
 }
 
 # run_bench runs the bench binary with its output to $1 (a folder), the table last.

@@ -22,6 +22,7 @@ type sizes struct {
 	reps          int // samples per series, after a warm-up
 	steps         []int
 	stepIters     map[int]int // replay steps per sample, by kernels per step
+	b2bLaunches   int         // back-to-back replays per throughput sample
 	enqCalls      int         // enqueue calls per sample
 	syncEvery     int         // enqueue calls between off-the-clock synchronizations
 	captureIters  map[int]int // captures per sample, by kernels per step
@@ -41,8 +42,8 @@ type sizes struct {
 func fullSizes() sizes {
 	return sizes{
 		reps: 15, steps: []int{1, 4, 32},
-		stepIters: map[int]int{1: 500, 4: 500, 32: 150},
-		enqCalls:  2000, syncEvery: 100,
+		stepIters: map[int]int{1: 500, 4: 500, 32: 150}, b2bLaunches: 2000,
+		enqCalls: 2000, syncEvery: 100,
 		captureIters: map[int]int{1: 30, 4: 30, 32: 10},
 		seamIters:    300, allocSteps: 2000,
 		mm: [3]int64{2048, 4096, 4096}, mmPerSample: 10,
@@ -56,8 +57,8 @@ func fullSizes() sizes {
 func quickSizes() sizes {
 	return sizes{
 		reps: 5, steps: []int{1, 4, 32},
-		stepIters: map[int]int{1: 20, 4: 20, 32: 5},
-		enqCalls:  200, syncEvery: 50,
+		stepIters: map[int]int{1: 20, 4: 20, 32: 5}, b2bLaunches: 50,
+		enqCalls: 200, syncEvery: 50,
 		captureIters: map[int]int{1: 4, 4: 4, 32: 2},
 		seamIters:    20, allocSteps: 100,
 		mm: [3]int64{64, 128, 128}, mmPerSample: 2,
@@ -79,6 +80,7 @@ type benchCase struct {
 var cases = []benchCase{
 	{"graph replay", replayIDs, (*bench).replayRows},
 	{"replay wait modes", perStepIDs("wait"), (*bench).waitRows},
+	{"back-to-back replays", perStepIDs("throughput"), (*bench).throughputRows},
 	{"graph-launch enqueue", constIDs("enqueue/graph-launch"), (*bench).enqueueRows},
 	{"eager execute", constIDs("eager/add"), (*bench).eagerRows},
 	{"matmul", constIDs("matmul/sgemm"), (*bench).matmulRows},

@@ -19,6 +19,8 @@ const (
 	labelEPReplayWait = "ep.Replay + ep.SynchronizeCompute"
 	labelEPReplayCtx  = "ep.Replay + Context().Synchronize"
 	labelGoReplay     = "Go cudadrv GraphExec.Launch + Stream.Synchronize"
+	labelEPBackToBack = "ep.Replay × L, one ep.SynchronizeCompute"
+	labelGoBackToBack = "Go cudadrv GraphExec.Launch × L, one Stream.Synchronize"
 )
 
 // replayRows: replay + sync per step of 1-, 4- and 32-kernel steps through ep, against the
@@ -59,8 +61,9 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 	}
 	defer s.destroyRaw(g, e)
 	iters := b.sz.stepIters[n]
-	samples, err := interleave(b.sz.reps,
-		arm{labelEPReplayWait, func() (float64, error) {
+	in := b.inproc()
+	samples, err := interleave(b.sz.reps, append([]arm{
+		{labelEPReplayWait, func() (float64, error) {
 			return perCallMicros(iters, func() error {
 				if err := p.Replay(stepSlot); err != nil {
 					return err
@@ -68,7 +71,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 				return p.SynchronizeCompute()
 			})
 		}},
-		arm{labelEPReplayCtx, func() (float64, error) {
+		{labelEPReplayCtx, func() (float64, error) {
 			return perCallMicros(iters, func() error {
 				if err := p.Replay(stepSlot); err != nil {
 					return err
@@ -76,7 +79,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 				return b.ctx.Synchronize()
 			})
 		}},
-		arm{labelGoReplay, func() (float64, error) {
+		{labelGoReplay, func() (float64, error) {
 			return perCallMicros(iters, func() error {
 				if err := e.Launch(raw.stream); err != nil {
 					return err
@@ -84,7 +87,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 				return raw.stream.Synchronize()
 			})
 		}},
-	)
+	}, inprocArm(in, labelInprocReplay, func() (float64, error) { return in.replaySync(n, iters) })...)...)
 	if err != nil {
 		return Row{}, err
 	}
@@ -93,10 +96,84 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 		Title: fmt.Sprintf("replay+sync %d-kernel step (ep, Go)", n),
 		Ours:  measure(labelEPReplayWait, SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
+			inprocMeasure(in, labelInprocReplay, samples, 3),
 			measure(labelEPReplayCtx, SourceEP, UnitMicros, samples[1]),
 			measure(labelGoReplay, SourceGoRaw, UnitMicros, samples[2]),
 		},
 		Notes: []string{fmt.Sprintf("ep.SynchronizeCompute waits with wait_mode=%s, the default (%s); wait/%d compares the modes", p.WaitMode(), p.WaitModeReason(), n)},
+	}, nil
+}
+
+// throughputRows: back-to-back replays, the throughput of a host that queues many steps and
+// waits once: b2bLaunches replays of the n-kernel step, then one wait, in µs per replay.
+// Ours is ep.Replay each time and one ep.SynchronizeCompute; the baselines launch the same
+// step with cudadrv (GraphExec.Launch, then Stream.Synchronize) and from raw C, in this
+// process (ctests/bench/raw_inproc.c) and in the raw C program.
+func (b *bench) throughputRows() ([]Row, error) {
+	s, err := b.newStep(b.sz.stepElems)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	var rows []Row
+	for _, n := range b.sz.steps {
+		if !b.cfg.rows.MatchString(fmt.Sprintf("throughput/%d", n)) {
+			continue
+		}
+		row, err := b.throughputRow(s, n)
+		if err != nil {
+			return rows, errors.Join(fmt.Errorf("throughput/%d: %w", n, err), b.resetSlot(stepSlot))
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func (b *bench) throughputRow(s *step, n int) (Row, error) {
+	p, raw := b.p, b.raw
+	if err := s.capture(stepSlot, 0, n); err != nil {
+		return Row{}, err
+	}
+	defer b.resetSlot(stepSlot)
+	g, e, _, err := s.rawReady(n)
+	if err != nil {
+		return Row{}, err
+	}
+	defer s.destroyRaw(g, e)
+	launches := b.sz.b2bLaunches
+	backToBack := func(launch, wait func() error) (float64, error) {
+		start := time.Now()
+		for range launches {
+			if err := launch(); err != nil {
+				return 0, err
+			}
+		}
+		if err := wait(); err != nil {
+			return 0, err
+		}
+		return micros(time.Since(start)) / float64(launches), nil
+	}
+	in := b.inproc()
+	samples, err := interleave(b.sz.reps, append([]arm{
+		{labelEPBackToBack, func() (float64, error) {
+			return backToBack(func() error { return p.Replay(stepSlot) }, p.SynchronizeCompute)
+		}},
+		{labelGoBackToBack, func() (float64, error) {
+			return backToBack(func() error { return e.Launch(raw.stream) }, raw.stream.Synchronize)
+		}},
+	}, inprocArm(in, labelInprocB2B, func() (float64, error) { return in.backToBack(n, launches) })...)...)
+	if err != nil {
+		return Row{}, err
+	}
+	return Row{
+		ID: fmt.Sprintf("throughput/%d", n), Group: "throughput",
+		Title: fmt.Sprintf("back-to-back replays, %d-kernel step (ep, Go)", n),
+		Ours:  measure(labelEPBackToBack, SourceEP, UnitMicros, samples[0]),
+		Baselines: []Measure{
+			inprocMeasure(in, labelInprocB2B, samples, 2),
+			measure(labelGoBackToBack, SourceGoRaw, UnitMicros, samples[1]),
+		},
+		Notes: []string{fmt.Sprintf("µs per replay: %d replays queued back to back, then one wait (ep.SynchronizeCompute, wait_mode=%s)", launches, p.WaitMode())},
 	}, nil
 }
 
@@ -119,14 +196,15 @@ func (b *bench) enqueueRows() ([]Row, error) {
 	defer s.destroyRaw(g, e)
 	p, raw := b.p, b.raw
 	calls, every := b.sz.enqCalls, b.sz.syncEvery
-	samples, err := interleave(b.sz.reps,
-		arm{"ep.Replay", func() (float64, error) {
+	in := b.inproc()
+	samples, err := interleave(b.sz.reps, append([]arm{
+		{"ep.Replay", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return p.Replay(stepSlot) }, p.SynchronizeCompute)
 		}},
-		arm{"GraphExec.Launch", func() (float64, error) {
+		{"GraphExec.Launch", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return e.Launch(raw.stream) }, raw.stream.Synchronize)
 		}},
-	)
+	}, inprocArm(in, labelInprocEnqueue, func() (float64, error) { return in.enqueueGraph(calls, every) })...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +213,7 @@ func (b *bench) enqueueRows() ([]Row, error) {
 		Title: "one graph-launch enqueue, host (ep, Go)",
 		Ours:  measure("ep.Replay (1-kernel step)", SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
+			inprocMeasure(in, labelInprocEnqueue, samples, 2),
 			measure("Go cudadrv GraphExec.Launch", SourceGoRaw, UnitMicros, samples[1]),
 		},
 		Notes: []string{fmt.Sprintf("host time per call; the queue is drained every %d calls with the clock stopped", every)},

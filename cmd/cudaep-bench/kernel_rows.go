@@ -32,16 +32,17 @@ func (b *bench) eagerRows() ([]Row, error) {
 	t := func(buf *ep.Buffer) ep.Tensor { return ep.Tensor{TensorInfo: info, Ptr: buf.Ptr()} }
 	ins, outs := []ep.Tensor{t(bufs[0]), t(bufs[1])}, []ep.Tensor{t(bufs[2])}
 	calls, every := b.sz.enqCalls, b.sz.syncEvery
-	samples, err := interleave(b.sz.reps,
-		arm{"ep Execute", func() (float64, error) {
+	in := b.inproc()
+	samples, err := interleave(b.sz.reps, append([]arm{
+		{"ep Execute", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return add.Execute(ins, outs) }, p.ForceSynchronize)
 		}},
-		arm{"Stream.Launch", func() (float64, error) {
+		{"Stream.Launch", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error {
 				return raw.launchAdd(bufs[2].Ptr(), bufs[0].Ptr(), bufs[1].Ptr(), n)
 			}, raw.stream.Synchronize)
 		}},
-	)
+	}, inprocArm(in, labelInprocEager, func() (float64, error) { return in.eager(calls, every) })...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +51,7 @@ func (b *bench) eagerRows() ([]Row, error) {
 		Title: fmt.Sprintf("eager Add float32[%d], host (ep, Go)", n),
 		Ours:  measure("ep Kernel.Execute", SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
+			inprocMeasure(in, labelInprocEager, samples, 2),
 			measure("Go cudadrv Stream.Launch (same PTX)", SourceGoRaw, UnitMicros, samples[1]),
 		},
 		Notes: []string{fmt.Sprintf("host time per call; the queue is drained every %d calls with the clock stopped", every)},

@@ -139,8 +139,9 @@ func TestReportRatiosAndGoals(t *testing.T) {
 	assert.InDelta(t, 5.1/5.0, *replay.Baselines[0].Ratio, 1e-12)
 	assert.Nil(t, replay.Baselines[1].Ratio, "no ratio against a missing baseline")
 	require.NotNil(t, replay.Goal.Met)
-	assert.True(t, *replay.Goal.Met, "1.02× raw C is within 1.03×")
-	assert.Contains(t, replay.Goal.Detail, "PyTorch not measured (torch not importable)")
+	assert.False(t, *replay.Goal.Met, "1.02× raw C is above issue 16's 0.97×")
+	assert.Contains(t, replay.Goal.Detail, "ours/(raw C cuGraphLaunch + cuStreamSynchronize) = 1.020",
+		"without an in-process series the raw C program's is the goal's base")
 
 	mm := r.Rows[1]
 	require.NotNil(t, mm.Goal.Met)
@@ -163,12 +164,35 @@ func TestGoalEvaluation(t *testing.T) {
 	assert.Nil(t, g.Met)
 	assert.Contains(t, g.Detail, "raw C was not measured (not built)")
 
-	torch := measure("PyTorch", SourceTorch, UnitMicros, []float64{2.05})
-	r := row(2.06)
-	r.Baselines = []Measure{measure("raw C cuGraphLaunch + cuStreamSynchronize", SourceCRaw, UnitMicros, []float64{2.0}), torch}
-	g = (&bench{onGPU: true}).replayGoal(r)
-	require.NotNil(t, g.Met)
-	assert.False(t, *g.Met, "within 1.03× raw C but slower than PyTorch")
+	// The goal is judged on the raw C series measured in ours' process when there is one.
+	torch := measure("PyTorch", SourceTorch, UnitMicros, []float64{2.5})
+	r := &Row{ID: "replay/1", Ours: measure("o", SourceEP, UnitMicros, []float64{1.9})}
+	r.Baselines = []Measure{
+		measure(labelRawCReplay, SourceCRaw, UnitMicros, []float64{1.8}),
+		measure(labelInprocReplay, SourceCRaw, UnitMicros, []float64{2.0}),
+		torch,
+	}
+	b := &bench{onGPU: true}
+	b.setGoal(r)
+	require.NotNil(t, r.Goal.Met)
+	assert.True(t, *r.Goal.Met, "1.9/2.0 = 0.95 of the in-process raw C (the raw C program's 1.8 is not the base)")
+	assert.Contains(t, r.Goal.Detail, labelInprocReplay)
+	assert.Contains(t, r.Goal.Detail, "ours/PyTorch = 0.760")
+	r.Baselines[1] = missing(labelInprocReplay, SourceCRaw, UnitMicros, "not built")
+	b.setGoal(r)
+	require.NotNil(t, r.Goal.Met)
+	assert.False(t, *r.Goal.Met, "1.9/1.8 against the raw C program's series")
+
+	// A C ABI row's base is the C ABI client's in-process series.
+	c := &Row{ID: "throughput-capi/4", Ours: measure("o", SourceCABI, UnitMicros, []float64{5.1})}
+	c.Baselines = []Measure{
+		measure(labelCapiInprocB2B, SourceCRaw, UnitMicros, []float64{5.0}),
+		measure(labelRawCB2B, SourceCRaw, UnitMicros, []float64{4.0}),
+	}
+	b.setGoal(c)
+	require.NotNil(t, c.Goal.Met)
+	assert.True(t, *c.Goal.Met, "5.1/5.0 = 1.02 ≤ 1.03")
+	assert.Contains(t, c.Goal.Detail, labelCapiInprocB2B)
 }
 
 func TestReportJSONShape(t *testing.T) {
@@ -216,7 +240,7 @@ func TestTableFormatting(t *testing.T) {
 		"5.10 µs [5.00–5.20]",
 		"raw C cuGraphLaunch + cuStreamSynchronize",
 		"1.020",
-		"≤ 1.03× raw C, < PyTorch: met",
+		"≤ 0.97× raw C launch + stream sync: MISSED",
 		"50.00 TFLOP/s",
 		"≥ 0.98× raw cuBLAS: met",
 		"not measured in this run (—):\n  PyTorch CUDAGraph.replay + stream sync [replay/4]: torch not importable",
@@ -306,7 +330,8 @@ func TestRunOnSim(t *testing.T) {
 			assert.Len(t, r.Ours.Summary.Samples, map[bool]int{true: 3, false: 2}[r.Group == GroupPaging || r.Group == "allocations"], r.ID)
 		}
 	}
-	want := []string{"replay/1", "replay/4", "replay/32", "wait/1", "wait/4", "wait/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
+	want := []string{"replay/1", "replay/4", "replay/32", "wait/1", "wait/4", "wait/32",
+		"throughput/1", "throughput/4", "throughput/32", "enqueue/graph-launch", "eager/add", "matmul/sgemm",
 		"capture/1", "capture/4", "capture/32", "update/1", "update/4", "update/32",
 		"seam/monolithic", "seam/segmented", "seam/price", "allocs/heap", "allocs/device",
 		"diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"}
@@ -371,7 +396,8 @@ sample seam_price us 9.5
 sample seam_host us 9.4
 `,
 		"s.": "sample sgemm TFLOP/s 51\n",
-		"a.": "sample replay/4 us 5.2\nsample replay_block/4 us 5.4\nsample enqueue_graph us 2.7\nsample eager_execute us 3.1\nsample allocs_device count 0 0 0\n",
+		"a.": "sample replay/4 us 5.2\nsample replay_block/4 us 5.4\nsample raw_replay/4 us 5.5\nsample enqueue_graph us 2.7\n" +
+			"sample raw_enqueue_graph us 2.6\nsample eager_execute us 3.1\nsample allocs_device count 0 0 0\n",
 	} {
 		require.NoError(t, b.ext.Parse(strings.NewReader(out), prefix))
 	}
@@ -386,7 +412,8 @@ sample seam_host us 9.4
 	}
 	assert.Equal(t, []string{"replay/4", "replay-capi/4", "wait/4", "enqueue/graph-launch", "enqueue-capi/graph-launch",
 		"eager/add", "eager-capi/add", "matmul/sgemm", "update/4", "seam/price", "allocs/device", "allocs-capi/device",
-		"replay-capi/1", "replay-capi/32", "diag/export-noop", "diag/replay-plain"}, order,
+		"replay-capi/1", "replay-capi/32", "throughput-capi/1", "throughput-capi/4", "throughput-capi/32",
+		"diag/export-noop", "diag/replay-plain"}, order,
 		"a C ABI row follows the Go row it mirrors; the others end the list")
 	assert.Equal(t, "NVIDIA H200", b.rep.External["c.device"])
 
@@ -396,19 +423,23 @@ sample seam_host us 9.4
 	assert.Equal(t, "raw C cuGraphLaunch + cuCtxSynchronize", replay.Baselines[1].Label)
 	assert.Equal(t, "failed: boom", replay.Baselines[2].Note, "PyTorch's failure is the note")
 	require.NotNil(t, replay.Goal.Met)
-	assert.True(t, *replay.Goal.Met, "5.0/4.9 = 1.020 is within 1.03×; PyTorch unmeasured, so only that half is judged")
-	assert.Contains(t, replay.Goal.Detail, "only the raw C half is judged")
+	assert.False(t, *replay.Goal.Met, "5.0/4.9 = 1.020 is over 0.97×")
+	assert.Contains(t, replay.Goal.Detail, "raw C cuGraphLaunch + cuStreamSynchronize) = 1.020",
+		"no in-process series in this run: the raw C program's is the base")
 
 	capi := byID["replay-capi/4"]
 	assert.Equal(t, SourceCABI, capi.Ours.Source)
 	assert.InDelta(t, 5.2, capi.Ours.Summary.Median, 1e-12)
-	assert.InDelta(t, 5.2/4.9, *capi.Baselines[0].Ratio, 1e-12)
+	require.Len(t, capi.Baselines, 5)
+	assert.Equal(t, labelCapiInprocReplay, capi.Baselines[0].Label, "the client's in-process raw C first")
+	assert.InDelta(t, 5.2/5.5, *capi.Baselines[0].Ratio, 1e-12)
+	assert.InDelta(t, 5.2/4.9, *capi.Baselines[1].Ratio, 1e-12)
 	require.NotNil(t, capi.Goal.Met)
-	assert.False(t, *capi.Goal.Met, "5.2/4.9 = 1.061 is over 1.03×")
+	assert.True(t, *capi.Goal.Met, "5.2/5.5 = 0.945 of the in-process raw C is within 0.97×")
+	assert.Contains(t, capi.Goal.Detail, labelCapiInprocReplay)
 	assert.Equal(t, "not reported by the program", byID["replay-capi/1"].Ours.Note)
-	require.Len(t, capi.Baselines, 4)
-	assert.Contains(t, capi.Baselines[3].Label, "wait_mode=block")
-	assert.InDelta(t, 5.2/5.4, *capi.Baselines[3].Ratio, 1e-12)
+	assert.Contains(t, capi.Baselines[4].Label, "wait_mode=block")
+	assert.InDelta(t, 5.2/5.4, *capi.Baselines[4].Ratio, 1e-12)
 
 	wait := byID["wait/4"]
 	require.Len(t, wait.Baselines, 3)
@@ -416,11 +447,14 @@ sample seam_host us 9.4
 	assert.InDelta(t, 4.8/4.7, *wait.Baselines[1].Ratio, 1e-12, "the raw C word written by a stream op")
 	assert.InDelta(t, 4.8/4.6, *wait.Baselines[2].Ratio, 1e-12, "the raw C word written by a graph node")
 	require.NotNil(t, wait.Goal.Met)
-	assert.True(t, *wait.Goal.Met, "4.8/4.9 is below raw C's launch + stream sync")
+	assert.False(t, *wait.Goal.Met, "4.8/4.9 = 0.980 is over 0.97×")
 
 	assert.False(t, *byID["enqueue/graph-launch"].Goal.Met, "2.6 − 2.4 = 0.2 µs is over the 0.15 µs margin")
-	assert.False(t, *byID["enqueue-capi/graph-launch"].Goal.Met, "2.7 − 2.4 = 0.3 µs")
+	assert.True(t, *byID["enqueue-capi/graph-launch"].Goal.Met, "2.7 − 2.6 = 0.1 µs over the client's in-process raw C")
 	assert.False(t, *byID["eager/add"].Goal.Met, "3.0/2.5 = 1.2 is over 1.10×")
+	assert.Equal(t, "not reported by the program", byID["eager-capi/add"].Baselines[0].Note)
+	assert.Contains(t, byID["eager-capi/add"].Goal.Detail, "raw C cuLaunchKernel (same PTX))",
+		"the client's in-process series is missing: the raw C program's is the base")
 	assert.True(t, *byID["matmul/sgemm"].Goal.Met, "50/51 = 0.980 is at least 0.98×")
 	assert.True(t, *byID["allocs-capi/device"].Goal.Met)
 

@@ -39,6 +39,7 @@ type rawEnv struct {
 	add    *cudadrv.Function
 	args   *cudadrv.KernelArgs
 	blas   *cudadrv.BLAS
+	inproc *rawInproc // the in-process raw C baselines, loaded on first use (inproc.go)
 }
 
 func openRawEnv(b *bench) (*rawEnv, error) {
@@ -65,6 +66,9 @@ func openRawEnv(b *bench) (*rawEnv, error) {
 
 // close drains the stream and releases what the raw baselines made.
 func (r *rawEnv) close() error {
+	if r.inproc != nil {
+		r.inproc.close()
+	}
 	var errs []error
 	if r.stream != nil {
 		errs = append(errs, r.stream.Synchronize())

@@ -140,7 +140,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		details = append(details, fmt.Sprintf("  %d more goals not evaluated on the simulated device (the JSON says why for each)", unjudged))
 	}
 	if len(details) > 0 {
-		b.WriteString("\ngoals (issues 8 and 15; reported, never asserted):\n")
+		b.WriteString("\ngoals (issues 8, 15 and 16; reported, never asserted):\n")
 		b.WriteString(strings.Join(details, "\n"))
 		b.WriteString("\n")
 	}

@@ -124,11 +124,15 @@ func (b *bench) waitRow(ss, sb *step, word *cudadrv.CompletionWord, n int) (Row,
 		return raw.stream.Synchronize()
 	}
 	iters := b.sz.stepIters[n]
-	samples, err := interleave(b.sz.reps,
-		arm{labelEPWaitSpin, func() (float64, error) { return perCallMicros(iters, replayWait(ss.p)) }},
-		arm{labelEPWaitBlock, func() (float64, error) { return perCallMicros(iters, replayWait(sb.p)) }},
-		arm{labelGoWordSpin, func() (float64, error) { return perCallMicros(iters, rawWord) }},
-	)
+	in := b.inproc()
+	arms := []arm{
+		{labelEPWaitSpin, func() (float64, error) { return perCallMicros(iters, replayWait(ss.p)) }},
+		{labelEPWaitBlock, func() (float64, error) { return perCallMicros(iters, replayWait(sb.p)) }},
+		{labelGoWordSpin, func() (float64, error) { return perCallMicros(iters, rawWord) }},
+	}
+	arms = append(arms, inprocArm(in, labelInprocReplay, func() (float64, error) { return in.replaySync(n, iters) })...)
+	arms = append(arms, inprocArm(in, labelInprocWord, func() (float64, error) { return in.replayWord(n, iters) })...)
+	samples, err := interleave(b.sz.reps, arms...)
 	if err != nil {
 		return Row{}, err
 	}
@@ -137,6 +141,8 @@ func (b *bench) waitRow(ss, sb *step, word *cudadrv.CompletionWord, n int) (Row,
 		Title: fmt.Sprintf("replay+wait %d-kernel step, spin (ep, Go)", n),
 		Ours:  measure(labelEPWaitSpin, SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
+			inprocMeasure(in, labelInprocReplay, samples, 3),
+			inprocMeasure(in, labelInprocWord, samples, 4),
 			measure(labelEPWaitBlock, SourceEP, UnitMicros, samples[1]),
 			measure(labelGoWordSpin, SourceGoRaw, UnitMicros, samples[2]),
 		},

@@ -12,6 +12,8 @@
  *                  provider with the default options (wait_mode=auto)
  *   replay_block/N the same on a second provider created with wait_mode=block (the driver's
  *                  stream synchronization), measured in turn with replay/N
+ *   b2b/N          back-to-back replays: L x CudaEpReplay, then one CudaEpSynchronizeCompute,
+ *                  in us per replay (L = 2000; 50 quick)
  *   enqueue_graph  host time of one CudaEpReplay of the 1-kernel step; CudaEpSynchronizeCompute
  *                  every SYNC_EVERY calls with the clock stopped
  *   eager_execute  host time of one CudaEpKernelExecute of Add over float32[4096], the same way
@@ -19,6 +21,11 @@
  *   diag_export_version, diag_export_sync
  *                  CudaEpGetVersion and CudaEpSynchronize (deferred: no device work), the cost
  *                  of one call into the library
+ *   raw_replay/N, raw_b2b/N, raw_enqueue_graph, raw_eager
+ *                  the raw C baselines of the rows above measured in this process, alternating
+ *                  with them: ctests/bench/raw_inproc.c, loaded with dlopen from RAWLIB (its own
+ *                  stream, graphs and buffers in the same primary context), when RAWLIB is
+ *                  given and the backend is cuda
  *
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every call's status is checked; a failure prints the library's message and exits 1.
@@ -28,10 +35,14 @@
  * Build (scripts/bench-gpu.sh does this):
  *   gcc -O2 -Wall -Wextra -Iinclude capi_replay_bench.c -Lbuild/bench -lcudaep \
  *       -Wl,-rpath,'$ORIGIN' -o build/bench/capi_replay_bench
- * Usage: capi_replay_bench quick|full [cuda|sim]   (sim runs it without a GPU, for testing)
+ * Usage: capi_replay_bench quick|full [cuda|sim] [RAWLIB PTX]
+ *        (sim runs it without a GPU, for testing; RAWLIB is libcudaep_rawbench.so, PTX the
+ *        path of ep/kernels/ptx/elementwise.ptx)
  */
 #include "cudaep.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +69,55 @@ struct sizes {
     int reps;
     int step_iters[3];
     int enqueue_calls, sync_every;
+    int b2b_launches;
 };
 
 static const int step_kernels[3] = {1, 4, 32};
-static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100};
-static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50};
+static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100, 2000};
+static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50, 50};
+
+/* raw is the in-process raw C baseline library (raw_inproc.c), or all NULL without one. */
+static struct {
+    int64_t (*replay_sync)(int n, int iters);
+    int64_t (*back_to_back)(int n, int launches);
+    int64_t (*enqueue_graph)(int calls, int every);
+    int64_t (*eager)(int calls, int every);
+    const char *(*error)(void);
+} raw;
+
+/* open_raw loads the raw C library and opens it on ptx; without it the raw_* series are left
+ * out, after a skip line saying why. */
+static void open_raw(const char *path, const char *ptx) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        printf("skip raw_inproc cannot load %s: %s\n", path, dlerror());
+        return;
+    }
+    int64_t (*open)(const char *) = (int64_t(*)(const char *))dlsym(lib, "rawbench_open");
+    raw.error = (const char *(*)(void))dlsym(lib, "rawbench_error");
+    raw.replay_sync = (int64_t(*)(int, int))dlsym(lib, "rawbench_replay_sync");
+    raw.back_to_back = (int64_t(*)(int, int))dlsym(lib, "rawbench_back_to_back");
+    raw.enqueue_graph = (int64_t(*)(int, int))dlsym(lib, "rawbench_enqueue_graph");
+    raw.eager = (int64_t(*)(int, int))dlsym(lib, "rawbench_eager");
+    if (!open || !raw.error || !raw.replay_sync || !raw.back_to_back || !raw.enqueue_graph || !raw.eager) {
+        printf("skip raw_inproc %s lacks an entry point\n", path);
+        memset(&raw, 0, sizeof raw);
+        return;
+    }
+    if (open(ptx) < 0) {
+        printf("skip raw_inproc rawbench_open: %s\n", raw.error());
+        memset(&raw, 0, sizeof raw);
+    }
+}
+
+/* raw_us turns a raw library result (nanoseconds, or < 0 on failure) into us per op. */
+static double raw_us(int64_t ns, int per) {
+    if (ns < 0) {
+        fprintf(stderr, "capi_replay_bench: raw C baseline: %s\n", raw.error());
+        exit(1);
+    }
+    return (double)ns / 1e3 / per;
+}
 
 /* rig is one provider with the step's buffers and kernels. */
 struct rig {
@@ -225,37 +280,64 @@ static uint64_t device_allocs(const struct rig *r) {
     return st.device_allocs;
 }
 
-/* bench_replay measures replay/N on r (the default options) and replay_block/N on rb
- * (wait_mode=block) in turn, alternating which goes first. */
+/* b2b_sample queues launches replays back to back and waits once; us per replay. */
+static double b2b_sample(const struct rig *r, int launches) {
+    double t0 = now_us();
+    for (int i = 0; i < launches; i++) {
+        CHECK(CudaEpReplay(r->p, CUDAEP_SLOT_PRIMARY, 0));
+    }
+    CHECK(CudaEpSynchronizeCompute(r->p));
+    return (now_us() - t0) / launches;
+}
+
+/* bench_replay measures replay/N on r (the default options), replay_block/N on rb
+ * (wait_mode=block), b2b/N on r and, with the raw library, raw_replay/N and raw_b2b/N, the arms
+ * of one kind rotating which goes first. */
 static void bench_replay(const struct rig *r, const struct rig *rb, const struct sizes *sz) {
     double allocs[3];
     for (int s = 0; s < 3; s++) {
-        int n = step_kernels[s];
+        int n = step_kernels[s], iters = sz->step_iters[s], arms = raw.replay_sync ? 3 : 2;
         capture(r, n);
         capture(rb, n);
         if (n == 4) {
             check_step(r);
             check_step(rb);
         }
-        double v[MAX_REPS], vb[MAX_REPS];
-        replay_sample(r, sz->step_iters[s]); /* warm-up */
-        replay_sample(rb, sz->step_iters[s]);
+        double v[3][MAX_REPS], b2b[2][MAX_REPS];
         uint64_t before = device_allocs(r);
-        for (int rep = 0; rep < sz->reps; rep++) {
-            if (rep % 2 == 0) {
-                v[rep] = replay_sample(r, sz->step_iters[s]);
-                vb[rep] = replay_sample(rb, sz->step_iters[s]);
-            } else {
-                vb[rep] = replay_sample(rb, sz->step_iters[s]);
-                v[rep] = replay_sample(r, sz->step_iters[s]);
+        for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+            for (int a = 0; a < arms; a++) {
+                int which = (a + (rep < 0 ? 0 : rep)) % arms;
+                double x = which == 0 ? replay_sample(r, iters)
+                         : which == 1 ? replay_sample(rb, iters)
+                                      : raw_us(raw.replay_sync(n, iters), iters);
+                if (rep >= 0) {
+                    v[which][rep] = x;
+                }
+            }
+            for (int a = 0; a < arms - 1; a++) {
+                int which = (a + (rep < 0 ? 0 : rep)) % (arms - 1);
+                double x = which == 0 ? b2b_sample(r, sz->b2b_launches)
+                                      : raw_us(raw.back_to_back(n, sz->b2b_launches), sz->b2b_launches);
+                if (rep >= 0) {
+                    b2b[which][rep] = x;
+                }
             }
         }
         allocs[s] = (double)(device_allocs(r) - before);
         char key[64];
         snprintf(key, sizeof key, "replay/%d", n);
-        print_series(key, "us", v, sz->reps);
+        print_series(key, "us", v[0], sz->reps);
         snprintf(key, sizeof key, "replay_block/%d", n);
-        print_series(key, "us", vb, sz->reps);
+        print_series(key, "us", v[1], sz->reps);
+        snprintf(key, sizeof key, "b2b/%d", n);
+        print_series(key, "us", b2b[0], sz->reps);
+        if (raw.replay_sync) {
+            snprintf(key, sizeof key, "raw_replay/%d", n);
+            print_series(key, "us", v[2], sz->reps);
+            snprintf(key, sizeof key, "raw_b2b/%d", n);
+            print_series(key, "us", b2b[1], sz->reps);
+        }
         reset(r);
         reset(rb);
     }
@@ -283,22 +365,40 @@ static double enqueue_sample(const struct rig *r, const struct sizes *sz, int ea
     return spent / sz->enqueue_calls;
 }
 
+/* bench_enqueue measures enqueue_graph and eager_execute and, with the raw library,
+ * raw_enqueue_graph and raw_eager, rotating which goes first. */
 static void bench_enqueue(const struct rig *r, const struct sizes *sz) {
     capture(r, 1);
-    double graph[MAX_REPS], eager[MAX_REPS];
-    enqueue_sample(r, sz, 0);
-    enqueue_sample(r, sz, 1);
-    for (int rep = 0; rep < sz->reps; rep++) {
-        if (rep % 2 == 0) {
-            graph[rep] = enqueue_sample(r, sz, 0);
-            eager[rep] = enqueue_sample(r, sz, 1);
-        } else {
-            eager[rep] = enqueue_sample(r, sz, 1);
-            graph[rep] = enqueue_sample(r, sz, 0);
+    double v[4][MAX_REPS];
+    int arms = raw.enqueue_graph ? 4 : 2, calls = sz->enqueue_calls;
+    for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+        for (int a = 0; a < arms; a++) {
+            int which = (a + (rep < 0 ? 0 : rep)) % arms;
+            double x;
+            switch (which) {
+            case 0:
+                x = enqueue_sample(r, sz, 0);
+                break;
+            case 1:
+                x = enqueue_sample(r, sz, 1);
+                break;
+            case 2:
+                x = raw_us(raw.enqueue_graph(calls, sz->sync_every), calls);
+                break;
+            default:
+                x = raw_us(raw.eager(calls, sz->sync_every), calls);
+            }
+            if (rep >= 0) {
+                v[which][rep] = x;
+            }
         }
     }
-    print_series("enqueue_graph", "us", graph, sz->reps);
-    print_series("eager_execute", "us", eager, sz->reps);
+    print_series("enqueue_graph", "us", v[0], sz->reps);
+    print_series("eager_execute", "us", v[1], sz->reps);
+    if (raw.enqueue_graph) {
+        print_series("raw_enqueue_graph", "us", v[2], sz->reps);
+        print_series("raw_eager", "us", v[3], sz->reps);
+    }
     reset(r);
 }
 
@@ -330,12 +430,12 @@ static void bench_exports(const struct rig *r, const struct sizes *sz) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3 || (strcmp(argv[1], "quick") != 0 && strcmp(argv[1], "full") != 0)) {
-        fprintf(stderr, "usage: %s quick|full [cuda|sim]\n", argv[0]);
+    if ((argc != 2 && argc != 3 && argc != 5) || (strcmp(argv[1], "quick") != 0 && strcmp(argv[1], "full") != 0)) {
+        fprintf(stderr, "usage: %s quick|full [cuda|sim] [RAWLIB PTX]\n", argv[0]);
         return 2;
     }
     const struct sizes *sz = strcmp(argv[1], "quick") == 0 ? &quick_sizes : &full_sizes;
-    const char *backend = argc == 3 ? argv[2] : "cuda";
+    const char *backend = argc >= 3 ? argv[2] : "cuda";
     uint32_t abi = 0;
     const char *lib = NULL;
     CHECK(CudaEpGetVersion(&abi, &lib));
@@ -346,6 +446,9 @@ int main(int argc, char **argv) {
     struct rig r, rb;
     open_rig(&r, backend, NULL);
     open_rig(&rb, backend, "block");
+    if (argc == 5 && strcmp(backend, "cuda") == 0) {
+        open_raw(argv[3], argv[4]); /* after the providers: the primary context is theirs */
+    }
     bench_replay(&r, &rb, sz);
     bench_enqueue(&r, sz);
     bench_exports(&r, sz);

@@ -15,6 +15,8 @@
  *
  *   replay_stream/N  cuGraphLaunch + cuStreamSynchronize per step, N = 1, 4, 32
  *   replay_ctx/N     cuGraphLaunch + cuCtxSynchronize per step
+ *   replay_b2b/N     back-to-back replays: L x cuGraphLaunch, then one cuStreamSynchronize, in us
+ *                    per replay (L = 2000; 50 quick), measured in turn with the two above
  *   replay_word_op/N cuGraphLaunch + cuStreamWriteValue32 of the next sequence number into a
  *                    32-bit word of pinned host memory mapped for the device
  *                    (cuMemHostAlloc with DEVICEMAP | PORTABLE), then the host spins on the
@@ -95,12 +97,13 @@ struct sizes {
     int enqueue_calls, sync_every;
     int capture_iters[3];
     int seam_iters;
+    int b2b_launches;
 };
 
 static const int step_kernels[3] = {1, 4, 32};
 
-static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100, {30, 30, 10}, 300};
-static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50, {4, 4, 2}, 20};
+static const struct sizes full_sizes = {15, {500, 500, 150}, 2000, 100, {30, 30, 10}, 300, 2000};
+static const struct sizes quick_sizes = {5, {20, 20, 5}, 200, 50, {4, 4, 2}, 20, 50};
 
 struct rig {
     CUdevice device;
@@ -237,28 +240,38 @@ static double replay_sample(const struct rig *r, CUgraphExec e, int iters, int c
     return (now_us() - t0) / iters;
 }
 
+/* b2b_sample queues launches replays back to back and synchronizes once; us per replay. */
+static double b2b_sample(const struct rig *r, CUgraphExec e, int launches) {
+    double t0 = now_us();
+    for (int i = 0; i < launches; i++) {
+        CHECK(cuGraphLaunch(e, r->stream));
+    }
+    CHECK(cuStreamSynchronize(r->stream));
+    return (now_us() - t0) / launches;
+}
+
 static void bench_replay(const struct rig *r, const struct sizes *sz) {
     for (int s = 0; s < 3; s++) {
         int n = step_kernels[s], iters = sz->step_iters[s];
         CUgraph g = capture(r, 0, n);
         CUgraphExec e = ready(r, g);
-        double stream[MAX_REPS], ctx[MAX_REPS];
-        replay_sample(r, e, iters, 0); /* warm-up */
-        replay_sample(r, e, iters, 1);
-        for (int rep = 0; rep < sz->reps; rep++) {
-            if (rep % 2 == 0) {
-                stream[rep] = replay_sample(r, e, iters, 0);
-                ctx[rep] = replay_sample(r, e, iters, 1);
-            } else {
-                ctx[rep] = replay_sample(r, e, iters, 1);
-                stream[rep] = replay_sample(r, e, iters, 0);
+        double v[3][MAX_REPS];
+        for (int rep = -1; rep < sz->reps; rep++) { /* rep -1 warms up */
+            for (int arm = 0; arm < 3; arm++) {
+                int which = (arm + (rep < 0 ? 0 : rep)) % 3;
+                double x = which == 2 ? b2b_sample(r, e, sz->b2b_launches) : replay_sample(r, e, iters, which);
+                if (rep >= 0) {
+                    v[which][rep] = x;
+                }
             }
         }
         char key[64];
         snprintf(key, sizeof key, "replay_stream/%d", n);
-        print_series(key, stream, sz->reps);
+        print_series(key, v[0], sz->reps);
         snprintf(key, sizeof key, "replay_ctx/%d", n);
-        print_series(key, ctx, sz->reps);
+        print_series(key, v[1], sz->reps);
+        snprintf(key, sizeof key, "replay_b2b/%d", n);
+        print_series(key, v[2], sz->reps);
         CHECK(cuStreamSynchronize(r->stream));
         CHECK(cuGraphExecDestroy(e));
         CHECK(cuGraphDestroy(g));
