@@ -517,6 +517,9 @@ func (d *Device) MemcpyDtoD(dst, src cudadrv.DevicePtr, size uint64) error {
 	if err := d.checkRange(OpMemcpyDtoD, "destination", dst, size); err != nil {
 		return err
 	}
+	if err := d.checkCrossDevice(OpMemcpyDtoD, dst, src); err != nil {
+		return err
+	}
 	return d.syncOp(OpMemcpyDtoD, c, &op{kind: opDtoD, dst: dst, src: src, size: size})
 }
 
@@ -573,6 +576,9 @@ func (d *Device) MemcpyDtoDAsync(dst, src cudadrv.DevicePtr, size uint64, s cuda
 		return err
 	}
 	if err := d.checkRange(OpMemcpyDtoDAsync, "destination", dst, size); err != nil {
+		return err
+	}
+	if err := d.checkCrossDevice(OpMemcpyDtoDAsync, dst, src); err != nil {
 		return err
 	}
 	o := op{kind: opDtoD, dst: dst, src: src, size: size}

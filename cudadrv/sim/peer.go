@@ -147,3 +147,19 @@ func (d *Device) checkOwned(op, what string, p cudadrv.DevicePtr, n uint64, c *c
 	}
 	return nil
 }
+
+// checkCrossDevice refuses a plain device copy (MemcpyDtoD, MemcpyDtoDAsync) between
+// allocations of two devices whose destination has not enabled access to the source. Unified
+// addressing lets the driver take such a copy (staging it itself when the devices cannot reach
+// each other); the simulator is stricter, as with MemcpyPeerAsync, so that code that moves
+// bytes between devices says so (cuMemcpyPeerAsync, or staging of its own). Mapped host memory
+// is reachable from every device. d.mu is held; both ranges were checked.
+func (d *Device) checkCrossDevice(op string, dst, src cudadrv.DevicePtr) error {
+	da, _, _ := d.mem.find(dst, 1)
+	sa, _, _ := d.mem.find(src, 1)
+	if da == nil || sa == nil || da.ctx == nil || sa.ctx == nil || da.ctx == sa.ctx || da.ctx.peers[sa.ctx] {
+		return nil
+	}
+	return fail(op, cudadrv.ErrorPeerAccessNotEnabled, "a device copy from device %d's memory to device %d's, which has not enabled access to it: the simulator refuses what the driver would stage silently (use cuMemcpyPeerAsync after cuCtxEnablePeerAccess, or stage through host memory)",
+		sa.ctx.gpu.ordinal, da.ctx.gpu.ordinal)
+}

@@ -227,3 +227,22 @@ func TestPeerCallsCanBeFaulted(t *testing.T) {
 	require.NoError(t, e.d.CtxEnablePeerAccess(e.ctxs[1]))
 	assert.Equal(t, uint64(2), e.d.Calls(sim.OpCtxEnablePeerAccess))
 }
+
+func TestPlainDeviceCopiesBetweenDevicesNeedEnabledAccess(t *testing.T) {
+	e := newPeerEnv(t, sim.Options{Devices: 2})
+	src := e.alloc(0, 256, 1)
+	dst := e.alloc(1, 256, 2)
+	e.on(1)
+	err := e.d.MemcpyDtoDAsync(dst, src, 256, 0)
+	requireResult(t, err, cudadrv.ErrorPeerAccessNotEnabled)
+	assert.Contains(t, err.Error(), "from device 0's memory to device 1's")
+	requireResult(t, e.d.MemcpyDtoD(dst, src, 256), cudadrv.ErrorPeerAccessNotEnabled)
+	assert.Equal(t, pattern(256, 2), e.read(1, dst, 256))
+
+	e.on(1)
+	require.NoError(t, e.d.CtxEnablePeerAccess(e.ctxs[0]))
+	require.NoError(t, e.d.MemcpyDtoD(dst, src, 256), "with access enabled, as over NVLink")
+	assert.Equal(t, pattern(256, 1), e.read(1, dst, 256))
+	e.on(0)
+	requireResult(t, e.d.MemcpyDtoD(src, dst, 256), cudadrv.ErrorPeerAccessNotEnabled, "the other direction is another pair")
+}
