@@ -438,6 +438,9 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 		if err != nil {
 			return err
 		}
+		if sb.ordinal != db.ordinal {
+			return copyBetweenDevices(db, doff, sb, soff, s.bytes, p, on)
+		}
 		if err := via(p).CopyBuffer(db.buf, doff, sb.buf, soff, s.bytes); err != nil {
 			return err
 		}
@@ -447,6 +450,28 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 		return p.SynchronizeCompute()
 	}
 	return errors.New("cudaep: a copy between two host tensors is not CudaEp's")
+}
+
+// copyBetweenDevices copies n bytes between CudaEp device memory of two ordinals with
+// ep.CopyPeer (directly when the devices reach each other, staged through pinned memory when
+// not), queued on the destination device's stream. With ORT's stream on either device, the copy
+// is ordered after that stream's work and its later work after the copy, and the call returns at
+// once (ORT's notifications order the consumers); otherwise it returns once the copy is done.
+// dp owns the destination memory.
+func copyBetweenDevices(db devBuf, doff uint64, sb devBuf, soff, n uint64, dp *ep.Provider, on *syncStream) error {
+	via, ordered := dp, false
+	if on != nil {
+		if o := on.p.Options().DeviceID; o == db.ordinal || o == sb.ordinal {
+			via, ordered = on.p, true
+		}
+	}
+	if _, err := via.CopyPeer(db.buf, doff, sb.buf, soff, n); err != nil {
+		return fmt.Errorf("copy from device %d to device %d: %w", sb.ordinal, db.ordinal, err)
+	}
+	if ordered {
+		return nil
+	}
+	return dp.SynchronizeCompute()
 }
 
 // located finds the allocation holding a device tensor and the provider that owns it.

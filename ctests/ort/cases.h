@@ -45,5 +45,6 @@ int case_paging(ort_rt* rt, int argc, char** argv);
 int case_decoder(ort_rt* rt, int argc, char** argv);
 int case_misuse(ort_rt* rt, int argc, char** argv);
 int case_iobinding(ort_rt* rt, int argc, char** argv);
+int case_two_devices(ort_rt* rt, int argc, char** argv);
 
 #endif /* CUDAEP_CTESTS_ORT_CASES_H */

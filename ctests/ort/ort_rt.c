@@ -314,8 +314,15 @@ int rt_session_create(ort_rt* rt, const char* path, const rt_session_opts* o, rt
       goto out;
   if (o->with_ep && rt->ep_mode) {
     size_t n = o->num_ep_options < RT_MAX_OPTIONS ? o->num_ep_options : RT_MAX_OPTIONS;
+    if (o->device_index >= rt->num_devices) {
+      textf(e->msg, sizeof e->msg, "no CudaEp device %zu: ORT lists %zu", o->device_index, rt->num_devices);
+      e->failed = 1;
+      e->code = ORT_INVALID_ARGUMENT;
+      if (!quiet) printf("  host error: %s\n", e->msg);
+      goto out;
+    }
     if (rt_take(rt,
-                A(SessionOptionsAppendExecutionProvider_V2)(so, rt->env, rt->devices, rt->num_devices, o->ep_keys,
+                A(SessionOptionsAppendExecutionProvider_V2)(so, rt->env, &rt->devices[o->device_index], 1, o->ep_keys,
                                                             o->ep_values, n),
                 "SessionOptionsAppendExecutionProvider_V2", e, quiet) < 0)
       goto out;

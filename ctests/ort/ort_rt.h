@@ -60,7 +60,9 @@ typedef struct rt_error {
 
 /* How to make a session. Zero-initialise, then fill. */
 typedef struct rt_session_opts {
-  int with_ep;                     /* append the CudaEp devices (only in ep_mode) */
+  int with_ep;                     /* append a CudaEp device (only in ep_mode) */
+  size_t device_index;             /* with_ep: which one, an index into rt->devices (0: the first);
+                                      CudaEp runs a session on one device */
   int disable_cpu_fallback;        /* RT_DISABLE_CPU_FALLBACK = "1" */
   int record_assignment;           /* RT_RECORD_ASSIGNMENT = "1" (ignored below API 24) */
   int opt_level;                   /* 0: ORT's default; otherwise a GraphOptimizationLevel + 1 */
