@@ -1,6 +1,6 @@
 // Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic, comparisons and
-// activations, Where, Cast, Softmax, Identity, NonZero) on a cudadrv stream, from embedded PTX
-// and cuBLAS.
+// activations, normalizations, Where, Cast, Softmax, Identity, NonZero, data movement, and ONNX
+// Runtime's com.microsoft transformer ops) on a cudadrv stream, from embedded PTX and cuBLAS.
 //
 // # Overview
 //
@@ -28,6 +28,11 @@
 //	Exp, Log, Erf, Sin, Cos
 //	Gelu                      float                        >= 20   approximate "none" or "tanh"
 //	Softmax                   float                        >= 1    axis (negative allowed); opset < 13 flattens from axis
+//	LayerNormalization        float                        >= 17   axis (negative allowed), epsilon, stash_type 1; Scale and B of the normalized shape; outputs Y and float32 Mean and InvStdDev (always written)
+//	SimplifiedLayerNormalization float (X and scale alike) >= 1    ONNX Runtime's RMSNorm in the default domain: axis, epsilon, stash_type 1; outputs Y and float32 inv_std_var
+//	com.microsoft.SkipLayerNormalization float             >= 1    input (rank 2 or 3) + skip (the input's trailing dimensions, repeated) + bias, normalized over the last dimension with gamma and beta; outputs output, float32 mean and inv_std_var, input_skip_bias_sum (all written)
+//	com.microsoft.SkipSimplifiedLayerNormalization float   >= 1    the same as RMSNorm with inputs input, skip, gamma, bias; the mean output is 0
+//	com.microsoft.FastGelu    float                        >= 1    Gelu's tanh approximation of X + bias (bias optional, over the last dimension)
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)
@@ -41,7 +46,9 @@
 //	Expand                    any above                    >= 8    constant shape, numpy broadcasting
 //	Slice                     any above                    >= 1    attributes (< 10) or constant starts, ends, axes, steps; positive steps, non-empty results
 //
-// Ops whose output shape depends on an input's values read that input from [Spec.Consts].
+// Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
+// of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is
+// that domain's. The normalizations accumulate in float32.
 //
 // Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
 // more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's

@@ -1,17 +1,22 @@
 package kernels
 
-import "github.com/cudaep/cudaep/cudadrv"
+import (
+	"os"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
 
 // The bridge from the black-box tests to what they check but callers never need.
 
 // Reference implementations (reference.go).
 var (
-	RefBinary  = refBinary
-	RefUnary   = refUnary
-	RefSoftmax = refSoftmax
-	RefMatMul  = refMatMul
-	RefGemm    = refGemm
-	RefNonZero = refNonZero
+	RefBinary    = refBinary
+	RefUnary     = refUnary
+	RefSoftmax   = refSoftmax
+	RefMatMul    = refMatMul
+	RefGemm      = refGemm
+	RefNonZero   = refNonZero
+	RefLayerNorm = refLayerNorm
 )
 
 // LibraryFunction returns a resolved entry point of l, for raw-launch baselines.
@@ -59,3 +64,8 @@ func ElementwisePath(k Kernel) string {
 	}
 	return "bcast"
 }
+
+// UsePTXDir makes every later NewLibrary of this test binary load its modules from
+// dir/ptx/*.ptx instead of the embedded files, so that PTX generated on a GPU machine can be
+// tested there before it is committed (main_test.go reads CUDAEP_KERNELS_PTX_DIR).
+func UsePTXDir(dir string) { ptxSource = os.DirFS(dir) }

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -18,12 +19,20 @@ import (
 //go:embed ptx/*.ptx
 var ptxFiles embed.FS
 
-// modules lists every built-in PTX module and the entry points the package takes from it. The
-// names are the extern "C" kernels of cuda/<module>.cu and the names sim_kernels.go registers.
-var modules = []struct {
+// ptxSource is where NewLibrary reads the modules: ptxFiles, or in this package's tests a
+// folder of freshly generated PTX (export_test.go's UsePTXDir).
+var ptxSource fs.FS = ptxFiles
+
+// ptxModule is one built-in PTX module and the entry points the package takes from it.
+type ptxModule struct {
 	file    string
 	entries []string
-}{
+}
+
+// modules lists every built-in PTX module. The names are the extern "C" kernels of
+// cuda/<module>.cu and the names SimKernels registers. Files that add a module of their own
+// append it from an init function.
+var modules = []ptxModule{
 	{"ptx/elementwise.ptx", elementwiseEntries()},
 	{"ptx/softmax.ptx", typedEntries([]string{"cudaep_softmax_rows", "cudaep_softmax_cols"}, floatTypes)},
 	{"ptx/cast.ptx", castEntries()},
@@ -94,7 +103,7 @@ func NewLibrary(rt Runtime) (*Library, error) {
 	}
 	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}}
 	for _, m := range modules {
-		image, err := ptxFiles.ReadFile(m.file)
+		image, err := fs.ReadFile(ptxSource, m.file)
 		if err != nil {
 			l.unload()
 			return nil, fmt.Errorf("kernels: embedded %s: %w", m.file, err)

@@ -230,9 +230,10 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 	outs[0].Shape[0] = 99
 	assert.Equal(t, []int64{2, 3}, k.Outputs()[0].Shape, "Outputs returns a copy")
 	assert.True(t, k.CaptureSupport().IsSupported())
-	assert.Equal(t, []string{"Abs", "Add", "Cast", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gelu", "Gemm", "Greater", "Identity", "Less", "Log",
-		"MatMul", "Mul", "Neg", "NonZero", "Pow", "Reciprocal", "Relu", "Reshape", "Sigmoid", "Sin", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub",
-		"Tanh", "Transpose", "Unsqueeze", "Where"}, kernels.SupportedOps())
+	assert.Equal(t, []string{"Abs", "Add", "Cast", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gelu", "Gemm", "Greater", "Identity",
+		"LayerNormalization", "Less", "Log", "MatMul", "Mul", "Neg", "NonZero", "Pow", "Reciprocal", "Relu", "Reshape", "Sigmoid",
+		"SimplifiedLayerNormalization", "Sin", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where",
+		"com.microsoft.FastGelu", "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization"}, kernels.SupportedOps())
 }
 
 func TestLibraryLoadsOnceAndCloses(t *testing.T) {

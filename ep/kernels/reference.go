@@ -280,3 +280,27 @@ func refNonZero(flags []bool, shape []int64) []int64 {
 	}
 	return out
 }
+
+// refLayerNorm normalizes x (shape) over its dimensions from axis on: y = (x − mean) /
+// sqrt(var + eps) · gamma + beta (beta nil for none); simplified (RMSNorm) takes mean 0 and
+// the mean of squares as var. It returns y and each row's mean and 1 / sqrt(var + eps).
+// gamma and beta hold the normalized shape's elements.
+func refLayerNorm(x []float64, shape []int64, axis int, gamma, beta []float64, eps float64, simplified bool) (y, mean, invStd []float64) {
+	if axis < 0 {
+		axis += len(shape)
+	}
+	rows, length := refNumel(shape[:axis]), refNumel(shape[axis:])
+	y = make([]float64, len(x))
+	mean, invStd = make([]float64, rows), make([]float64, rows)
+	for r := range rows {
+		row := x[r*length : (r+1)*length]
+		mean[r], invStd[r] = refNormStats(row, eps, simplified)
+		for j, v := range row {
+			y[r*length+int64(j)] = (v - mean[r]) * invStd[r] * gamma[j]
+			if beta != nil {
+				y[r*length+int64(j)] += beta[j]
+			}
+		}
+	}
+	return y, mean, invStd
+}

@@ -99,6 +99,9 @@ func SimKernels() map[string]cudadrv.KernelBody {
 			return func(i int) bool { return x[i] != 0 }, err
 		})
 	}
+	for _, add := range simKernelSets {
+		add(m)
+	}
 	m["cudaep_nonzero_b8"] = func(l *cudadrv.KernelLaunch) error {
 		return simNonZero(l, func(n int) (func(int) bool, error) {
 			x, err := l.Bytes(l.PtrArg(0), uint64(n))
@@ -107,6 +110,10 @@ func SimKernels() map[string]cudadrv.KernelBody {
 	}
 	return m
 }
+
+// simKernelSets add the Go bodies of the modules that files other than this one own (norm,
+// reduce, datamove); each such file appends its function from an init function.
+var simKernelSets []func(m map[string]cudadrv.KernelBody)
 
 // simViewsOf returns views of the pointer arguments args, of the given dtypes and counts.
 func simViewsOf(l *cudadrv.KernelLaunch, args []int, dts []DType, counts []int) ([]simTensor, error) {

@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// Spec describes one operator instance to Library.Get: the ONNX op type (default domain), the
-// opset the model imports, the input tensors' dtypes and shapes in ONNX input order, the
+// Spec describes one operator instance to Library.Get: the ONNX op type (default domain; an op
+// of another domain is named "<domain>.<op type>", e.g. "com.microsoft.FastGelu"), the opset
+// the model imports for the op's domain, the input tensors' dtypes and shapes in ONNX input order, the
 // node's attributes by name, and the values of the inputs that are constant. Get copies what
 // it keeps, so the caller may reuse a Spec.
 type Spec struct {

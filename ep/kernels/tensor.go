@@ -48,6 +48,15 @@ func (ti TensorInfo) Equal(o TensorInfo) bool {
 	return true
 }
 
+// product returns the product of dims (1 for none).
+func product(dims []int64) int64 {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return n
+}
+
 func shapeString(shape []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')

@@ -1,0 +1,144 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+func init() {
+	simKernelSets = append(simKernelSets, func(m map[string]cudadrv.KernelBody) {
+		for _, dt := range floatTypes {
+			m["cudaep_layernorm_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simLayerNorm(l, dt) }
+			m["cudaep_bias_gelu_tanh_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simBiasGelu(l, dt) }
+		}
+	})
+}
+
+// simOptView returns the view of n elements at pointer argument arg, or a view of nothing when
+// the argument is a null pointer (an absent optional tensor).
+func simOptView(l *cudadrv.KernelLaunch, arg int, dt DType, n int) (simTensor, bool, error) {
+	p := l.PtrArg(arg)
+	if p == 0 {
+		return simTensor{}, false, nil
+	}
+	v, err := simView(l, p, dt, n)
+	return v, true, err
+}
+
+// simLayerNorm is cudaep_layernorm_<t>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows,
+// length, skipRows, eps, simplified). Like the kernel it sums x + skip + bias in float32 and
+// stores the sum rounded to the data type; the statistics are float64 here.
+func simLayerNorm(l *cudadrv.KernelLaunch, dt DType) error {
+	if err := simWarpBlock(l); err != nil {
+		return err
+	}
+	rows, length, skipRows := int(l.U64Arg(9)), int(l.U64Arg(10)), int(l.U64Arg(11))
+	eps, simplified := float64(l.F32Arg(12)), l.U32Arg(13) != 0
+	if length < 1 || skipRows < 1 {
+		return fmt.Errorf("%s: rows %d, length %d, skip rows %d", l.Name, rows, length, skipRows)
+	}
+	n := rows * length
+	y, err := simView(l, l.PtrArg(0), dt, n)
+	if err != nil {
+		return err
+	}
+	x, err := simView(l, l.PtrArg(4), dt, n)
+	if err != nil {
+		return err
+	}
+	gamma, err := simView(l, l.PtrArg(6), dt, length)
+	if err != nil {
+		return err
+	}
+	inv, err := simView(l, l.PtrArg(2), Float32, rows)
+	if err != nil {
+		return err
+	}
+	mean, hasMean, err := simOptView(l, 1, Float32, rows)
+	if err != nil {
+		return err
+	}
+	sum, hasSum, err := simOptView(l, 3, dt, n)
+	if err != nil {
+		return err
+	}
+	skip, hasSkip, err := simOptView(l, 5, dt, skipRows*length)
+	if err != nil {
+		return err
+	}
+	beta, hasBeta, err := simOptView(l, 7, dt, length)
+	if err != nil {
+		return err
+	}
+	bias, hasBias, err := simOptView(l, 8, dt, length)
+	if err != nil {
+		return err
+	}
+	v := make([]float64, length)
+	for r := range rows {
+		base := int64(r * length)
+		for j := range length {
+			f := float32(x.float(base + int64(j)))
+			if hasSkip {
+				f += float32(skip.float(int64((r%skipRows)*length + j)))
+			}
+			if hasBias {
+				f += float32(bias.float(int64(j)))
+			}
+			v[j] = float64(f)
+			if hasSum {
+				sum.setFloat(base+int64(j), v[j])
+			}
+		}
+		m, is := refNormStats(v, eps, simplified)
+		if hasMean {
+			mean.setFloat(int64(r), m)
+		}
+		inv.setFloat(int64(r), is)
+		for j := range length {
+			o := (v[j] - m) * is * gamma.float(int64(j))
+			if hasBeta {
+				o += beta.float(int64(j))
+			}
+			y.setFloat(base+int64(j), o)
+		}
+	}
+	return nil
+}
+
+// simBiasGelu is cudaep_bias_gelu_tanh_<t>(out, x, bias, n, biasLen).
+func simBiasGelu(l *cudadrv.KernelLaunch, dt DType) error {
+	n, biasLen := int(l.U64Arg(3)), int(l.U64Arg(4))
+	if biasLen < 1 || n%biasLen != 0 {
+		return fmt.Errorf("%s: %d elements are not rows of %d", l.Name, n, biasLen)
+	}
+	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{dt, dt, dt}, []int{n, n, biasLen})
+	if err != nil {
+		return err
+	}
+	gelu := refUnaryOps["GeluTanh"]
+	for i := range int64(n) {
+		s := float32(v[1].float(i)) + float32(v[2].float(i%int64(biasLen)))
+		v[0].setFloat(i, float64(float32(gelu(float64(s)))))
+	}
+	return nil
+}
+
+// refNormStats returns the mean (0 when simplified) and 1 / sqrt(variance + eps) of v, in
+// float64; simplified (RMSNorm) uses the mean of squares as the variance.
+func refNormStats(v []float64, eps float64, simplified bool) (mean, invStd float64) {
+	n := float64(len(v))
+	var s1, s2 float64
+	for _, x := range v {
+		s1 += x
+	}
+	if !simplified {
+		mean = s1 / n
+	}
+	for _, x := range v {
+		s2 += (x - mean) * (x - mean)
+	}
+	return mean, 1 / math.Sqrt(s2/n+eps)
+}
