@@ -14,6 +14,7 @@ const (
 	AttrFloat                      // FLOAT
 	AttrInts                       // INTS
 	AttrString                     // STRING
+	AttrTensor                     // TENSOR (a constant tensor, e.g. ConstantOfShape's value)
 )
 
 // String returns the kind's ONNX name ("int", "float", "ints", "string").
@@ -27,18 +28,23 @@ func (k AttrKind) String() string {
 		return "ints"
 	case AttrString:
 		return "string"
+	case AttrTensor:
+		return "tensor"
 	}
 	return "none"
 }
 
 // Attribute is one node attribute: a small, immutable typed value. Make one with IntAttr,
-// FloatAttr, IntsAttr or StringAttr; the zero Attribute has no kind and is refused by every op.
+// FloatAttr, IntsAttr, StringAttr or TensorAttr; the zero Attribute has no kind and is refused
+// by every op.
 type Attribute struct {
 	kind AttrKind
 	i    int64
 	f    float32
 	ints []int64
 	s    string
+	t    TensorInfo
+	c    Const
 }
 
 // IntAttr returns an int attribute.
@@ -54,6 +60,25 @@ func IntsAttr(v ...int64) Attribute {
 
 // StringAttr returns a string attribute.
 func StringAttr(v string) Attribute { return Attribute{kind: AttrString, s: v} }
+
+// TensorAttr returns a tensor attribute of info holding a copy of value, one entry per element
+// as the Const of an input of info would hold it (Ints for integer and bool tensors, Floats for
+// floating-point ones). The ops that take one check it.
+func TensorAttr(info TensorInfo, value Const) Attribute {
+	return Attribute{kind: AttrTensor, t: cloneInfo(info), c: cloneConst(value)}
+}
+
+// cloneConst returns a deep copy of c.
+func cloneConst(c Const) Const {
+	var out Const
+	if c.Ints != nil {
+		out.Ints = append([]int64{}, c.Ints...)
+	}
+	if c.Floats != nil {
+		out.Floats = append([]float64{}, c.Floats...)
+	}
+	return out
+}
 
 // Kind returns the value's type.
 func (a Attribute) Kind() AttrKind { return a.kind }
@@ -75,6 +100,15 @@ func (a Attribute) Ints() []int64 {
 // Str returns the value of a string attribute, "" for other kinds.
 func (a Attribute) Str() string { return a.s }
 
+// Tensor returns a copy of the info and value of a tensor attribute; other kinds give zero
+// values.
+func (a Attribute) Tensor() (TensorInfo, Const) {
+	if a.kind != AttrTensor {
+		return TensorInfo{}, Const{}
+	}
+	return cloneInfo(a.t), cloneConst(a.c)
+}
+
 // String formats the attribute as kind(value), e.g. int(1) or string("tanh").
 func (a Attribute) String() string {
 	switch a.kind {
@@ -90,6 +124,8 @@ func (a Attribute) String() string {
 		return "ints(" + strings.Join(parts, ",") + ")"
 	case AttrString:
 		return "string(" + strconv.Quote(a.s) + ")"
+	case AttrTensor:
+		return "tensor(" + a.t.String() + ")"
 	}
 	return "none()"
 }

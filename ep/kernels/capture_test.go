@@ -28,6 +28,7 @@ func TestCapturedSequenceReplaysBitIdentical(t *testing.T) {
 	w1 := f.uploadF32([]int64{hidden, inner}, f.random(hidden*inner))
 	w2 := f.uploadF32([]int64{vocab, inner}, f.random(vocab*inner))
 	c := f.uploadF32([]int64{vocab}, f.random(vocab))
+	gamma, beta := f.uploadF32([]int64{hidden}, f.random(hidden)), f.uploadF32([]int64{hidden}, f.random(hidden))
 
 	var steps []step
 	add := func(spec kernels.Spec, ins ...kernels.Tensor) kernels.Tensor {
@@ -37,13 +38,16 @@ func TestCapturedSequenceReplaysBitIdentical(t *testing.T) {
 		return outs[0]
 	}
 	h := add(kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{x.TensorInfo, bias.TensorInfo}}, x, bias)
-	r := add(kernels.Spec{Op: "Relu", Opset: 14, Inputs: []kernels.TensorInfo{h.TensorInfo}}, h)
+	ln := add(kernels.Spec{Op: "LayerNormalization", Opset: 17, Inputs: []kernels.TensorInfo{h.TensorInfo, gamma.TensorInfo, beta.TensorInfo}}, h, gamma, beta)
+	r := add(kernels.Spec{Op: "Relu", Opset: 14, Inputs: []kernels.TensorInfo{ln.TensorInfo}}, ln)
 	m := add(kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{r.TensorInfo, w1.TensorInfo}}, r, w1)
 	g := add(kernels.Spec{Op: "Gelu", Opset: 20, Inputs: []kernels.TensorInfo{m.TensorInfo}}, m)
 	y := add(kernels.Spec{Op: "Gemm", Opset: 13, Inputs: []kernels.TensorInfo{g.TensorInfo, w2.TensorInfo, c.TensorInfo},
 		Attrs: map[string]kernels.Attribute{"transB": kernels.IntAttr(1), "alpha": kernels.FloatAttr(0.5)}}, g, w2, c)
 	s := add(kernels.Spec{Op: "Softmax", Opset: 13, Inputs: []kernels.TensorInfo{y.TensorInfo}}, y)
 	add(kernels.Spec{Op: "Identity", Opset: 21, Inputs: []kernels.TensorInfo{s.TensorInfo}}, s)
+	add(kernels.Spec{Op: "ReduceMax", Opset: 13, Inputs: []kernels.TensorInfo{s.TensorInfo}, Attrs: map[string]kernels.Attribute{"axes": kernels.IntsAttr(0)}}, s)
+	add(kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{s.TensorInfo}}, s)
 
 	nodes := make([]graphs.Node, len(steps))
 	for i, st := range steps {

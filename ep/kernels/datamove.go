@@ -30,8 +30,8 @@ type gatherKernel struct {
 }
 
 // newGather builds a gatherKernel for an output of info out whose element at coordinates c (of
-// dims) is the input's element offset + Σ c·strides (in elements); offset and strides are
-// non-negative. It merges dimensions and refuses more than maxBroadcastDims after merging.
+// dims) is the input's element offset + Σ c·strides (in elements): offset is non-negative, and
+// a stride is negative where a Slice walks an axis backwards. It merges dimensions and refuses more than maxBroadcastDims after merging.
 func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offset int64) (Kernel, error) {
 	layout := mergeDims(dims, strides)
 	if len(layout.dims) > maxBroadcastDims {
@@ -330,13 +330,76 @@ func buildTranspose(l *Library, s opSpec) (Kernel, error) {
 		out[i] = in.Shape[p]
 		strides[i] = own[p]
 	}
-	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, 0)
+	info := TensorInfo{DType: in.DType, Shape: out}
+	layout := mergeDims(out, strides)
+	n := len(layout.dims)
+	if n >= 2 && n <= maxBroadcastDims && layout.strides[0][n-1] != 1 {
+		// The output's last dimension is not the input's innermost one: a tiled transpose
+		// keeps both the reads and the writes coalesced.
+		if a := slices.Index(layout.strides[0], 1); a >= 0 {
+			if err := s.checkOutput(out); err != nil {
+				return nil, err
+			}
+			k := &transposeKernel{kernelBase: newBase(l, s, info), fn: l.function("cudaep_transpose_" + in.DType.sizeSuffix())}
+			k.dims, k.strides = layout.padded(0)
+			k.a = uint32(a + maxBroadcastDims - n)
+			tiles := uint64(1)
+			for i, d := range k.dims {
+				switch {
+				case i == int(k.a) || i == maxBroadcastDims-1:
+					tiles *= uint64(d+31) / 32
+				default:
+					tiles *= uint64(d)
+				}
+			}
+			k.grid = cudadrv.Dim3{X: uint32(min(tiles, maxTransposeBlocks)), Y: 1, Z: 1}
+			return k, nil
+		}
+	}
+	return newGather(l, s, info, out, strides, 0)
 }
 
-// buildSlice builds Slice with positive steps: opset 10 on with constant starts, ends and
-// (optional) axes and steps inputs, or opsets 1 to 9 with the attributes. Starts and ends
-// are clamped as ONNX says (negative values count from the end); a slice that would be empty
-// is refused (empty tensors are not supported), and so is a negative step.
+// maxTransposeBlocks caps the tiled transpose's grid; its grid-stride loop covers the rest.
+const maxTransposeBlocks = 65536
+
+// transposeBlock is the tiled transpose's block: 32×8 threads move a 32×32 tile.
+var transposeBlock = cudadrv.Dim3{X: 32, Y: 8, Z: 1}
+
+// transposeKernel is a Transpose whose output's last dimension is not the input's innermost:
+// cudaep_transpose_<size>(out, in, dims[6], strides[6], a) moves 32×32 tiles of (dimension a,
+// the input-contiguous one, and the last dimension) through shared memory.
+type transposeKernel struct {
+	kernelBase
+	fn            *cudadrv.Function
+	dims, strides [maxBroadcastDims]int64
+	a             uint32
+	grid          cudadrv.Dim3
+	args          cudadrv.KernelArgs
+}
+
+// Execute queues the transpose.
+func (k *transposeKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	a := &k.args
+	a.Reset()
+	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr)
+	for _, d := range k.dims {
+		a.I64(d)
+	}
+	for _, st := range k.strides {
+		a.I64(st)
+	}
+	a.U32(k.a)
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, transposeBlock, 0, a)
+}
+
+// buildSlice builds Slice: opset 10 on with constant starts, ends and (optional) axes and
+// steps inputs, or opsets 1 to 9 with the attributes. Starts and ends are clamped as ONNX says
+// (negative values count from the end; for a negative step, which walks the axis backwards,
+// start is clamped to [0, dim-1] and end to [-1, dim-1]); a slice that would be empty is
+// refused (empty tensors are not supported), and so is a step of 0.
 func buildSlice(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkInputCount(1, 5); err != nil {
 		return nil, err
@@ -413,15 +476,22 @@ func buildSlice(l *Library, s opSpec) (Kernel, error) {
 		if steps != nil {
 			st = steps[i]
 		}
-		if st <= 0 {
-			return nil, s.errorf("step %d on axis %d is not supported (only positive steps)", st, a)
+		if st == 0 {
+			return nil, s.errorf("step 0 on axis %d: steps must not be 0", a)
 		}
 		d := in.Shape[a]
-		b, e := clampSliceIndex(starts[i], d), clampSliceIndex(ends[i], d)
-		if e <= b {
-			return nil, s.errorf("the slice [%d:%d] of axis %d (dimension %d) is empty; empty tensors are not supported", starts[i], ends[i], a, d)
+		var b, e, count int64
+		if st > 0 {
+			b, e = clampSliceIndex(starts[i], d, 0, d), clampSliceIndex(ends[i], d, 0, d)
+			count = (e - b + st - 1) / st
+		} else {
+			b, e = clampSliceIndex(starts[i], d, 0, d-1), clampSliceIndex(ends[i], d, -1, d-1)
+			count = (b - e + (-st) - 1) / (-st)
 		}
-		out[a] = (e - b + st - 1) / st
+		if e == b || (e < b) == (st > 0) {
+			return nil, s.errorf("the slice [%d:%d:%d] of axis %d (dimension %d) is empty; empty tensors are not supported", starts[i], ends[i], st, a, d)
+		}
+		out[a] = count
 		step[a], first[a] = st, b
 	}
 	own := contiguousStrides(in.Shape)
@@ -434,11 +504,11 @@ func buildSlice(l *Library, s opSpec) (Kernel, error) {
 	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, offset)
 }
 
-// clampSliceIndex resolves a Slice start or end against dimension d for a positive step:
-// negative values count from the end, and the result is clamped to [0, d].
-func clampSliceIndex(v, d int64) int64 {
+// clampSliceIndex resolves a Slice start or end against dimension d: negative values count
+// from the end, and the result is clamped to [lo, hi].
+func clampSliceIndex(v, d, lo, hi int64) int64 {
 	if v < 0 {
-		v += d
+		v += d // v >= MinInt64 and d > 0: no overflow
 	}
-	return min(max(v, 0), d)
+	return min(max(v, lo), hi)
 }

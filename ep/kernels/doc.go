@@ -1,6 +1,6 @@
 // Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic, comparisons and
-// activations, normalizations, Where, Cast, Softmax, Identity, NonZero, data movement, and ONNX
-// Runtime's com.microsoft transformer ops) on a cudadrv stream, from embedded PTX and cuBLAS.
+// activations, normalizations, reductions, data movement, Softmax, NonZero, and ONNX Runtime's
+// com.microsoft transformer ops) on a cudadrv stream, from embedded PTX and cuBLAS.
 //
 // # Overview
 //
@@ -15,12 +15,14 @@
 // # Support matrix
 //
 // "float" is float32, float16 and bfloat16 (bfloat16 from opset 13): 16-bit data is computed
-// in float32 and rounded to nearest, ties to even, on store.
+// in float32 and rounded to nearest, ties to even, on store. "any" is every dtype the package
+// knows: float32, float16, bfloat16, float64, int32, int64 and bool.
 //
 //	op                        dtypes                       opsets  notes
 //	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores
 //	Gemm                      float                        >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
-//	Add, Sub, Mul, Div, Pow   float (both inputs alike)    >= 7    numpy broadcasting, at most 6 dimensions after merging
+//	Add, Sub, Mul, Div        float, int32, int64          >= 7    numpy broadcasting, at most 6 dimensions after merging; both inputs alike; integers wrap, Div truncates toward zero, x/0 = 0
+//	Pow                       float (both inputs alike)    >= 7    numpy broadcasting, at most 6 dimensions after merging
 //	Equal, Less, Greater      float, int32, int64; Equal   >= 7    bool output, numpy broadcasting; Equal takes floats from opset 11, Less and Greater integers from 9
 //	                          also bool
 //	Relu, Sigmoid, Tanh, Neg, float                        >= 6    Erf from 9, Sin and Cos from 7
@@ -30,6 +32,16 @@
 //	Softmax                   float                        >= 1    axis (negative allowed); opset < 13 flattens from axis
 //	LayerNormalization        float                        >= 17   axis (negative allowed), epsilon, stash_type 1; Scale and B of the normalized shape; outputs Y and float32 Mean and InvStdDev (always written)
 //	SimplifiedLayerNormalization float (X and scale alike) >= 1    ONNX Runtime's RMSNorm in the default domain: axis, epsilon, stash_type 1; outputs Y and float32 inv_std_var
+//	ReduceSum, ReduceMean,    float                        >= 1    axes as attribute (ReduceSum < 13, the others < 18) or constant input (an empty one needs no value); keepdims; noop_with_empty_axes; at most 3 runs each of kept and reduced dimensions; float32 accumulation; ReduceMax propagates NaN
+//	ReduceMax
+//	Concat                    any                          >= 1    any axis (negative allowed), any number of inputs; axis 1 by default before opset 4
+//	Split                     any                          >= 1    axis; split sizes as attribute (< 13) or constant input, num_outputs (>= 18), or equal parts over Spec.NumOutputs
+//	Gather                    any; int32 or int64 indices  >= 1    any axis, negative indices; indices are a runtime tensor; an index out of range gives zeros
+//	Trilu                     any                          >= 14   upper (default 1); k a constant scalar input
+//	Shape                     any                          >= 1    start and end (>= 15); the int64 output is known at Get and written by Execute
+//	Range                     float32, float64, int32,     >= 11   start, limit and delta constant scalars; start + i·delta computed in float64 or int64
+//	                          int64
+//	ConstantOfShape           any                          >= 9    constant shape input; value a one-element tensor attribute (TensorAttr), default float32 0
 //	com.microsoft.SkipLayerNormalization float             >= 1    input (rank 2 or 3) + skip (the input's trailing dimensions, repeated) + bias, normalized over the last dimension with gamma and beta; outputs output, float32 mean and inv_std_var, input_skip_bias_sum (all written)
 //	com.microsoft.SkipSimplifiedLayerNormalization float   >= 1    the same as RMSNorm with inputs input, skip, gamma, bias; the mean output is 0
 //	com.microsoft.FastGelu    float                        >= 1    Gelu's tanh approximation of X + bias (bias optional, over the last dimension)
@@ -40,15 +52,15 @@
 //	Identity                  float, float64, int32,       >= 1    a device-to-device copy
 //	                          int64, bool
 //	NonZero                   float32, int32, int64, bool  >= 9    not capturable; see [NonZeroKernel]
-//	Transpose                 any above                    >= 1    any permutation, at most 6 dimensions after merging
-//	Reshape                   any above                    >= 5    constant shape: 0 (or allowzero) and -1; a copy
-//	Squeeze, Unsqueeze        any above                    >= 1    axes attribute (< 13) or constant input (>= 13); a copy
-//	Expand                    any above                    >= 8    constant shape, numpy broadcasting
-//	Slice                     any above                    >= 1    attributes (< 10) or constant starts, ends, axes, steps; positive steps, non-empty results
+//	Transpose                 any                          >= 1    any permutation, at most 6 dimensions after merging; 32×32 tiles through shared memory when the output's last dimension is not the input's innermost
+//	Reshape                   any                          >= 5    constant shape: 0 (or allowzero) and -1; a copy
+//	Squeeze, Unsqueeze        any                          >= 1    axes attribute (< 13) or constant input (>= 13); a copy
+//	Expand                    any                          >= 8    constant shape, numpy broadcasting
+//	Slice                     any                          >= 1    attributes (< 10) or constant starts, ends, axes, steps; negative steps walk an axis backwards; non-empty results
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is
-// that domain's. The normalizations accumulate in float32.
+// that domain's. "float" ops accumulate in float32 (the normalizations and reductions too).
 //
 // Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
 // more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's

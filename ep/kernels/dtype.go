@@ -60,6 +60,8 @@ func (d DType) String() string {
 // The dtype groups the ops accept.
 var (
 	floatTypes   = []DType{Float32, Float16, BFloat16}
+	intTypes     = []DType{Int32, Int64}
+	arithTypes   = []DType{Float32, Float16, BFloat16, Int32, Int64}
 	compareTypes = []DType{Float32, Float16, BFloat16, Int32, Int64}
 	castTypes    = []DType{Float32, Float16, BFloat16, Int32, Int64, Bool}
 	anyTypes     = []DType{Float32, Float16, BFloat16, Float64, Int32, Int64, Bool}

@@ -10,9 +10,11 @@ import (
 const anyRank = 64
 
 // The elementwise ops by kernel-name stem. Binary float ops compute in float32 on float32,
-// float16 and bfloat16 data; comparisons give bool; unary ops are float only.
+// float16 and bfloat16 data; Add, Sub, Mul and Div also take int32 and int64 (intStems);
+// comparisons give bool; unary ops are float only.
 var (
 	binaryStems  = map[string]string{"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
+	intStems     = map[string]string{"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 	compareStems = map[string]string{"Equal": "equal", "Less": "less", "Greater": "greater"}
 	unaryStems   = map[string]string{
 		"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Neg": "neg", "Abs": "abs", "Sqrt": "sqrt",
@@ -29,7 +31,11 @@ var unaryOpsets = map[string]int{
 
 func init() {
 	for op, stem := range binaryStems {
-		builders[op] = builder{inputNames: []string{"A", "B"}, build: binaryBuilder(stem, floatTypes, false)}
+		types := floatTypes
+		if _, ok := intStems[op]; ok {
+			types = arithTypes
+		}
+		builders[op] = builder{inputNames: []string{"A", "B"}, build: binaryBuilder(stem, types, false)}
 	}
 	builders["Pow"] = builder{inputNames: []string{"X", "Y"}, build: binaryBuilder("pow", floatTypes, false)}
 	for op, stem := range compareStems {
@@ -52,6 +58,11 @@ func elementwiseEntries() []string {
 	var e []string
 	for _, stem := range sortedValues(binaryStems) {
 		for _, t := range floatTypes {
+			e = append(e, "cudaep_"+stem+"_"+t.suffix(), "cudaep_"+stem+"_bcast_"+t.suffix())
+		}
+	}
+	for _, stem := range sortedValues(intStems) {
+		for _, t := range intTypes {
 			e = append(e, "cudaep_"+stem+"_"+t.suffix(), "cudaep_"+stem+"_bcast_"+t.suffix())
 		}
 	}

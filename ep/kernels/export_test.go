@@ -17,6 +17,7 @@ var (
 	RefGemm      = refGemm
 	RefNonZero   = refNonZero
 	RefLayerNorm = refLayerNorm
+	RefReduce    = refReduce
 )
 
 // LibraryFunction returns a resolved entry point of l, for raw-launch baselines.
@@ -69,3 +70,33 @@ func ElementwisePath(k Kernel) string {
 // dir/ptx/*.ptx instead of the embedded files, so that PTX generated on a GPU machine can be
 // tested there before it is committed (main_test.go reads CUDAEP_KERNELS_PTX_DIR).
 func UsePTXDir(dir string) { ptxSource = os.DirFS(dir) }
+
+// ReducePath returns "rows" or "strided" for a Reduce kernel, "copy" for a copy, "" for
+// others.
+func ReducePath(k Kernel) string {
+	switch k := k.(type) {
+	case *reduceKernel:
+		if k.rows {
+			return "rows"
+		}
+		return "strided"
+	case *identityKernel:
+		return "copy"
+	}
+	return ""
+}
+
+// RefIntOp is the integer arithmetic of the int32 and int64 Add, Sub, Mul and Div kernels.
+func RefIntOp(op string, a, b int64) int64 { return refIntOps[op](a, b) }
+
+// TransposePath returns "tiled" for a tiled Transpose, "strided" for the strided copy, "" for
+// others.
+func TransposePath(k Kernel) string {
+	switch k.(type) {
+	case *transposeKernel:
+		return "tiled"
+	case *gatherKernel:
+		return "strided"
+	}
+	return ""
+}

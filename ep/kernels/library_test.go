@@ -87,8 +87,8 @@ func TestGetRefusesUnsupportedWithClearErrors(t *testing.T) {
 	}{
 		{"unknown op", kernels.Spec{Op: "Conv", Opset: 13, Inputs: []kernels.TensorInfo{in(f32, 1)}},
 			[]string{`op "Conv" is not implemented`, "Add", "MatMul", "NonZero"}},
-		{"dtype", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(kernels.Int32, 2), in(kernels.Int32, 2)}},
-			[]string{"Add (opset 14)", "input 0 (A)", "int32", "supports float32, float16, bfloat16"}},
+		{"dtype", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(kernels.Bool, 2), in(kernels.Bool, 2)}},
+			[]string{"Add (opset 14)", "input 0 (A)", "bool", "supports float32, float16, bfloat16, int32, int64"}},
 		{"mixed dtypes", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{in(f32, 2), in(kernels.Float16, 2)}},
 			[]string{"Add (opset 14)", "input 0 (A) is float32", "input 1 (B) is float16", "same dtype"}},
 		{"bfloat16 before opset 13", kernels.Spec{Op: "Relu", Opset: 6, Inputs: []kernels.TensorInfo{in(kernels.BFloat16, 2)}},
@@ -230,9 +230,10 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 	outs[0].Shape[0] = 99
 	assert.Equal(t, []int64{2, 3}, k.Outputs()[0].Shape, "Outputs returns a copy")
 	assert.True(t, k.CaptureSupport().IsSupported())
-	assert.Equal(t, []string{"Abs", "Add", "Cast", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gelu", "Gemm", "Greater", "Identity",
-		"LayerNormalization", "Less", "Log", "MatMul", "Mul", "Neg", "NonZero", "Pow", "Reciprocal", "Relu", "Reshape", "Sigmoid",
-		"SimplifiedLayerNormalization", "Sin", "Slice", "Softmax", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where",
+	assert.Equal(t, []string{"Abs", "Add", "Cast", "Concat", "ConstantOfShape", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gather", "Gelu",
+		"Gemm", "Greater", "Identity", "LayerNormalization", "Less", "Log", "MatMul", "Mul", "Neg", "NonZero", "Pow", "Range", "Reciprocal",
+		"ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "SimplifiedLayerNormalization", "Sin", "Slice", "Softmax",
+		"Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where",
 		"com.microsoft.FastGelu", "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization"}, kernels.SupportedOps())
 }
 

@@ -18,6 +18,25 @@ var refBinaryOps = map[string]func(a, b float64) float64{
 	"Pow": math.Pow,
 }
 
+// refIntOps are Add, Sub, Mul and Div on integers, as the int32 and int64 kernels compute
+// them: two's-complement wrapping (an int32 result keeps the low 32 bits of the int64 one,
+// which is the wrapped int32 result), division truncated toward zero, x / 0 = 0 and x / -1 =
+// -x wrapped.
+var refIntOps = map[string]func(a, b int64) int64{
+	"Add": func(a, b int64) int64 { return int64(uint64(a) + uint64(b)) },
+	"Sub": func(a, b int64) int64 { return int64(uint64(a) - uint64(b)) },
+	"Mul": func(a, b int64) int64 { return int64(uint64(a) * uint64(b)) },
+	"Div": func(a, b int64) int64 {
+		switch b {
+		case 0:
+			return 0
+		case -1:
+			return int64(-uint64(a))
+		}
+		return a / b
+	},
+}
+
 // refCompareOps are the comparisons on float64 values; integer inputs are compared as int64
 // by refCompareInts (float64 is not exact beyond 2^53).
 var refCompareOps = map[string]func(a, b float64) bool{
@@ -303,4 +322,60 @@ func refLayerNorm(x []float64, shape []int64, axis int, gamma, beta []float64, e
 		}
 	}
 	return y, mean, invStd
+}
+
+// refReduce reduces x (shape) over axes (normalized, distinct; none reduces everything) with
+// op ("sum", "mean" or "max") and returns the output and its shape (reduced dimensions kept as
+// 1 when keepdims).
+func refReduce(op string, x []float64, shape []int64, axes []int, keepdims bool) ([]float64, []int64) {
+	reduced := make([]bool, len(shape))
+	for _, a := range axes {
+		reduced[a] = true
+	}
+	if len(axes) == 0 {
+		for i := range reduced {
+			reduced[i] = true
+		}
+	}
+	kept := make([]int64, len(shape)) // the output shape with reduced dimensions as 1
+	var out []int64
+	count := int64(1)
+	for i, d := range shape {
+		kept[i] = d
+		if reduced[i] {
+			kept[i] = 1
+			count *= d
+			if keepdims {
+				out = append(out, 1)
+			}
+		} else {
+			out = append(out, d)
+		}
+	}
+	step := op
+	if op == "mean" {
+		step = "sum"
+	}
+	acc := make([]float64, refNumel(kept))
+	for i := range acc {
+		acc[i] = refReduceStart(step)
+	}
+	idx := make([]int64, len(shape))
+	for _, v := range x {
+		o := int64(0)
+		for i, c := range idx {
+			if reduced[i] {
+				c = 0
+			}
+			o = o*kept[i] + c
+		}
+		acc[o] = refReduceStep(step, acc[o], v)
+		refNext(idx, shape)
+	}
+	if op == "mean" {
+		for i := range acc {
+			acc[i] /= float64(count)
+		}
+	}
+	return acc, out
 }

@@ -30,6 +30,19 @@ func SimKernels() map[string]cudadrv.KernelBody {
 			}
 		}
 	}
+	for op, stem := range intStems {
+		f := refIntOps[op]
+		for _, dt := range intTypes {
+			m["cudaep_"+stem+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinarySame(l, dt, dt, func(out, a, b simTensor, i int64) { out.setInt(i, f(a.int(i), b.int(i))) })
+			}
+			m["cudaep_"+stem+"_bcast_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
+				return simBinaryBcast(l, dt, dt, func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64) {
+					out.setInt(i, f(a.int(ai), b.int(bi)))
+				})
+			}
+		}
+	}
 	for op, stem := range compareStems {
 		ff, fi := refCompareOps[op], refCompareInts[op]
 		types := compareTypes
@@ -142,8 +155,23 @@ func simBinarySame(l *cudadrv.KernelLaunch, in, out DType, f func(out, a, b simT
 }
 
 // simLayout reads maxBroadcastDims dimensions starting at argument first, then one stride
-// array of maxBroadcastDims per operand, and checks that the dimensions multiply to n.
+// array of maxBroadcastDims per operand, and checks that the dimensions multiply to n and that
+// no stride is negative.
 func simLayout(l *cudadrv.KernelLaunch, n uint64, first, operands int) (dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, err error) {
+	dims, strides, err = simLayoutSigned(l, n, first, operands)
+	for k := range strides {
+		for _, st := range strides[k] {
+			if err == nil && st < 0 {
+				err = fmt.Errorf("%s: negative stride", l.Name)
+			}
+		}
+	}
+	return dims, strides, err
+}
+
+// simLayoutSigned is simLayout for kernels whose strides may be negative (the strided copy of
+// a Slice with negative steps).
+func simLayoutSigned(l *cudadrv.KernelLaunch, n uint64, first, operands int) (dims [maxBroadcastDims]int64, strides [][maxBroadcastDims]int64, err error) {
 	strides = make([][maxBroadcastDims]int64, operands)
 	total := uint64(1)
 	for i := range dims {
@@ -154,9 +182,6 @@ func simLayout(l *cudadrv.KernelLaunch, n uint64, first, operands int) (dims [ma
 		total *= uint64(dims[i])
 		for k := range strides {
 			strides[k][i] = l.I64Arg(first + (k+1)*maxBroadcastDims + i)
-			if strides[k][i] < 0 {
-				return dims, nil, fmt.Errorf("%s: negative stride", l.Name)
-			}
 		}
 	}
 	if total != n {
@@ -216,18 +241,31 @@ func simBinaryBcast(l *cudadrv.KernelLaunch, in, out DType, f func(out simTensor
 	return nil
 }
 
-// simExpand is cudaep_expand_<size>(out, in, n, dims[6], strides[6]).
+// simExpand is cudaep_expand_<size>(out, in, n, dims[6], strides[6]); a negative stride reads
+// below the input address.
 func simExpand(l *cudadrv.KernelLaunch, dt DType) error {
 	n := l.U64Arg(2)
-	dims, strides, err := simLayout(l, n, 3, 1)
+	dims, strides, err := simLayoutSigned(l, n, 3, 1)
 	if err != nil {
 		return err
 	}
-	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{int(n), simExtent(dims, strides[0])})
+	lo, hi := int64(0), int64(0)
+	for i, d := range dims {
+		if st := strides[0][i]; st < 0 {
+			lo += (d - 1) * st
+		} else {
+			hi += (d - 1) * st
+		}
+	}
+	out, err := simView(l, l.PtrArg(0), dt, int(n))
 	if err != nil {
 		return err
 	}
-	simWalk(dims, strides, func(i int, offs []int64) { v[0].copyElem(int64(i), v[1], offs[0]) })
+	in, err := simView(l, l.PtrArg(1)-cudadrv.DevicePtr(-lo*int64(dt.Size())), dt, int(hi-lo+1))
+	if err != nil {
+		return err
+	}
+	simWalk(dims, strides, func(i int, offs []int64) { out.copyElem(int64(i), in, offs[0]-lo) })
 	return nil
 }
 

@@ -29,6 +29,10 @@ type Spec struct {
 	// element of that input, in Ints for an int32, int64 or bool input and in Floats for a
 	// floating-point one (see Const).
 	Consts map[int]Const
+	// NumOutputs is the number of outputs the node declares, for the ops whose output count
+	// nothing else gives (Split without a split input or num_outputs attribute); 0 means
+	// unknown, and such an op is refused.
+	NumOutputs int
 }
 
 // Const is the value of a constant input, row-major, one entry per element: integer and bool

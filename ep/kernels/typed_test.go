@@ -145,6 +145,13 @@ func TestComparisonsAgainstReference(t *testing.T) {
 						return v
 					}
 					a, b := pick(spec.Inputs[0].NumElements()), pick(spec.Inputs[1].NumElements())
+					// Output 0 compares a[0] with b[0], output 1 a[1] with b[1] (or with b[0] for
+					// [2,1,5] against [1,3,1]) and the last output a[-1] with b[-1]: fix a smaller,
+					// a greater and an equal pair, so that both results occur whatever the draw
+					// (bool inputs, 1 for four of the five values, would often give only ones).
+					a[0], b[0] = roundTo(dt, 0), roundTo(dt, 1.5)
+					a[1], b[1] = roundTo(dt, 3), roundTo(dt, -3)
+					a[len(a)-1], b[len(b)-1] = roundTo(dt, 1.5), roundTo(dt, 1.5)
 					k, got := f.runTyped(spec, a, b)
 					out, _ := broadcast(sh[0], sh[1])
 					assert.Equal(t, []kernels.TensorInfo{info(kernels.Bool, out...)}, k.Outputs())

@@ -1,8 +1,9 @@
-// Elementwise kernels of package kernels: binary arithmetic and comparisons with numpy
-// broadcasting, the unary ops, Where, and the broadcast copy (Expand, Gemm's C). Floating-point
-// data is float32, float16 or bfloat16 (suffixes f32, f16, bf16), computed in float32; copies
-// go by element size (b8, b16, b32, b64). 64-bit sizes, grid-stride loops, 128-bit loads and
-// stores where the same-shape kernels' pointers allow. The Go side (elementwise.go, matmul.go)
+// Elementwise kernels of package kernels: binary arithmetic (float, and int32/int64 for Add,
+// Sub, Mul and Div) and comparisons with numpy broadcasting, the unary ops, Where, and the
+// broadcast copy (Expand, Transpose, Slice, Gemm's C). Floating-point data is float32, float16
+// or bfloat16 (suffixes f32, f16, bf16), computed in float32; copies go by element size (b8,
+// b16, b32, b64). 64-bit sizes, grid-stride loops, 128-bit loads and stores where the
+// same-shape kernels' pointers allow. The Go side (elementwise.go, matmul.go, datamove.go)
 // launches them and sim_kernels.go mirrors them for the simulated device, with the same
 // argument lists.
 
@@ -135,6 +136,47 @@ FLOAT_BINARY_ALL(sub, SubOp)
 FLOAT_BINARY_ALL(mul, MulOp)
 FLOAT_BINARY_ALL(div, DivOp)
 FLOAT_BINARY_ALL(pow, PowOp)
+
+// Integer arithmetic (int32 and int64, suffixes i32 and i64): two's-complement wrapping on
+// overflow, division truncated toward zero; x / 0 is 0 and x / -1 is the wrapped negation,
+// defined here because the hardware's results there are not.
+struct IntAddOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a + (U)b); } };
+struct IntSubOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a - (U)b); } };
+struct IntMulOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a * (U)b); } };
+struct IntDivOp {
+	template <typename V, typename U>
+	static __device__ __forceinline__ V apply(V a, V b) {
+		if (b == 0) return 0;
+		if (b == -1) return (V)((U)0 - (U)a);
+		return a / b;
+	}
+};
+
+// IntFn applies an integer op to T (int or i64) elements, with U its unsigned type.
+template <typename Op, typename T, typename U>
+struct IntFn {
+	typedef T Out;
+	static __device__ __forceinline__ T apply(T a, T b) { return Op::template apply<T, U>(a, b); }
+};
+
+template <typename Op, typename T, typename U>
+__device__ __forceinline__ void int_same(T* out, const T* a, const T* b, u64 n) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = IntFn<Op, T, U>::apply(a[i], b[i]); }
+}
+
+#define INT_BINARY(name, Op, sfx, T, U) \
+	extern "C" __global__ void cudaep_##name##_##sfx(T* out, const T* a, const T* b, u64 n) { int_same<Op, T, U>(out, a, b, n); } \
+	extern "C" __global__ void cudaep_##name##_bcast_##sfx(T* out, const T* a, const T* b, u64 n, BCAST_PARAMS) { \
+		binary_bcast<IntFn<Op, T, U>, T>(out, a, b, n, BCAST_ARGS); \
+	}
+#define INT_BINARY_ALL(name, Op) \
+	INT_BINARY(name, Op, i32, int, unsigned) \
+	INT_BINARY(name, Op, i64, i64, u64)
+
+INT_BINARY_ALL(add, IntAddOp)
+INT_BINARY_ALL(sub, IntSubOp)
+INT_BINARY_ALL(mul, IntMulOp)
+INT_BINARY_ALL(div, IntDivOp)
 
 #define COMPARE(name, Op, sfx, T) \
 	extern "C" __global__ void cudaep_##name##_##sfx(u8* out, const T* a, const T* b, u64 n) { compare_same<Op, T>(out, a, b, n); } \

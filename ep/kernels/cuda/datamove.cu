@@ -1,0 +1,191 @@
+// Data-movement and generator kernels of package kernels (concat.go, gather.go, trilu.go and
+// generate.go launch them, sim_datamove.go mirrors them), by element size where they only move
+// elements (suffixes b8, b16, b32, b64, and b128 for 16-byte units of wider rows): the pitched
+// 2-D copy of Concat and Split, Gather, Trilu's mask, the fill of ConstantOfShape, the short
+// list writes of Shape, and Range.
+
+#include "common.cuh"
+
+// u128 is a 16-byte unit, for copies of rows whose byte lengths and addresses allow it.
+struct __attribute__((aligned(16))) u128 {
+	unsigned a, b, c, d;
+};
+
+// copy2d copies rows × cols elements: dst[r·dst_pitch + c] = src[r·src_pitch + c] (pitches in
+// elements). Index is 32-bit below 2^31 elements (64-bit division is several times slower, and
+// i plus the grid stride cannot wrap there).
+template <typename E, typename Index>
+__device__ __forceinline__ void copy2d_loop(E* dst, const E* src, Index n, Index cols, u64 dst_pitch, u64 src_pitch) {
+	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
+		const Index r = i / cols, c = i % cols;
+		dst[(u64)r * dst_pitch + c] = src[(u64)r * src_pitch + c];
+	}
+}
+
+#define COPY2D(sfx, E) \
+	extern "C" __global__ void cudaep_copy2d_##sfx(E* dst, const E* src, u64 rows, u64 cols, u64 dst_pitch, u64 src_pitch) { \
+		const u64 n = rows * cols; \
+		if (n < 0x80000000ull) { \
+			copy2d_loop<E, unsigned>(dst, src, (unsigned)n, (unsigned)cols, dst_pitch, src_pitch); \
+		} else { \
+			copy2d_loop<E, u64>(dst, src, n, cols, dst_pitch, src_pitch); \
+		} \
+	}
+
+COPY2D(b8, u8)
+COPY2D(b16, u16)
+COPY2D(b32, unsigned)
+COPY2D(b64, u64)
+COPY2D(b128, u128)
+
+// gather writes out[(o·nidx + i)·inner + j] = data[(o·axis_dim + k)·inner + j] with k =
+// idx[i], plus axis_dim when negative; an index outside [-axis_dim, axis_dim) gives zero
+// bytes instead of reading outside data.
+template <typename E, typename I, typename Index>
+__device__ __forceinline__ void gather_loop(E* out, const E* data, const I* idx, Index n, Index nidx, i64 axis_dim, Index inner) {
+	for (Index t = (Index)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (Index)gridDim.x * blockDim.x) {
+		const Index j = t % inner, q = t / inner;
+		const Index i = q % nidx, o = q / nidx;
+		i64 k = (i64)idx[i];
+		if (k < 0) k += axis_dim;
+		if (k >= 0 && k < axis_dim) {
+			out[t] = data[((u64)o * (u64)axis_dim + (u64)k) * (u64)inner + j];
+		} else {
+			out[t] = E();
+		}
+	}
+}
+
+#define GATHER(sfx, E, isfx, I) \
+	extern "C" __global__ void cudaep_gather_##sfx##_##isfx(E* out, const E* data, const I* idx, u64 outer, u64 nidx, \
+		i64 axis_dim, u64 inner) { \
+		const u64 n = outer * nidx * inner; \
+		if (n < 0x80000000ull) { \
+			gather_loop<E, I, unsigned>(out, data, idx, (unsigned)n, (unsigned)nidx, axis_dim, (unsigned)inner); \
+		} else { \
+			gather_loop<E, I, u64>(out, data, idx, n, nidx, axis_dim, inner); \
+		} \
+	}
+#define GATHER_ALL(sfx, E) \
+	GATHER(sfx, E, i32, int) \
+	GATHER(sfx, E, i64, i64)
+
+GATHER_ALL(b8, u8)
+GATHER_ALL(b16, u16)
+GATHER_ALL(b32, unsigned)
+GATHER_ALL(b64, u64)
+GATHER_ALL(b128, u128)
+
+// trilu keeps the upper (upper != 0: column − row >= k) or lower (column − row <= k) triangle
+// of each rows × cols matrix of in and writes zeros elsewhere.
+template <typename E>
+__device__ __forceinline__ void trilu(E* out, const E* in, u64 n, u64 rows, u64 cols, i64 k, unsigned upper) {
+	GRID_STRIDE_LOOP(t, n) {
+		const i64 c = (i64)(t % cols), r = (i64)((t / cols) % rows);
+		const bool keep = upper ? c - r >= k : c - r <= k;
+		out[t] = keep ? in[t] : E();
+	}
+}
+
+// fill writes the low bytes of bits into each of n elements.
+template <typename E>
+__device__ __forceinline__ void fill(E* out, u64 n, u64 bits) {
+	const E v = (E)bits;
+	GRID_STRIDE_LOOP(i, n) { out[i] = v; }
+}
+
+#define BY_SIZE(sfx, E) \
+	extern "C" __global__ void cudaep_trilu_##sfx(E* out, const E* in, u64 n, u64 rows, u64 cols, i64 k, unsigned upper) { \
+		trilu<E>(out, in, n, rows, cols, k, upper); \
+	} \
+	extern "C" __global__ void cudaep_fill_##sfx(E* out, u64 n, u64 bits) { fill<E>(out, n, bits); }
+
+BY_SIZE(b8, u8)
+BY_SIZE(b16, u16)
+BY_SIZE(b32, unsigned)
+BY_SIZE(b64, u64)
+
+// cudaep_write8_b64 writes the first n (at most 8) of v0..v7 to out: Shape's values, known
+// when the kernel is built.
+extern "C" __global__ void cudaep_write8_b64(u64* out, u64 n, u64 v0, u64 v1, u64 v2, u64 v3, u64 v4, u64 v5, u64 v6, u64 v7) {
+	const u64 v[8] = {v0, v1, v2, v3, v4, v5, v6, v7};
+	const unsigned i = threadIdx.x;
+	if (i < n && i < 8) out[i] = v[i];
+}
+
+// Range: out[i] = start + i·delta, computed in float64 for the float types (rounded once on
+// store) and in 64-bit integers for the integer types.
+extern "C" __global__ void cudaep_range_f32(float* out, u64 n, double start, double delta) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = (float)(start + (double)i * delta); }
+}
+extern "C" __global__ void cudaep_range_f64(double* out, u64 n, double start, double delta) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = start + (double)i * delta; }
+}
+extern "C" __global__ void cudaep_range_i32(int* out, u64 n, i64 start, i64 delta) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = (int)(start + (i64)i * delta); }
+}
+extern "C" __global__ void cudaep_range_i64(i64* out, u64 n, i64 start, i64 delta) {
+	GRID_STRIDE_LOOP(i, n) { out[i] = start + (i64)i * delta; }
+}
+
+// transpose writes the contiguous out (n elements over the six dimensions d, outermost first,
+// padded in front with extent 1) from in read through the element strides s, where dimension
+// a (not the last) has input stride 1: a permutation whose output's last dimension is not the
+// input's innermost one. Each block moves 32×32 tiles of (dimension a, last dimension) through
+// shared memory, reading along a and writing along the last dimension, so that both sides are
+// coalesced. The block is 32×8 threads; the grid strides over tiles.
+template <typename E>
+__device__ __forceinline__ void transpose(E* out, const E* in, const i64* d, const i64* s, unsigned a) {
+	__shared__ E tile[32][33];
+	i64 os[6];
+	os[5] = 1;
+	for (int j = 4; j >= 0; --j) os[j] = os[j + 1] * d[j + 1];
+	const i64 da = d[a], oa = os[a], dl = d[5], sl = s[5];
+	const u64 ta = (u64)(da + 31) / 32, tl = (u64)(dl + 31) / 32;
+	u64 batch = 1;
+	for (int j = 0; j < 5; ++j) {
+		if (j != (int)a) batch *= (u64)d[j];
+	}
+	const u64 tiles = batch * ta * tl;
+	const unsigned tx = threadIdx.x, ty = threadIdx.y;
+	for (u64 id = blockIdx.x; id < tiles; id += gridDim.x) {
+		u64 q = id;
+		const i64 l0 = (i64)(q % tl) * 32;
+		q /= tl;
+		const i64 a0 = (i64)(q % ta) * 32;
+		q /= ta;
+		i64 in_base = 0, out_base = 0;
+		for (int j = 4; j >= 0; --j) {
+			if (j == (int)a) continue;
+			const i64 c = (i64)(q % (u64)d[j]);
+			q /= (u64)d[j];
+			in_base += c * s[j];
+			out_base += c * os[j];
+		}
+		// Read: x walks dimension a (input-contiguous), y the last dimension.
+		for (unsigned r = ty; r < 32; r += 8) {
+			const i64 ia = a0 + tx, il = l0 + r;
+			if (ia < da && il < dl) tile[r][tx] = in[in_base + ia + il * sl];
+		}
+		__syncthreads();
+		// Write: x walks the last dimension (output-contiguous), y dimension a.
+		for (unsigned r = ty; r < 32; r += 8) {
+			const i64 ia = a0 + r, il = l0 + tx;
+			if (ia < da && il < dl) out[out_base + ia * oa + il] = tile[tx][r];
+		}
+		__syncthreads();
+	}
+}
+
+#define TRANSPOSE(sfx, E) \
+	extern "C" __global__ void cudaep_transpose_##sfx(E* out, const E* in, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, \
+		i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, unsigned a) { \
+		const i64 d[6] = {d0, d1, d2, d3, d4, d5}; \
+		const i64 s[6] = {s0, s1, s2, s3, s4, s5}; \
+		transpose<E>(out, in, d, s, a); \
+	}
+
+TRANSPOSE(b8, u8)
+TRANSPOSE(b16, u16)
+TRANSPOSE(b32, unsigned)
+TRANSPOSE(b64, u64)
