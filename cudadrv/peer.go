@@ -23,9 +23,9 @@ func (dev *Device) CanAccessPeer(peer *Device) (bool, error) {
 //
 // # Errors
 //
-// A released context is ErrDestroyed; a pair the devices cannot form is an *Error with
-// ErrorPeerAccessUnsupported, a peer on c's own device ErrorInvalidDevice (the simulator) or
-// the driver's answer for it, and too many peers ErrorTooManyPeers.
+// A released context is ErrDestroyed; a pair the devices cannot form, c's own device
+// included, is an *Error with ErrorPeerAccessUnsupported (the driver's answer on the H200 for
+// a context and itself), and too many peers ErrorTooManyPeers.
 func (c *Context) EnablePeerAccess(peer *Context) error {
 	if c.released.Load() {
 		return ErrDestroyed

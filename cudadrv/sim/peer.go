@@ -56,8 +56,9 @@ func (d *Device) DeviceCanAccessPeer(ordinal, peer int) (bool, error) {
 // # Errors
 //
 // CUDA_ERROR_INVALID_CONTEXT for a peer that does not exist (destroyed or never made);
-// CUDA_ERROR_INVALID_DEVICE for a peer context of the current context's own device;
-// CUDA_ERROR_PEER_ACCESS_UNSUPPORTED when Options.PeerAccess denies the pair;
+// CUDA_ERROR_PEER_ACCESS_UNSUPPORTED for a peer context of the current context's own device
+// (what the driver answered on the H200 for a context and itself) and when Options.PeerAccess
+// denies the pair;
 // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED when it is enabled already.
 func (d *Device) CtxEnablePeerAccess(peer cudadrv.RawContext) error {
 	d.mu.Lock()
@@ -71,7 +72,7 @@ func (d *Device) CtxEnablePeerAccess(peer cudadrv.RawContext) error {
 		return fail(OpCtxEnablePeerAccess, cudadrv.ErrorInvalidContext, "peer context %#x does not exist (released or never retained)", uintptr(peer))
 	}
 	if pc.gpu == c.gpu {
-		return fail(OpCtxEnablePeerAccess, cudadrv.ErrorInvalidDevice, "the peer context is of the current context's own device %d", c.gpu.ordinal)
+		return fail(OpCtxEnablePeerAccess, cudadrv.ErrorPeerAccessUnsupported, "the peer context is of the current context's own device %d", c.gpu.ordinal)
 	}
 	if !d.canAccessPeer(c.gpu.ordinal, pc.gpu.ordinal) {
 		return fail(OpCtxEnablePeerAccess, cudadrv.ErrorPeerAccessUnsupported, "device %d cannot access device %d (Options.PeerAccess)", c.gpu.ordinal, pc.gpu.ordinal)

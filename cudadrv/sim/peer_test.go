@@ -94,7 +94,7 @@ func TestPeerMatrixOption(t *testing.T) {
 func TestEnablePeerAccessRules(t *testing.T) {
 	e := newPeerEnv(t, sim.Options{Devices: 2})
 	e.on(0)
-	requireResult(t, e.d.CtxEnablePeerAccess(e.ctxs[0]), cudadrv.ErrorInvalidDevice, "a device is not its own peer")
+	requireResult(t, e.d.CtxEnablePeerAccess(e.ctxs[0]), cudadrv.ErrorPeerAccessUnsupported, "a device is not its own peer (as the H200 answered)")
 	requireResult(t, e.d.CtxEnablePeerAccess(0xdead), cudadrv.ErrorInvalidContext)
 	require.NoError(t, e.d.CtxEnablePeerAccess(e.ctxs[1]))
 	requireResult(t, e.d.CtxEnablePeerAccess(e.ctxs[1]), cudadrv.ErrorPeerAccessAlreadyEnabled)
