@@ -470,6 +470,8 @@ func TestTransposeTiledPath(t *testing.T) {
 		{[]int64{67, 45}, []int64{1, 0}},
 		{[]int64{3, 40, 70}, []int64{0, 2, 1}},
 		{[]int64{5, 33, 2, 31}, []int64{3, 1, 0, 2}},
+		{[]int64{130, 257}, []int64{1, 0}},       // several tiles each way, partial last ones
+		{[]int64{3, 129, 200}, []int64{2, 0, 1}}, // a batch dimension between the tiled ones
 	} {
 		for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.Int64, kernels.Bool} {
 			t.Run(fmt.Sprintf("%s/%v/%v", dt, c.shape, c.perm), func(t *testing.T) {

@@ -343,11 +343,12 @@ func buildTranspose(l *Library, s opSpec) (Kernel, error) {
 			k := &transposeKernel{kernelBase: newBase(l, s, info), fn: l.function("cudaep_transpose_" + in.DType.sizeSuffix())}
 			k.dims, k.strides = layout.padded(0)
 			k.a = uint32(a + maxBroadcastDims - n)
+			tile := transposeTile(in.DType)
 			tiles := uint64(1)
 			for i, d := range k.dims {
 				switch {
 				case i == int(k.a) || i == maxBroadcastDims-1:
-					tiles *= uint64(d+31) / 32
+					tiles *= (uint64(d) + tile - 1) / tile
 				default:
 					tiles *= uint64(d)
 				}
@@ -362,11 +363,20 @@ func buildTranspose(l *Library, s opSpec) (Kernel, error) {
 // maxTransposeBlocks caps the tiled transpose's grid; its grid-stride loop covers the rest.
 const maxTransposeBlocks = 65536
 
-// transposeBlock is the tiled transpose's block: 32×8 threads move a 32×32 tile.
+// transposeBlock is the tiled transpose's block: 32×8 threads move a tile.
 var transposeBlock = cudadrv.Dim3{X: 32, Y: 8, Z: 1}
 
+// transposeTile is the side of the tiled transpose's square tiles for elements of dt, as
+// cuda/datamove.cu instantiates them: 128 for 1- and 2-byte elements, 64 for wider ones.
+func transposeTile(dt DType) uint64 {
+	if dt.Size() <= 2 {
+		return 128
+	}
+	return 64
+}
+
 // transposeKernel is a Transpose whose output's last dimension is not the input's innermost:
-// cudaep_transpose_<size>(out, in, dims[6], strides[6], a) moves 32×32 tiles of (dimension a,
+// cudaep_transpose_<size>(out, in, dims[6], strides[6], a) moves square tiles of (dimension a,
 // the input-contiguous one, and the last dimension) through shared memory.
 type transposeKernel struct {
 	kernelBase

@@ -52,7 +52,7 @@
 //	Identity                  float, float64, int32,       >= 1    a device-to-device copy
 //	                          int64, bool
 //	NonZero                   float32, int32, int64, bool  >= 9    not capturable; see [NonZeroKernel]
-//	Transpose                 any                          >= 1    any permutation, at most 6 dimensions after merging; 32×32 tiles through shared memory when the output's last dimension is not the input's innermost
+//	Transpose                 any                          >= 1    any permutation, at most 6 dimensions after merging; 64×64 (128×128 for 16- and 8-bit types) tiles through shared memory when the output's last dimension is not the input's innermost
 //	Reshape                   any                          >= 5    constant shape: 0 (or allowzero) and -1; a copy
 //	Squeeze, Unsqueeze        any                          >= 1    axes attribute (< 13) or constant input (>= 13); a copy
 //	Expand                    any                          >= 8    constant shape, numpy broadcasting

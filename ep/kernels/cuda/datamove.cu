@@ -128,64 +128,88 @@ extern "C" __global__ void cudaep_range_i64(i64* out, u64 n, i64 start, i64 delt
 	GRID_STRIDE_LOOP(i, n) { out[i] = start + (i64)i * delta; }
 }
 
-// transpose writes the contiguous out (n elements over the six dimensions d, outermost first,
-// padded in front with extent 1) from in read through the element strides s, where dimension
-// a (not the last) has input stride 1: a permutation whose output's last dimension is not the
-// input's innermost one. Each block moves 32×32 tiles of (dimension a, last dimension) through
-// shared memory, reading along a and writing along the last dimension, so that both sides are
-// coalesced. The block is 32×8 threads; the grid strides over tiles.
-template <typename E>
-__device__ __forceinline__ void transpose(E* out, const E* in, const i64* d, const i64* s, unsigned a) {
-	__shared__ E tile[32][33];
+// transpose writes the contiguous out (the six dimensions d, outermost first, padded in front
+// with extent 1) from in read through the element strides s, where dimension a (not the last)
+// has input stride 1: a permutation whose output's last dimension is not the input's innermost
+// one. Each block moves TILE×TILE tiles of (dimension a, last dimension) through shared memory,
+// reading along a and writing along the last dimension, so that both sides are coalesced in
+// runs of TILE elements (TILE is 64 for 4- and 8-byte elements, 128 for 1- and 2-byte ones:
+// runs of 128 to 512 bytes). The block is 32×8 threads; the grid strides over tiles. Index is
+// 32-bit when the tile count allows (the per-tile index arithmetic is otherwise 64-bit
+// division, which costs more than the tile's memory traffic).
+template <typename E, int TILE, typename Index>
+__device__ __forceinline__ void transpose_loop(E (*tile)[TILE + 1], E* out, const E* in, const i64* d, const i64* s, unsigned a,
+	Index tiles) {
 	i64 os[6];
 	os[5] = 1;
+#pragma unroll
 	for (int j = 4; j >= 0; --j) os[j] = os[j + 1] * d[j + 1];
 	const i64 da = d[a], oa = os[a], dl = d[5], sl = s[5];
-	const u64 ta = (u64)(da + 31) / 32, tl = (u64)(dl + 31) / 32;
-	u64 batch = 1;
-	for (int j = 0; j < 5; ++j) {
-		if (j != (int)a) batch *= (u64)d[j];
-	}
-	const u64 tiles = batch * ta * tl;
+	const Index ta = (Index)((da + TILE - 1) / TILE), tl = (Index)((dl + TILE - 1) / TILE);
 	const unsigned tx = threadIdx.x, ty = threadIdx.y;
-	for (u64 id = blockIdx.x; id < tiles; id += gridDim.x) {
-		u64 q = id;
-		const i64 l0 = (i64)(q % tl) * 32;
+	for (Index id = blockIdx.x; id < tiles; id += gridDim.x) {
+		Index q = id;
+		const i64 l0 = (i64)(q % tl) * TILE;
 		q /= tl;
-		const i64 a0 = (i64)(q % ta) * 32;
+		const i64 a0 = (i64)(q % ta) * TILE;
 		q /= ta;
 		i64 in_base = 0, out_base = 0;
+#pragma unroll
 		for (int j = 4; j >= 0; --j) {
-			if (j == (int)a) continue;
-			const i64 c = (i64)(q % (u64)d[j]);
-			q /= (u64)d[j];
+			if (j == (int)a || d[j] == 1) continue;
+			const i64 c = (i64)(q % (Index)d[j]);
+			q /= (Index)d[j];
 			in_base += c * s[j];
 			out_base += c * os[j];
 		}
 		// Read: x walks dimension a (input-contiguous), y the last dimension.
-		for (unsigned r = ty; r < 32; r += 8) {
-			const i64 ia = a0 + tx, il = l0 + r;
-			if (ia < da && il < dl) tile[r][tx] = in[in_base + ia + il * sl];
+#pragma unroll
+		for (int r = 0; r < TILE; r += 8) {
+#pragma unroll
+			for (int cx = 0; cx < TILE; cx += 32) {
+				const i64 ia = a0 + cx + tx, il = l0 + r + ty;
+				if (ia < da && il < dl) tile[r + ty][cx + tx] = in[in_base + ia + il * sl];
+			}
 		}
 		__syncthreads();
 		// Write: x walks the last dimension (output-contiguous), y dimension a.
-		for (unsigned r = ty; r < 32; r += 8) {
-			const i64 ia = a0 + r, il = l0 + tx;
-			if (ia < da && il < dl) out[out_base + ia * oa + il] = tile[tx][r];
+#pragma unroll
+		for (int r = 0; r < TILE; r += 8) {
+#pragma unroll
+			for (int cx = 0; cx < TILE; cx += 32) {
+				const i64 ia = a0 + r + ty, il = l0 + cx + tx;
+				if (ia < da && il < dl) out[out_base + ia * oa + il] = tile[cx + tx][r + ty];
+			}
 		}
 		__syncthreads();
 	}
 }
 
-#define TRANSPOSE(sfx, E) \
+// transpose declares the one shared tile (here, so that the two index widths' loops share it)
+// and picks the index width.
+template <typename E, int TILE>
+__device__ __forceinline__ void transpose(E* out, const E* in, const i64* d, const i64* s, unsigned a) {
+	__shared__ E tile[TILE][TILE + 1];
+	u64 tiles = (u64)((d[a] + TILE - 1) / TILE) * (u64)((d[5] + TILE - 1) / TILE);
+	for (int j = 0; j < 5; ++j) {
+		if (j != (int)a) tiles *= (u64)d[j];
+	}
+	if (tiles < 0x80000000ull) {
+		transpose_loop<E, TILE, unsigned>(tile, out, in, d, s, a, (unsigned)tiles);
+	} else {
+		transpose_loop<E, TILE, u64>(tile, out, in, d, s, a, tiles);
+	}
+}
+
+#define TRANSPOSE(sfx, E, TILE) \
 	extern "C" __global__ void cudaep_transpose_##sfx(E* out, const E* in, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4, i64 d5, \
 		i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5, unsigned a) { \
 		const i64 d[6] = {d0, d1, d2, d3, d4, d5}; \
 		const i64 s[6] = {s0, s1, s2, s3, s4, s5}; \
-		transpose<E>(out, in, d, s, a); \
+		transpose<E, TILE>(out, in, d, s, a); \
 	}
 
-TRANSPOSE(b8, u8)
-TRANSPOSE(b16, u16)
-TRANSPOSE(b32, unsigned)
-TRANSPOSE(b64, u64)
+TRANSPOSE(b8, u8, 128)
+TRANSPOSE(b16, u16, 128)
+TRANSPOSE(b32, unsigned, 64)
+TRANSPOSE(b64, u64, 64)
