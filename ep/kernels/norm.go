@@ -48,9 +48,14 @@ func newNorm(l *Library, s opSpec, rows, length int64, eps float32, simplified b
 		units = k.length / v // the kernel moves 16-byte packs then
 	}
 	k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
-	k.block = cudadrv.Dim3{X: rowThreads(units), Y: 1, Z: 1}
+	k.block = cudadrv.Dim3{X: min(rowThreads(units), maxNormThreads), Y: 1, Z: 1}
 	return k
 }
+
+// maxNormThreads caps the normalization kernel's block: the largest block it was run with on
+// the H200 (longer rows loop over more packs per thread). Wider blocks were not measured to
+// help, and a block the kernel's register count does not fit would fail to launch.
+const maxNormThreads = 256
 
 // checkEpsilon reads the epsilon attribute and refuses a negative or non-finite one.
 func (s opSpec) checkEpsilon() (float32, error) {
