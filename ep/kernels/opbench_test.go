@@ -1,0 +1,279 @@
+package kernels_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/ep/kernels"
+)
+
+// The op benchmark (TestOpBenchTable) is driven by scripts/op-bench.sh: it prints a table and,
+// with EnvOpBenchJSON, writes every sample as JSON. EnvOpBenchTorch names the JSON that
+// ctests/bench/torch_ops.py wrote for the same rows in the same run, which the table puts side
+// by side.
+const (
+	EnvOpBench      = "CUDAEP_OPBENCH"
+	EnvOpBenchJSON  = "CUDAEP_OPBENCH_JSON"
+	EnvOpBenchTorch = "CUDAEP_OPBENCH_TORCH"
+)
+
+// peakBytesPerSecond is the H200's memory bandwidth by its datasheet (4.8 TB/s), the
+// denominator of the "of peak" column.
+const peakBytesPerSecond = 4.8e12
+
+// opBenchRow is one benchmark row: what ran, the bytes it must move and the FLOPs it does,
+// and the milliseconds per call of each sample for ours and the in-process raw baseline.
+type opBenchRow struct {
+	ID        string    `json:"id"`
+	Title     string    `json:"title"`
+	Bytes     float64   `json:"bytes_per_call"`
+	FLOP      float64   `json:"flop_per_call,omitempty"`
+	OursMs    []float64 `json:"ours_ms"`
+	RawLabel  string    `json:"raw_label,omitempty"`
+	RawMs     []float64 `json:"raw_ms,omitempty"`
+	TorchMs   []float64 `json:"torch_ms,omitempty"`
+	TorchNote string    `json:"torch_note,omitempty"`
+	// Derived from the medians.
+	OursGBps      float64 `json:"ours_gbps"`
+	OfPeak        float64 `json:"ours_of_peak"`
+	OursTFLOPS    float64 `json:"ours_tflops,omitempty"`
+	RawTFLOPS     float64 `json:"raw_tflops,omitempty"`
+	OursOverRaw   float64 `json:"ours_over_raw,omitempty"` // rate ratio: > 1 is faster
+	TorchGBps     float64 `json:"torch_gbps,omitempty"`
+	OursOverTorch float64 `json:"ours_over_torch,omitempty"`
+}
+
+// opBenchReport is the JSON the benchmark writes.
+type opBenchReport struct {
+	Tool      string       `json:"tool"`
+	Date      string       `json:"date"`
+	Backend   string       `json:"backend"`
+	Device    string       `json:"device"`
+	Method    []string     `json:"method"`
+	TorchInfo string       `json:"torch_info,omitempty"`
+	Rows      []opBenchRow `json:"rows"`
+}
+
+// torchResults is what torch_ops.py writes: per row ID, milliseconds per call of each sample.
+type torchResults struct {
+	Info  string               `json:"info"`
+	Rows  map[string][]float64 `json:"rows"`
+	Notes map[string]string    `json:"notes"`
+}
+
+// TestOpBenchTable measures, never asserts, memory-bound ops on 256 MiB tensors (float32 and
+// float16) in bytes per second against the H200's peak and against PyTorch on the same shapes
+// (from torch_ops.py, run just before in the same job), and float16/bfloat16 MatMul at M = 1,
+// 16, 512 and 4096 (K = N = 4096) against cublasGemmEx called directly on the same buffers.
+// Device time comes from events around a batch of calls; the median of the samples is
+// reported, ours and the raw baseline alternating.
+func TestOpBenchTable(t *testing.T) {
+	if os.Getenv(EnvOpBench) != "1" {
+		t.Skip("set " + EnvOpBench + "=1 to run the op benchmark (scripts/op-bench.sh)")
+	}
+	f := newFixture(t)
+	sim := f.env.Sim != nil
+	rep := opBenchReport{Tool: "ep/kernels TestOpBenchTable", Date: time.Now().UTC().Format(time.RFC3339), Backend: "cuda",
+		Method: []string{
+			"device time from events recorded around a batch of calls on the library's stream, after a warm-up batch; samples alternate ours and the raw baseline",
+			"bytes per call are the bytes the op must read and write (inputs once, outputs once); GB/s = bytes / median time; of_peak = GB/s / 4800",
+			"PyTorch runs the same op on the same shapes and dtypes in the same job (ctests/bench/torch_ops.py), with torch.cuda.Event timing of the same batch sizes",
+		}}
+	rep.Device = f.env.Context.Device().Name()
+	if sim {
+		rep.Backend = "sim"
+	}
+	var torch torchResults
+	if path := os.Getenv(EnvOpBenchTorch); path != "" {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &torch)
+		}
+		if err != nil {
+			t.Logf("PyTorch results %s: %v", path, err)
+		}
+		rep.TorchInfo = torch.Info
+	}
+
+	tensorBytes := int64(256 << 20)
+	samples, batch := 15, 20
+	if sim {
+		tensorBytes, samples, batch = 64<<10, 3, 2
+	}
+	timed := func(calls int, run func() error) float64 {
+		start, end := f.event(), f.event()
+		require.NoError(t, run()) // warm-up
+		require.NoError(t, start.Record(f.stream))
+		for range calls {
+			if err := run(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		require.NoError(t, end.Record(f.stream))
+		require.NoError(t, end.Synchronize())
+		d, err := end.ElapsedSince(start)
+		require.NoError(t, err)
+		return float64(d.Nanoseconds()) / 1e6 / float64(calls)
+	}
+	measure := func(calls int, ours, raw func() error) (o, r []float64) {
+		for i := range samples {
+			if i%2 == 1 && raw != nil {
+				r = append(r, timed(calls, raw))
+			}
+			o = append(o, timed(calls, ours))
+			if i%2 == 0 && raw != nil {
+				r = append(r, timed(calls, raw))
+			}
+		}
+		return o, r
+	}
+	// fill returns a device tensor of info holding a repeating pattern of small values.
+	fill := func(in kernels.TensorInfo) kernels.Tensor {
+		n := in.NumElements()
+		period := min(n, 1<<16)
+		vals := make([]float64, period)
+		for i := range vals {
+			vals[i] = roundTo(in.DType, 0.25+float64(i%97)/97)
+		}
+		one := encode(in.DType, vals)
+		data := make([]byte, 0, in.Bytes())
+		for int64(len(data)) < in.Bytes() {
+			data = append(data, one[:min(int64(len(one)), in.Bytes()-int64(len(data)))]...)
+		}
+		return f.upload(in, data)
+	}
+	run := func(id, title string, spec kernels.Spec, bytes float64) {
+		k := f.get(spec)
+		ins := make([]kernels.Tensor, len(spec.Inputs))
+		for i, in := range spec.Inputs {
+			ins[i] = fill(in)
+			if c, ok := spec.Consts[i]; ok {
+				vals := make([]float64, len(c.Ints))
+				for j, v := range c.Ints {
+					vals[j] = float64(v)
+				}
+				ins[i] = f.uploadTyped(in.DType, in.Shape, vals)
+			}
+		}
+		outs := f.outputs(k)
+		o, _ := measure(batch, func() error { return k.Execute(ins, outs) }, nil)
+		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: title, Bytes: bytes, OursMs: o})
+	}
+
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16} {
+		n := tensorBytes / int64(dt.Size())
+		tb := float64(tensorBytes)
+		sfx := dt.String()
+		flatInfo := info(dt, n)
+		hidden := int64(4096)
+		if sim {
+			hidden = 256
+		}
+		rowsInfo := info(dt, n/hidden, hidden)
+		run("add/"+sfx, fmt.Sprintf("Add %s[%d] + [%d]", sfx, n, n), kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb)
+		run("sigmoid/"+sfx, fmt.Sprintf("Sigmoid %s[%d]", sfx, n), kernels.Spec{Op: "Sigmoid", Opset: 13, Inputs: []kernels.TensorInfo{flatInfo}}, 2*tb)
+		run("layernorm/"+sfx, fmt.Sprintf("LayerNormalization %s[%d,%d] over the last axis, with Scale and B", sfx, n/hidden, hidden),
+			kernels.Spec{Op: "LayerNormalization", Opset: 17, Inputs: []kernels.TensorInfo{rowsInfo, info(dt, hidden), info(dt, hidden)}},
+			2*tb+float64(2*hidden*int64(dt.Size())+2*4*(n/hidden)))
+		run("reducesum/"+sfx, fmt.Sprintf("ReduceSum %s[%d,%d] over the last axis", sfx, n/hidden, hidden),
+			kernels.Spec{Op: "ReduceSum", Opset: 13, Inputs: []kernels.TensorInfo{rowsInfo, info(kernels.Int64, 1)},
+				Attrs: map[string]kernels.Attribute{"keepdims": kernels.IntAttr(0)}, Consts: map[int]kernels.Const{1: kernels.IntsConst(1)}},
+			tb+float64((n/hidden)*int64(dt.Size())))
+		side := int64(8192)
+		if sim {
+			side = 128
+		}
+		run("transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
+			kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb)
+	}
+	// The device-to-device copy of one tensor: what the memory system gives a plain copy.
+	{
+		src, dst := f.alloc(info(kernels.Float32, tensorBytes/4)), f.alloc(info(kernels.Float32, tensorBytes/4))
+		o, _ := measure(batch, func() error { return f.stream.CopyDtoDAsync(dst.Ptr, src.Ptr, uint64(tensorBytes)) }, nil)
+		rep.Rows = append(rep.Rows, opBenchRow{ID: "copy", Title: fmt.Sprintf("cuMemcpyDtoDAsync of %d MiB (reference)", tensorBytes>>20), Bytes: 2 * float64(tensorBytes), OursMs: o})
+	}
+
+	// GEMM: ep MatMul against GemmEx on the same buffers.
+	kn := int64(4096)
+	ms := []int64{1, 16, 512, 4096}
+	if sim {
+		kn, ms = 64, []int64{1, 16}
+	}
+	for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
+		for _, m := range ms {
+			spec := kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, m, kn), info(dt, kn, kn)}}
+			k := f.get(spec)
+			a, b := fill(spec.Inputs[0]), fill(spec.Inputs[1])
+			y := f.outputs(k)[0]
+			typ := cudadrv.BLASFloat16
+			if dt == kernels.BFloat16 {
+				typ = cudadrv.BLASBFloat16
+			}
+			p := &cudadrv.GemmParams{TransA: cudadrv.OpN, TransB: cudadrv.OpN, M: int(kn), N: int(m), K: int(kn),
+				Alpha: 1, A: b.Ptr, B: a.Ptr, C: y.Ptr, LDA: int(kn), LDB: int(kn), LDC: int(kn), Type: typ}
+			ins, outs := []kernels.Tensor{a, b}, []kernels.Tensor{y}
+			calls := batch
+			if m <= 16 {
+				calls = 10 * batch
+			}
+			o, r := measure(calls, func() error { return k.Execute(ins, outs) }, func() error { return f.blas.GemmEx(p) })
+			size := float64(dt.Size())
+			rep.Rows = append(rep.Rows, opBenchRow{ID: fmt.Sprintf("matmul/%s/m%d", dt, m),
+				Title: fmt.Sprintf("MatMul %s [%d,%d]x[%d,%d]", dt, m, kn, kn, kn), Bytes: size * float64(m*kn+kn*kn+m*kn),
+				FLOP: 2 * float64(m*kn*kn), OursMs: o, RawLabel: "cublasGemmEx (Go cudadrv, same buffers)", RawMs: r})
+		}
+	}
+
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		om := median(r.OursMs)
+		r.OursGBps = r.Bytes / om / 1e6
+		r.OfPeak = r.OursGBps * 1e9 / peakBytesPerSecond
+		if r.FLOP > 0 {
+			r.OursTFLOPS = r.FLOP / om / 1e9
+		}
+		if len(r.RawMs) > 0 {
+			rm := median(r.RawMs)
+			r.OursOverRaw = rm / om
+			r.RawTFLOPS = r.FLOP / rm / 1e9
+		}
+		if ts, ok := torch.Rows[r.ID]; ok && len(ts) > 0 {
+			r.TorchMs = ts
+			r.TorchGBps = r.Bytes / median(ts) / 1e6
+			r.OursOverTorch = median(ts) / om
+		}
+		r.TorchNote = torch.Notes[r.ID]
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nep/kernels op benchmark on %s (%s); medians of %d samples; ratios are rates (> 1: ours faster)\n", rep.Backend, rep.Device, samples)
+	if sim {
+		sb.WriteString("SIMULATED DEVICE: not performance numbers\n")
+	}
+	fmt.Fprintf(&sb, "%-22s %10s %9s %7s %10s %8s %10s %10s %8s\n", "row", "ours ms", "GB/s", "of peak", "torch GB/s", "vs torch", "TFLOP/s", "raw TFLOP", "vs raw")
+	for _, r := range rep.Rows {
+		opt := func(v float64, format string) string {
+			if v == 0 || math.IsNaN(v) {
+				return "-"
+			}
+			return fmt.Sprintf(format, v)
+		}
+		fmt.Fprintf(&sb, "%-22s %10.4f %9.1f %7.3f %10s %8s %10s %10s %8s\n", r.ID, median(r.OursMs), r.OursGBps, r.OfPeak,
+			opt(r.TorchGBps, "%.1f"), opt(r.OursOverTorch, "%.3f"), opt(r.OursTFLOPS, "%.1f"), opt(r.RawTFLOPS, "%.1f"), opt(r.OursOverRaw, "%.3f"))
+	}
+	fmt.Print(sb.String())
+	t.Log(sb.String())
+	if path := os.Getenv(EnvOpBenchJSON); path != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
+	}
+}
