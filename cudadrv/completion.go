@@ -87,21 +87,36 @@ func (w *CompletionWord) Reached(seq uint32) bool {
 // Value returns the number the word holds now.
 func (w *CompletionWord) Value() uint32 { return atomic.LoadUint32(w.word) }
 
-// spinClockEvery is how many reads of the word Spin makes between two readings of the clock.
-const spinClockEvery = 64
+// spinFreePolls is how many reads of the word Spin makes before it first reads the clock, and
+// spinClockEvery how many it makes between two readings after that. A wait for a decode step
+// (microseconds to tens of microseconds) ends within the free polls, so it reads no clock at
+// all: a clock reading is a system call where the clock source has no vDSO fast path, and a
+// word that lands during one is seen only when it returns.
+const (
+	spinFreePolls  = 1024
+	spinClockEvery = 256
+)
 
 // Spin reads the word until it reaches seq or budget has passed, and reports whether it
 // reached it. Between reads it executes the CPU's spin-wait hint (PAUSE on amd64, YIELD on
 // arm64), which lets a sibling hardware thread run and avoids the pipeline flush a plain loop
-// pays when the word changes; it reads the clock once per 64 reads. It burns its CPU for up to
-// budget (as the driver's own default spin-wait does inside cuStreamSynchronize) and never
-// calls the driver, yields to the Go scheduler or blocks.
+// pays when the word changes. The budget is measured from the end of the first 1024 reads
+// (spinFreePolls), which cost no clock reading, so Spin gives up after at least budget, and at
+// most 1024 pauses more. It burns its CPU meanwhile (as the driver's own default spin-wait
+// does inside cuStreamSynchronize) and never calls the driver, yields to the Go scheduler or
+// blocks. A budget of 0 or less reads the word once.
 func (w *CompletionWord) Spin(seq uint32, budget time.Duration) bool {
 	if w.Reached(seq) {
 		return true
 	}
 	if budget <= 0 {
 		return false
+	}
+	for range spinFreePolls {
+		cpuPause()
+		if w.Reached(seq) {
+			return true
+		}
 	}
 	start := time.Now()
 	for {
