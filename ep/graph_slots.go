@@ -133,31 +133,47 @@ func (p *Provider) AbortCapture(slot Slot) error {
 // refused, with nothing enqueued (the host, or a provider on another device, left another
 // context current on the thread, or none), Replay binds the provider's context and launches
 // once more. So the thread's current context is left as it was unless Replay had to bind.
+//
+// # Admission
+//
+// Replay does not enter the provider's capture window (a shared hold of a lock every other
+// entry point takes): the graph layer's replay admission already refuses a replay while a
+// capture is live on the compute stream (it is set before cuStreamBeginCapture, which waits
+// for the replays admitted before it) and after the slots are closed (Close closes them, which
+// waits for admitted replays, before it destroys the stream). Its refusals are reported as the
+// window's would be: ErrCaptureLive during a capture, ErrClosed after Close.
 func (p *Provider) Replay(slot Slot) error {
-	e, err := p.enterUnbound("replay", accessDriver)
-	if err != nil {
-		return err
+	if err := p.slots.Replay(slot); err != nil {
+		return p.replayFailed("replay", err, func() error { return p.slots.Replay(slot) })
 	}
-	err = p.slots.Replay(slot)
-	if err != nil && nothingLaunched(err) {
-		err = p.rebound("replay", err, func() error { return p.slots.Replay(slot) })
-	}
-	e.leave()
-	return err
+	return nil
 }
 
 // ReplaySegment launches one installed segment of slot by its capture-order index, as Replay
-// launches them all (and with Replay's rule for the thread's context).
+// launches them all (and with Replay's rules for the thread's context and admission).
 func (p *Provider) ReplaySegment(slot Slot, index int) error {
-	e, err := p.enterUnbound("replay a segment", accessDriver)
-	if err != nil {
-		return err
+	if err := p.slots.ReplaySegment(slot, index); err != nil {
+		return p.replayFailed("replay a segment", err, func() error { return p.slots.ReplaySegment(slot, index) })
 	}
-	err = p.slots.ReplaySegment(slot, index)
-	if err != nil && nothingLaunched(err) {
-		err = p.rebound("replay a segment", err, func() error { return p.slots.ReplaySegment(slot, index) })
+	return nil
+}
+
+// replayFailed is the slow path of Replay and ReplaySegment, kept out of line: a launch
+// refused with nothing enqueued is retried once with the context bound (rebound); a refusal of
+// admission is reported as the capture window would report it.
+func (p *Provider) replayFailed(what string, err error, again func() error) error {
+	if nothingLaunched(err) {
+		return p.rebound(what, err, again)
 	}
-	e.leave()
+	if p.closed.Load() {
+		return fmt.Errorf("%w: cannot %s", ErrClosed, what)
+	}
+	if tid := p.win.capture.Load(); tid != 0 || errors.Is(err, graphs.ErrStreamCapturing) {
+		if tid == 0 { // the capture is beginning: the graph layer refused first
+			return fmt.Errorf("%w: cannot %s inside a capture: %w", ErrCaptureLive, what, err)
+		}
+		return p.captureLive(what, tid)
+	}
 	return err
 }
 
