@@ -41,6 +41,16 @@ func withSlot(provider C.CudaEpProvider, kind C.int32_t, key C.int64_t, f func(p
 	return withProvider(handles.Handle(provider), func(p *ep.Provider) error { return f(p, slot) })
 }
 
+// unleasedProvider returns the provider h names without taking a lease on it, for the hot
+// exports whose ep calls are safe against a concurrent Close of the provider (Replay,
+// ReplaySegment: the graph layer's admission; SynchronizeCompute: the capture window), so a
+// host that releases the handle meanwhile gets an error from ep, never a crash, and the call
+// saves the lease's two atomic read-modify-writes. The *ep.Provider stays a valid Go value
+// whatever happens to its handle.
+func unleasedProvider(h handles.Handle) (*ep.Provider, error) {
+	return providerTable.Get(h)
+}
+
 // captureArgs leases the kernels and buffers of a capture call, checking they are p's.
 type captureArgs struct {
 	kernelLeases []handles.Lease[*kernelObject]
@@ -172,7 +182,15 @@ func CudaEpAbortCapture(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C
 //export CudaEpReplay
 func CudaEpReplay(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.int64_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(withSlot(provider, slotKind, slotKey, (*ep.Provider).Replay))
+	slot, err := slotOf(slotKind, slotKey)
+	if err != nil {
+		return statusOf(err)
+	}
+	p, err := unleasedProvider(handles.Handle(provider))
+	if err != nil {
+		return statusOf(err)
+	}
+	return statusOf(p.Replay(slot))
 }
 
 // CudaEpReplaySegment launches one segment of a slot (see cudaep.h).
@@ -180,12 +198,18 @@ func CudaEpReplay(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.int64
 //export CudaEpReplaySegment
 func CudaEpReplaySegment(provider C.CudaEpProvider, slotKind C.int32_t, slotKey C.int64_t, index C.size_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(withSlot(provider, slotKind, slotKey, func(p *ep.Provider, s ep.Slot) error {
-		if uint64(index) > math.MaxInt32 {
-			return argError("segment index %d: past any installed segment", uint64(index))
-		}
-		return p.ReplaySegment(s, int(index))
-	}))
+	slot, err := slotOf(slotKind, slotKey)
+	if err != nil {
+		return statusOf(err)
+	}
+	p, err := unleasedProvider(handles.Handle(provider))
+	if err != nil {
+		return statusOf(err)
+	}
+	if uint64(index) > math.MaxInt32 {
+		return statusOf(argError("segment index %d: past any installed segment", uint64(index)))
+	}
+	return statusOf(p.ReplaySegment(slot, int(index)))
 }
 
 // CudaEpResetGraph resets a slot (see cudaep.h).

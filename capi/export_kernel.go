@@ -217,21 +217,34 @@ func CudaEpKernelGetOutputInfo(kernel C.CudaEpKernel, index C.size_t, outDtype *
 //export CudaEpKernelExecute
 func CudaEpKernelExecute(kernel C.CudaEpKernel, inputs *C.cudaep_ctensor, numInputs C.size_t, outputs *C.cudaep_ctensor, numOutputs C.size_t) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(with(kernelTable, handles.Handle(kernel), func(k *kernelObject) error {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		args := &k.args
-		defer args.release()
-		ins, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(inputs)), numInputs, 0, "inputs")
-		if err != nil {
-			return err
-		}
-		outs, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(outputs)), numOutputs, 1, "outputs")
-		if err != nil {
-			return err
-		}
-		return k.k.Execute(ins, outs)
-	}))
+	// No lease on the kernel: its finalizer only gives back its provider's lease, and Execute
+	// on a kernel whose provider was closed meanwhile is refused by ep (ErrClosed), so a host
+	// that releases the handle during the call gets an error, never a crash, and the call saves
+	// the lease's two atomic read-modify-writes. The tensors' memory stays leased: a buffer's
+	// finalizer frees device memory the launch is about to name.
+	k, err := kernelTable.Get(handles.Handle(kernel))
+	if err != nil {
+		return statusOf(err)
+	}
+	return statusOf(k.execute(inputs, numInputs, outputs, numOutputs))
+}
+
+// execute decodes the tensors into the kernel's scratch and queues the kernel, under the
+// kernel's lock.
+func (k *kernelObject) execute(inputs *C.cudaep_ctensor, numInputs C.size_t, outputs *C.cudaep_ctensor, numOutputs C.size_t) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	args := &k.args
+	defer args.release()
+	ins, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(inputs)), numInputs, 0, "inputs")
+	if err != nil {
+		return err
+	}
+	outs, err := args.decode(k.p, (*C.CudaEpTensor)(unsafe.Pointer(outputs)), numOutputs, 1, "outputs")
+	if err != nil {
+		return err
+	}
+	return k.k.Execute(ins, outs)
 }
 
 // CudaEpKernelNonZeroCount reads a NonZero kernel's count (see cudaep.h).

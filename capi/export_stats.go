@@ -83,7 +83,11 @@ func CudaEpForceSynchronize(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
 //export CudaEpSynchronizeCompute
 func CudaEpSynchronizeCompute(provider C.CudaEpProvider) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	return statusOf(withProvider(handles.Handle(provider), (*ep.Provider).SynchronizeCompute))
+	p, err := unleasedProvider(handles.Handle(provider)) // see there: safe against a concurrent Close
+	if err != nil {
+		return statusOf(err)
+	}
+	return statusOf(p.SynchronizeCompute())
 }
 
 // CudaEpDrainForUnmap drains the device before host memory is unmapped (see cudaep.h).
