@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/graphs"
 )
 
@@ -197,12 +198,19 @@ func (b *bench) enqueueRows() ([]Row, error) {
 	p, raw := b.p, b.raw
 	calls, every := b.sz.enqCalls, b.sz.syncEvery
 	in := b.inproc()
+	// The diagnostic arm launches the raw step's executable on ep's compute stream through the
+	// backend (no ep, no cudadrv checks): against GraphExec.Launch on the raw stream it shows
+	// what the stream costs, against ep.Replay what ep's own path costs.
+	be, compute := b.ctx.Backend(), cudadrv.RawStream(p.StreamHandle())
 	samples, err := interleave(b.sz.reps, append([]arm{
 		{"ep.Replay", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return p.Replay(stepSlot) }, p.SynchronizeCompute)
 		}},
 		{"GraphExec.Launch", func() (float64, error) {
 			return enqueueMicros(calls, every, func() error { return e.Launch(raw.stream) }, raw.stream.Synchronize)
+		}},
+		{"backend GraphLaunch on ep's stream", func() (float64, error) {
+			return enqueueMicros(calls, every, func() error { return be.GraphLaunch(e.Raw(), compute) }, p.SynchronizeCompute)
 		}},
 	}, inprocArm(in, labelInprocEnqueue, func() (float64, error) { return in.enqueueGraph(calls, every) })...)...)
 	if err != nil {
@@ -213,8 +221,9 @@ func (b *bench) enqueueRows() ([]Row, error) {
 		Title: "one graph-launch enqueue, host (ep, Go)",
 		Ours:  measure("ep.Replay (1-kernel step)", SourceEP, UnitMicros, samples[0]),
 		Baselines: []Measure{
-			inprocMeasure(in, labelInprocEnqueue, samples, 2),
+			inprocMeasure(in, labelInprocEnqueue, samples, 3),
 			measure("Go cudadrv GraphExec.Launch", SourceGoRaw, UnitMicros, samples[1]),
+			measure("Go backend GraphLaunch of the raw step on ep's compute stream (diagnostic)", SourceGoRaw, UnitMicros, samples[2]),
 		},
 		Notes: []string{fmt.Sprintf("host time per call; the queue is drained every %d calls with the clock stopped", every)},
 	}}, nil
