@@ -34,6 +34,7 @@ var (
 	IntsAttr   = kernels.IntsAttr
 	FloatAttr  = kernels.FloatAttr
 	StringAttr = kernels.StringAttr
+	TensorAttr = kernels.TensorAttr
 )
 
 // Constant-input constructors, for Spec.Consts.

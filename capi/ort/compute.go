@@ -289,7 +289,8 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		if !ok {
 			return fail(fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain))
 		}
-		spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Consts: constsOf(ins)}
+		spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Consts: constsOf(ins),
+			NumOutputs: len(presentOutputs(&nd))}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {
 			st.layer = li

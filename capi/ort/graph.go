@@ -155,11 +155,22 @@ func readConst(vi *C.OrtValueInfo, v value) (*ep.Const, error) {
 		C.cudaep_ort_release_status(st) // not in memory (external data): not read here
 		return nil, nil
 	}
-	if uint64(bytes) != uint64(n)*uint64(v.dtype.Size()) || (data == nil && n > 0) {
+	c, ok := constOf(v.info(0), data, uint64(bytes))
+	if !ok {
 		return nil, nil
 	}
+	return &c, nil
+}
+
+// constOf converts a tensor's bytes (int64, int32, bool, float32 or float64, at most
+// maxConstElements elements) to the kernels' Const; ok is false for anything else.
+func constOf(info ep.TensorInfo, data unsafe.Pointer, bytes uint64) (ep.Const, bool) {
 	var c ep.Const
-	switch v.dtype {
+	n := elementCount(info.Shape)
+	if n < 0 || n > maxConstElements || bytes != uint64(n)*uint64(info.DType.Size()) || (data == nil && n > 0) {
+		return c, false
+	}
+	switch info.DType {
 	case ep.Int64:
 		c = ep.IntsConst(unsafe.Slice((*int64)(data), n)...)
 	case ep.Int32:
@@ -181,15 +192,17 @@ func readConst(vi *C.OrtValueInfo, v value) (*ep.Const, error) {
 		}
 	case ep.Float64:
 		c = ep.FloatsConst(unsafe.Slice((*float64)(data), n)...)
+	default:
+		return c, false
 	}
 	if n == 0 { // an empty constant: a non-nil, empty slice of the right kind
-		if c.Floats == nil && (v.dtype == ep.Float32 || v.dtype == ep.Float64) {
+		if info.DType == ep.Float32 || info.DType == ep.Float64 {
 			c.Floats = []float64{}
-		} else if c.Ints == nil && c.Floats == nil {
+		} else {
 			c.Ints = []int64{}
 		}
 	}
-	return &c, nil
+	return c, true
 }
 
 func readValueInfo(vi *C.OrtValueInfo) (value, error) {
@@ -265,11 +278,45 @@ func readAttrs(p *C.OrtNode) (map[string]ep.Attribute, string, error) {
 				return nil, "", err
 			}
 			attrs[name] = ep.StringAttr(string(b))
+		case C.ORT_OP_ATTR_TENSOR:
+			if at, ok := readTensorAttr(a); ok {
+				attrs[name] = at
+			} else {
+				bad = name
+			}
 		default:
 			bad = name
 		}
 	}
 	return attrs, bad, nil
+}
+
+// readTensorAttr reads a tensor attribute (ConstantOfShape's value, say) of a type readConst
+// takes; ok is false for any other (the node is then not claimed).
+func readTensorAttr(a *C.OrtOpAttr) (ep.Attribute, bool) {
+	var v *C.OrtValue
+	var elem C.int
+	var dims [maxRank]C.int64_t
+	var rank, bytes C.size_t
+	var data unsafe.Pointer
+	st := C.cudaep_ort_attr_tensor(a, &v, &elem, &dims[0], maxRank, &rank, &data, &bytes)
+	defer C.cudaep_ort_release_value(v)
+	if st != nil {
+		C.cudaep_ort_release_status(st)
+		return ep.Attribute{}, false
+	}
+	if rank > maxRank {
+		return ep.Attribute{}, false
+	}
+	info := ep.TensorInfo{DType: ep.DType(elem), Shape: make([]int64, int(rank))}
+	for i := range info.Shape {
+		info.Shape[i] = int64(dims[i])
+	}
+	c, ok := constOf(info, data, uint64(bytes))
+	if !ok {
+		return ep.Attribute{}, false
+	}
+	return ep.TensorAttr(info, c), true
 }
 
 func readAttr(a *C.OrtOpAttr, kind C.int, dst unsafe.Pointer, size C.size_t) error {

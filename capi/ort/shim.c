@@ -659,3 +659,30 @@ OrtStatus* cudaep_ort_kernel_stream(OrtKernelContext* kc, void** stream) {
     *stream = NULL;
     return A(KernelContext_GetGPUComputeStream)(kc, stream);
 }
+
+OrtStatus* cudaep_ort_attr_tensor(const OrtOpAttr* a, OrtValue** v, int* elem, int64_t* dims, size_t cap, size_t* rank,
+                                  const void** data, size_t* bytes) {
+    *v = NULL;
+    *data = NULL;
+    *bytes = 0;
+    *rank = 0;
+    OrtStatus* st = A(OpAttr_GetTensorAttributeAsOrtValue)(a, v);
+    if (st) return st;
+    OrtTensorTypeAndShapeInfo* tsi = NULL;
+    st = A(GetTensorTypeAndShape)(*v, &tsi);
+    if (st) return st;
+    enum ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    st = A(GetTensorElementType)(tsi, &et);
+    if (!st) st = A(GetDimensionsCount)(tsi, rank);
+    if (!st && *rank <= cap) st = A(GetDimensions)(tsi, dims, *rank);
+    A(ReleaseTensorTypeAndShapeInfo)(tsi);
+    if (st) return st;
+    *elem = (int)et;
+    st = A(GetTensorSizeInBytes)(*v, bytes);
+    if (st) return st;
+    return A(GetTensorData)(*v, data);
+}
+
+void cudaep_ort_release_value(OrtValue* v) {
+    if (v) A(ReleaseValue)(v);
+}

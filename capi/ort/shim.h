@@ -111,6 +111,10 @@ OrtStatus* cudaep_ort_node_ep(const OrtNode* n, const char** ep);
 OrtStatus* cudaep_ort_node_values(const OrtNode* n, int outputs, const OrtValueInfo*** out, size_t* count);
 OrtStatus* cudaep_ort_node_attributes(const OrtNode* n, const OrtOpAttr*** out, size_t* count);
 OrtStatus* cudaep_ort_attr_header(const OrtOpAttr* a, const char** name, int* type);
+/* A tensor attribute's value (release *v with cudaep_ort_release_value). */
+OrtStatus* cudaep_ort_attr_tensor(const OrtOpAttr* a, OrtValue** v, int* elem, int64_t* dims, size_t cap, size_t* rank,
+                                  const void** data, size_t* bytes);
+void cudaep_ort_release_value(OrtValue* v);
 OrtStatus* cudaep_ort_attr_read(const OrtOpAttr* a, int type, void* data, size_t len, size_t* out_len);
 OrtStatus* cudaep_ort_value_info(const OrtValueInfo* v, const char** name, int* is_tensor, int* elem,
                                  int64_t* dims, size_t cap, size_t* rank);
