@@ -199,9 +199,23 @@ func (b *Backend) MemcpyDtoDAsync(dst, src cudadrv.DevicePtr, size uint64, s cud
 	return cudadrv.NewError("cuMemcpyDtoDAsync_v2", cudadrv.Result(ccall(&f)))
 }
 
-// MemsetD8 sets count bytes at dst to value.
+// MemsetD8 sets count bytes at dst to value and returns when they are set.
+//
+// cuMemsetD8 on device memory only queues the memset on the legacy default stream and
+// returns (the driver API's "synchronous" memsets are asynchronous with respect to the host
+// unless the target is pinned host memory), and a non-blocking stream does not wait for the
+// legacy stream: a kernel launched on one right after could run before the memset, which the
+// H200 showed once (TestKernelLaunchWritesEveryElement read the NaN poison the memset was to
+// write before the kernel). So the legacy stream is synchronized after the memset, as the
+// simulated device and cudadrv.Context.Memset8's contract ("returns when done") have it.
+// Synchronizing the legacy stream does not invalidate a thread-local capture on another
+// stream (DESIGN.md).
 func (b *Backend) MemsetD8(dst cudadrv.DevicePtr, value byte, count uint64) error {
-	return cudadrv.NewError("cuMemsetD8_v2", b.drv.cuMemsetD8_v2(dst, value, uintptr(count)))
+	if err := cudadrv.NewError("cuMemsetD8_v2", b.drv.cuMemsetD8_v2(dst, value, uintptr(count))); err != nil {
+		return err
+	}
+	f := cframe{fn: b.drv.addr[symStreamSynchronize]} // stream 0: the legacy default stream
+	return cudadrv.NewError("cuStreamSynchronize", cudadrv.Result(ccall(&f)))
 }
 
 // MemsetD8Async queues setting count bytes at dst to value on s.
