@@ -349,17 +349,22 @@ func (b *bench) setGoal(row *Row) {
 		}
 		return goLabel
 	}
+	ratio := func(text string, limit float64) func(Measure) *Goal {
+		return func(m Measure) *Goal { return goalRatio(row, m, text, limit, b.onGPU) }
+	}
 	switch kind {
 	case "replay":
-		row.Goal = b.replayGoal(row, goalBase(row, inproc(labelInprocReplay, labelCapiInprocReplay), labelRawCReplay))
+		row.Goal = b.withPyTorch(row, judgeAgainstEach(goalBases(row, inproc(labelInprocReplay, labelCapiInprocReplay), labelRawCReplay),
+			ratio("≤ 0.97× raw C launch + stream sync", 0.97)))
 	case "wait":
-		row.Goal = goalRatio(row, goalBase(row, labelInprocReplay, labelRawCReplay), "≤ 0.97× raw C launch + stream sync", 0.97, b.onGPU)
+		row.Goal = judgeAgainstEach(goalBases(row, labelInprocReplay, labelRawCReplay), ratio("≤ 0.97× raw C launch + stream sync", 0.97))
 	case "throughput":
-		row.Goal = goalRatio(row, goalBase(row, inproc(labelInprocB2B, labelCapiInprocB2B), labelRawCB2B), "≤ 1.03× raw C back to back", 1.03, b.onGPU)
+		row.Goal = judgeAgainstEach(goalBases(row, inproc(labelInprocB2B, labelCapiInprocB2B), labelRawCB2B), ratio("≤ 1.03× raw C back to back", 1.03))
 	case "enqueue":
-		row.Goal = goalMargin(row, goalBase(row, inproc(labelInprocEnqueue, labelCapiInprocEnqueue), labelRawCEnqueue), "≤ raw C + 0.15 µs", 0.15, b.onGPU)
+		row.Goal = judgeAgainstEach(goalBases(row, inproc(labelInprocEnqueue, labelCapiInprocEnqueue), labelRawCEnqueue),
+			func(m Measure) *Goal { return goalMargin(row, m, "≤ raw C + 0.15 µs", 0.15, b.onGPU) })
 	case "eager":
-		row.Goal = goalRatio(row, goalBase(row, inproc(labelInprocEager, labelCapiInprocEager), labelRawCEager), "≤ 1.10× raw C", 1.10, b.onGPU)
+		row.Goal = judgeAgainstEach(goalBases(row, inproc(labelInprocEager, labelCapiInprocEager), labelRawCEager), ratio("≤ 1.10× raw C", 1.10))
 	case "matmul":
 		row.Goal = goalRatio(row, first(), "≥ 0.98× raw cuBLAS", 0.98, b.onGPU)
 	case "allocs":
@@ -382,24 +387,52 @@ const (
 	labelCapiInprocEager   = "raw C cuLaunchKernel (same PTX), in the C ABI client's process"
 )
 
-// goalBase is the raw C series a row's goal is judged against: the one measured in the same
-// process as ours (label inproc) when it was, else the raw C program's (label ext). The goal's
-// detail names which.
-func goalBase(row *Row, inproc, ext string) Measure {
-	if m, ok := row.Baseline(SourceCRaw, inproc); ok && m.Measured() {
-		return m
+// goalBases are the raw C series a row's goal is judged against: the one measured in the same
+// process as ours (label inproc) and the raw C program's (label ext). Both are kept because
+// neither is the truth alone: the in-process one shares ours' process and thread (the same
+// enqueue measured 1.30 and 2.12 µs from Go in two runs against 1.17 µs from the C program),
+// but the Go runtime's process also slows the driver's own cuStreamSynchronize (measured
+// 7.11–7.21 µs per 1-kernel step there against 6.63–6.77 µs in the C program).
+func goalBases(row *Row, inproc, ext string) []Measure {
+	var out []Measure
+	for _, label := range []string{inproc, ext} {
+		if m, ok := row.Baseline(SourceCRaw, label); ok {
+			out = append(out, m)
+		} else {
+			out = append(out, Measure{Label: label, Note: "not listed"})
+		}
 	}
-	m, ok := row.Baseline(SourceCRaw, ext)
-	if !ok {
-		return Measure{Label: ext, Note: "not listed"}
-	}
-	return m
+	return out
 }
 
-// replayGoal is issue 16's "≤ 0.97× raw C launch + stream sync" (a replay and its wait faster
-// than raw C's common loop); PyTorch, when measured, is reported beside it.
-func (b *bench) replayGoal(row *Row, rawC Measure) *Goal {
-	g := goalRatio(row, rawC, "≤ 0.97× raw C launch + stream sync", 0.97, b.onGPU)
+// judgeAgainstEach judges a goal against every base that was measured and calls it met only
+// when it is met against each, so that no verdict rests on picking the friendlier baseline.
+// With no base measured, the goal says why (judge's verdict on the first).
+func judgeAgainstEach(bases []Measure, judge func(Measure) *Goal) *Goal {
+	var goals []*Goal
+	for _, m := range bases {
+		if m.Measured() {
+			goals = append(goals, judge(m))
+		}
+	}
+	if len(goals) == 0 {
+		return judge(bases[0])
+	}
+	g := &Goal{Text: goals[0].Text, Met: boolPtr(true)}
+	var details []string
+	for _, x := range goals {
+		if x.Met == nil {
+			return x
+		}
+		g.Met = boolPtr(*g.Met && *x.Met)
+		details = append(details, x.Detail)
+	}
+	g.Detail = strings.Join(details, "; ")
+	return g
+}
+
+// withPyTorch adds ours over PyTorch's replay, when measured, to a replay goal's detail.
+func (b *bench) withPyTorch(row *Row, g *Goal) *Goal {
 	if g.Met == nil {
 		return g
 	}

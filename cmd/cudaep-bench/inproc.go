@@ -13,9 +13,10 @@ import (
 // whole timed loop of raw driver calls in C per call, so the one purego call per sample costs
 // nothing measurable, and the loop runs on this process's thread between our arms, alternating
 // with them. Separate processes differ by more than some goals' margins (the same graph-launch
-// enqueue measured 1.30 and 2.12 µs from Go against 1.17 µs from C in two runs), so the goals
-// of those rows are judged against this in-process raw C arm where it was measured; the raw C
-// program's own figures stay in the table.
+// enqueue measured 1.30 and 2.12 µs from Go against 1.17 µs from C in two runs). The goals of
+// those rows are judged against this in-process raw C arm and the raw C program's series both
+// (goalBases): the process itself turned out to weigh on the driver (its cuStreamSynchronize
+// was 0.3–0.5 µs slower per 1-kernel step inside the Go process than in the C program).
 
 // rawInprocLib is the shared library's file name under -bin.
 const rawInprocLib = "libcudaep_rawbench.so"
