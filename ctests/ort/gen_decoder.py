@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""gen_decoder.py OUTDIR - write a tiny Llama-style decoder in plain ONNX for ort_host's
-`decoder` case: OUTDIR/decoder.onnx with its weights in OUTDIR/decoder.weights.bin.
+"""gen_decoder.py OUTDIR - write a tiny Llama-style decoder for ort_host's `decoder` case, in two
+forms with the same weights: plain ONNX (OUTDIR/decoder.onnx, weights in decoder.weights.bin)
+and the form ONNX Runtime's transformer optimizer makes of such an export, with contrib ops
+(OUTDIR/decoder_contrib.onnx, weights in decoder_contrib.weights.bin):
+SimplifiedLayerNormalization / com.microsoft SkipSimplifiedLayerNormalization for the RMSNorms
+and residuals, and com.microsoft GroupQueryAttention with the rotary embedding inside.
 
 The architecture of the decoders people serve, at toy size: token embedding; per layer RMSNorm,
 grouped-query attention with rotary position embeddings and a key/value cache, and a SiLU-gated
@@ -10,6 +14,8 @@ MLP, each with a residual; a final RMSNorm and the LM head. Plain ONNX operators
   inputs   input_ids int64 [1, S], position_ids int64 [1, S],
            attn_bias float [1, 1, S, P+S] (0 where a query may attend, -1e9 elsewhere),
            past_key_<l>, past_value_<l> float [1, KV_HEADS, P, HEAD_DIM] for each layer l
+           (the contrib form takes seqlens_k int32 [1] = P+S-1 and total_sequence_length
+           int32 [] = P+S instead of position_ids and attn_bias)
   outputs  logits float [1, S, VOCAB],
            present_key_<l>, present_value_<l> float [1, KV_HEADS, P+S, HEAD_DIM]
 
@@ -27,7 +33,9 @@ from gen_models import (attr_int, f_bytes, f_varint, model, node, pack_floats, t
 VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, LAYERS, MAX_POS = 128, 64, 4, 2, 16, 128, 2, 64
 EPS, THETA = 1e-5, 10000.0
 INT64 = 7
+INT32 = 6
 ATTR_INTS = 7
+MS = "com.microsoft"
 
 
 def attr_ints(name, xs):
@@ -48,19 +56,22 @@ def tensor_float(name, values, dims):
 class Graph:
     """Collects nodes, inline constants and external-data weights."""
 
-    def __init__(self):
-        self.nodes, self.inits, self.blob, self.n = [], [], bytearray(), 0
+    def __init__(self, data="decoder.weights.bin"):
+        self.nodes, self.inits, self.blob, self.n, self.data = [], [], bytearray(), 0, data
 
-    def op(self, op, inputs, attrs=(), outputs=None):
+    def op(self, op, inputs, attrs=(), outputs=None, domain=None, n_out=1):
         self.n += 1
-        outs = outputs or [f"{op.lower()}_{self.n}"]
-        self.nodes.append(node(op, inputs, outs, f"{op}_{self.n}", attrs))
+        outs = outputs or [f"{op.lower()}_{self.n}_{i}" for i in range(n_out)]
+        b = node(op, inputs, outs, f"{op}_{self.n}", attrs)
+        if domain:
+            b += f_bytes(7, domain)  # NodeProto.domain
+        self.nodes.append(b)
         return outs[0] if len(outs) == 1 else outs
 
     def weight(self, name, dims, values):
         while len(self.blob) % 64:
             self.blob += b"\0"
-        self.inits.append(tensor_external(name, dims, "decoder.weights.bin", len(self.blob), 4 * len(values)))
+        self.inits.append(tensor_external(name, dims, self.data, len(self.blob), 4 * len(values)))
         self.blob += pack_floats(values)
         return name
 
@@ -159,10 +170,84 @@ def build(rng):
     return g, model("decoder", g.nodes, g.inits, inputs, outputs)
 
 
+def attr_float_(name, x):
+    return f_bytes(1, name) + key_float(2, x) + f_varint(20, 1)
+
+
+def key_float(field, x):
+    return f_varint_key(field, 5) + struct.pack("<f", x)
+
+
+def f_varint_key(field, wire):
+    from gen_models import key
+
+    return key(field, wire)
+
+
+def build_contrib(rng):
+    """The decoder as ORT's transformer optimizer leaves a Llama export: the same weights as
+    build (the same random draws, in the same order), the RMSNorms and residual adds fused into
+    (Skip)SimplifiedLayerNormalization, attention with rotary inside GroupQueryAttention."""
+    g = Graph("decoder_contrib.weights.bin")
+
+    def rand(name, dims, scale):
+        return g.weight(name, dims, [rng.uniform(-scale, scale) for _ in range(math.prod(dims))])
+
+    def ones(name, dims):
+        return g.weight(name, dims, [1.0 + rng.uniform(-0.1, 0.1) for _ in range(math.prod(dims))])
+
+    inv_freq = [THETA ** (-2 * i / HEAD_DIM) for i in range(HEAD_DIM // 2)]
+    g.weight("cos_cache", [MAX_POS, HEAD_DIM // 2], [math.cos(p * f) for p in range(MAX_POS) for f in inv_freq])
+    g.weight("sin_cache", [MAX_POS, HEAD_DIM // 2], [math.sin(p * f) for p in range(MAX_POS) for f in inv_freq])
+    rand("embed", [VOCAB, HIDDEN], 1.0)
+    eps = attr_float_("epsilon", EPS)
+    x = g.op("Gather", ["embed", "input_ids"], [attr_int("axis", 0)])
+    s = 1.0 / math.sqrt(HIDDEN)
+    residual = x
+    h = None
+    for l in range(LAYERS):
+        gamma = ones(f"attn_norm_{l}", [HIDDEN])
+        if l == 0:
+            h = g.op("SimplifiedLayerNormalization", [x, gamma], [eps, attr_int("axis", -1)])
+        else:
+            h, residual = g.op("SkipSimplifiedLayerNormalization", [x, residual, gamma], [eps], domain=MS, n_out=4)[0::3]
+        q = g.op("MatMul", [h, rand(f"wq_{l}", [HIDDEN, HEADS * HEAD_DIM], s)])
+        k = g.op("MatMul", [h, rand(f"wk_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s)])
+        v = g.op("MatMul", [h, rand(f"wv_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s)])
+        attn = g.op("GroupQueryAttention",
+                    [q, k, v, f"past_key_{l}", f"past_value_{l}", "seqlens_k", "total_sequence_length",
+                     "cos_cache", "sin_cache"],
+                    [attr_int("num_heads", HEADS), attr_int("kv_num_heads", KV_HEADS), attr_int("do_rotary", 1)],
+                    outputs=[f"attn_{l}", f"present_key_{l}", f"present_value_{l}"], domain=MS)[0]
+        x = g.op("MatMul", [attn, rand(f"wo_{l}", [HEADS * HEAD_DIM, HIDDEN], s)])
+        h, residual = g.op("SkipSimplifiedLayerNormalization", [x, residual, ones(f"mlp_norm_{l}", [HIDDEN])], [eps],
+                           domain=MS, n_out=4)[0::3]
+        gate = g.op("MatMul", [h, rand(f"wg_{l}", [HIDDEN, INTER], s)])
+        up = g.op("MatMul", [h, rand(f"wu_{l}", [HIDDEN, INTER], s)])
+        act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+        x = g.op("MatMul", [act, rand(f"wd_{l}", [INTER, HIDDEN], 1.0 / math.sqrt(INTER))])
+    h = g.op("SkipSimplifiedLayerNormalization", [x, residual, ones("final_norm", [HIDDEN])], [eps], domain=MS,
+             n_out=4)[0]
+    g.op("MatMul", [h, rand("lm_head", [HIDDEN, VOCAB], s)], outputs=["logits"])
+
+    inputs = [value_info("input_ids", [1, "seq"], INT64), value_info("seqlens_k", [1], INT32),
+              value_info("total_sequence_length", [], INT32)]
+    outputs = [value_info("logits", [1, "seq", VOCAB])]
+    for l in range(LAYERS):
+        for kind in ("key", "value"):
+            inputs.append(value_info(f"past_{kind}_{l}", [1, KV_HEADS, "past", HEAD_DIM]))
+            outputs.append(value_info(f"present_{kind}_{l}", [1, KV_HEADS, "total", HEAD_DIM]))
+    m = model("decoder_contrib", g.nodes, g.inits, inputs, outputs)
+    return g, m + f_bytes(8, f_bytes(1, MS) + f_varint(2, 1))  # opset_import com.microsoft 1
+
+
 def write_decoder(outdir):
     g, m = build(random.Random(20240604))
     write(os.path.join(outdir, "decoder.weights.bin"), bytes(g.blob))
     write(os.path.join(outdir, "decoder.onnx"), m)
+    g, m = build_contrib(random.Random(20240604))
+    write(os.path.join(outdir, "decoder_contrib.weights.bin"), bytes(g.blob))
+    write(os.path.join(outdir, "decoder_contrib.onnx"), m)
 
 
 if __name__ == "__main__":
