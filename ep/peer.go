@@ -146,7 +146,9 @@ func (p *Provider) PeerStats() PeerStats {
 //
 // p takes the side of the copy it runs on: the destination side when p runs on dst's device,
 // else the source side (p must run on one of the two devices). The other side is the other
-// buffer's owner. The copy is queued on the destination side's compute stream and returns
+// buffer's owner. When both buffers are on p's device and another provider owns one of them,
+// that owner is ordered like a side: the copy runs after its queued work, its later work after
+// the copy. The copy is queued on the destination side's compute stream and returns
 // without waiting for it; it runs after the work queued so far on both sides' compute streams,
 // and the work either side queues afterwards runs after it (so the source side may overwrite
 // src and the destination side may read dst at once, in stream order; a host reads dst with
@@ -207,12 +209,49 @@ func (p *Provider) CopyPeer(dst *Buffer, dstOff uint64, src *Buffer, srcOff, n u
 			return PeerPathNone, fmt.Errorf("%w: peer copy: the provider on device %d was closed", ErrClosed, q.dev.Ordinal())
 		}
 	}
+	// With both buffers on p's device, p takes a side whose buffer another provider owns: that
+	// owner's queued work (which may still write or read its buffer) must come before the copy,
+	// and its later work after it, like a side's.
+	owner := dst.p
+	if owner == d || owner == s {
+		owner = src.p
+	}
+	if owner != d && owner != s {
+		if err := fenceAfter(owner, d); err != nil {
+			return PeerPathNone, fmt.Errorf("ep: peer copy: order after the work of the provider owning a buffer: %w", err)
+		}
+	}
+	path, err := copySides(d, s, dst.ptr+cudadrv.DevicePtr(dstOff), src.ptr+cudadrv.DevicePtr(srcOff), n)
+	if err != nil {
+		return PeerPathNone, err
+	}
+	if owner != d && owner != s {
+		if err := fenceAfter(d, owner); err != nil {
+			return PeerPathNone, errors.Join(fmt.Errorf("ep: peer copy: order the work of the provider owning a buffer after the copy: %w", err),
+				d.SynchronizeCompute())
+		}
+	}
+	return path, nil
+}
+
+// fenceAfter makes the work queued next on to's compute stream wait for the work queued so far
+// on from's.
+func fenceAfter(from, to *Provider) error {
+	f, err := from.RecordFence()
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.WaitOn(to), f.Release())
+}
+
+// copySides runs a copy between its sides, with both capture windows entered.
+func copySides(d, s *Provider, dst, src cudadrv.DevicePtr, n uint64) (PeerPath, error) {
 	leave, err := enterSides(d, s)
 	if err != nil {
 		return PeerPathNone, err
 	}
 	defer leave()
-	c := peerCopy{d: d, s: s, dst: dst.ptr + cudadrv.DevicePtr(dstOff), src: src.ptr + cudadrv.DevicePtr(srcOff), n: n}
+	c := peerCopy{d: d, s: s, dst: dst, src: src, n: n}
 	path, err := c.route()
 	if err != nil {
 		return PeerPathNone, err

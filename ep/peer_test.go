@@ -535,3 +535,28 @@ func TestClosingOneProviderWhileTheOtherWorks(t *testing.T) {
 	require.NoError(t, p1.ForceSynchronize())
 	assert.NoError(t, p1.Context().StickyError())
 }
+
+// TestCopyPeerOrdersTheOwnerOfABufferOnOneDevice: with both buffers on one device, p copies
+// its buffer into one q owns; q's read right after must see the copy. Copies are slow on the
+// simulated device (CopyBandwidth), so a read that does not wait for p's stream sees the old
+// bytes; this is the reverse copy that raced under load in TestCopyPeerForcedPathsOnOneDevice.
+func TestCopyPeerOrdersTheOwnerOfABufferOnOneDevice(t *testing.T) {
+	if drivertest.BackendName() == "sim" {
+		ep.UseSimOptions(t, sim.Options{CopyBandwidth: 100 << 20})
+	}
+	p, q := newProvider(t), newProvider(t)
+	const n = 1<<20 + 333
+	ep.SetPeerChunk(p, 128<<10)
+	for _, path := range []ep.PeerPath{ep.PeerPathNone, ep.PeerPathStaged, ep.PeerPathDirect} {
+		t.Run(path.String(), func(t *testing.T) {
+			ep.ForcePeerPath(p, path)
+			defer ep.ForcePeerPath(p, ep.PeerPathNone)
+			seed := byte(path)*5 + 1
+			src := filled(t, p, n, seed)
+			dst := filled(t, q, n, seed+1)
+			_, err := p.CopyPeer(dst, 0, src, 0, n)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(pattern(n, seed), readBack(t, q, dst)), "q read its buffer before p's copy into it was done")
+		})
+	}
+}
