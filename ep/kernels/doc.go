@@ -1,6 +1,7 @@
 // Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic, comparisons and
 // activations, normalizations, reductions, data movement, Softmax, NonZero, and ONNX Runtime's
-// com.microsoft transformer ops) on a cudadrv stream, from embedded PTX and cuBLAS.
+// com.microsoft transformer ops, attention included) on a cudadrv stream, from embedded PTX and
+// cuBLAS.
 //
 // # Overview
 //
@@ -45,6 +46,8 @@
 //	com.microsoft.SkipLayerNormalization float             >= 1    input (rank 2 or 3) + skip (the input's trailing dimensions, repeated) + bias, normalized over the last dimension with gamma and beta; outputs output, float32 mean and inv_std_var, input_skip_bias_sum (all written)
 //	com.microsoft.SkipSimplifiedLayerNormalization float   >= 1    the same as RMSNorm with inputs input, skip, gamma, bias; the mean output is 0
 //	com.microsoft.FastGelu    float                        >= 1    Gelu's tanh approximation of X + bias (bias optional, over the last dimension)
+//	com.microsoft.RotaryEmbedding float                    >= 1    input [B,S,H·D] or [B,H,S,D]; int64 position_ids, a start position ([] or [1]) or [B,S]; cos_cache and sin_cache [max_pos, R/2]; interleaved, num_heads, rotary_embedding_dim (R < D rotates part of each head), scale (no effect); is_packed_batching 0 only; see # Attention
+//	com.microsoft.GroupQueryAttention float                >= 1    query [B,S,H·D], key and value [B,S,KVH·D], past_key and past_value [B,KVH,P,D], int32 seqlens_k and total_sequence_length, cos_cache and sin_cache with do_rotary; num_heads, kv_num_heads, scale, do_rotary, rotary_interleaved; local_window_size -1, softcap 0 only; D <= 256; see # Attention
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)
@@ -57,6 +60,27 @@
 //	Squeeze, Unsqueeze        any                          >= 1    axes attribute (< 13) or constant input (>= 13); a copy
 //	Expand                    any                          >= 8    constant shape, numpy broadcasting
 //	Slice                     any                          >= 1    attributes (< 10) or constant starts, ends, axes, steps; negative steps walk an axis backwards; non-empty results
+//
+// # Attention
+//
+// GroupQueryAttention and RotaryEmbedding follow ONNX Runtime's com.microsoft definitions.
+// GroupQueryAttention's present caches [B,KVH,P',D] have the past's capacity (P' = P: the
+// fixed-capacity buffer ONNX Runtime GenAI shares between past and present; Execute may be
+// given the past buffers as the present outputs, and then writes only the new tokens) or P +
+// S (a growing cache). ONNX Runtime chooses by total_sequence_length's value, P' =
+// max(total_sequence_length, P); Get does the same with the value in Spec.Consts, and assumes
+// P + S (the growing cache) without it: a shared buffer needs a value <= P there, which only
+// selects the layout (the kernels read the tensor's value at every execution). Batch b's total_b = seqlens_k[b] + 1 tokens include the S new ones, which go
+// to positions total_b − S … total_b − 1 (0 … S−1 in the first prompt, S equal to
+// total_sequence_length); query s sees the keys before min(past_b + s + 1, total_b) (causal);
+// in-op rotary rotates the new keys and the queries at their positions (1 for padding). One
+// query token takes the decode path: the cache is split over several thread blocks per head,
+// which write partial softmax results to scratch memory the Library allocates at Get and frees
+// at Close, and a second kernel combines them; several take the prefill path, tiles of 16
+// query rows against shared-memory tiles of keys. Both compute in float32 and capture into
+// CUDA graphs (lengths are read on the device). A rotary position outside the cos/sin caches
+// yields NaN, and new tokens beyond the present capacity are dropped: seqlens_k is device data,
+// which Execute cannot check.
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is

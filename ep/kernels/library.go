@@ -73,6 +73,9 @@ type Library struct {
 	fns    map[string]*cudadrv.Function
 	closed atomic.Bool
 	mu     sync.Mutex // serializes Close
+
+	scratchMu sync.Mutex
+	scratch   []*cudadrv.DeviceBuffer // see scratchBuffer; freed by Close
 }
 
 // ErrClosed is returned by Library.Get, Kernel.Execute and a second Library.Close once the
@@ -138,21 +141,69 @@ func (l *Library) unload() error {
 	return first
 }
 
-// Close unloads the PTX modules. Kernels from the Library fail with ErrClosed afterwards; work
-// they queued earlier must have completed (synchronize the stream first). The Runtime's
-// objects are left alone. The context must be bound on the calling OS thread.
+// Close unloads the PTX modules and frees the kernels' scratch memory. Kernels from the
+// Library fail with ErrClosed afterwards; work they queued earlier must have completed
+// (synchronize the stream first), and graphs captured from them must be destroyed. The
+// Runtime's objects are left alone. The context must be bound on the calling OS thread.
 //
 // # Errors
 //
-// A second Close returns ErrClosed; a driver error from an unload is returned after the other
-// modules were unloaded.
+// A second Close returns ErrClosed; a driver error from an unload or a free is returned after
+// the other modules and buffers were released.
 func (l *Library) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	return l.unload()
+	err := l.unload()
+	l.scratchMu.Lock()
+	defer l.scratchMu.Unlock()
+	for _, b := range l.scratch {
+		if ferr := b.Free(); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	l.scratch = nil
+	return err
+}
+
+// minScratch is the smallest scratch buffer scratchBuffer allocates (sizes are rounded up to a
+// power of two from there, so that a few buffers serve kernels of many shapes).
+const minScratch = 1 << 16
+
+// scratchBuffer returns the address of a device buffer of at least size bytes for a kernel's
+// intermediate results (GroupQueryAttention's split-K partials). Buffers belong to the Library
+// and live until Close, so that a CUDA graph captured from a kernel never holds a freed
+// address; kernels share them, which is safe because every kernel of a Library runs on its
+// one stream, in order (a graph captured from them must be replayed on that stream, or
+// ordered with it). The context must be bound on the calling OS thread: Get calls it for the
+// kernels that need scratch, before any capture.
+func (l *Library) scratchBuffer(size uint64) (cudadrv.DevicePtr, error) {
+	l.scratchMu.Lock()
+	defer l.scratchMu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	var best *cudadrv.DeviceBuffer
+	for _, b := range l.scratch {
+		if b.Size() >= size && (best == nil || b.Size() < best.Size()) {
+			best = b
+		}
+	}
+	if best != nil {
+		return best.Ptr(), nil
+	}
+	n := uint64(minScratch)
+	for n < size {
+		n *= 2
+	}
+	b, err := l.rt.Context.Alloc(n)
+	if err != nil {
+		return 0, fmt.Errorf("kernels: allocate %d bytes of kernel scratch: %w", n, err)
+	}
+	l.scratch = append(l.scratch, b)
+	return b.Ptr(), nil
 }
 
 // Runtime returns the runtime the Library was created with.
@@ -171,7 +222,8 @@ type Kernel interface {
 	// Execute queues the operator on the Library's stream, reading inputs and writing outputs.
 	// The Library's context must be bound on the calling OS thread. It allocates nothing and
 	// does not wait for the work. The elementwise ops, Softmax and Identity may run in place
-	// (an output that is an input of the output's shape); otherwise outputs must not overlap
+	// (an output that is an input of the output's shape), and GroupQueryAttention's present
+	// outputs may be its past inputs (the shared cache); otherwise outputs must not overlap
 	// inputs.
 	//
 	// # Errors
@@ -207,14 +259,18 @@ func SupportedOps() []string {
 	return ops
 }
 
-// Get returns the kernel for spec, with its output dtypes and shapes inferred. It does not
-// touch the device and is safe for concurrent use.
+// Get returns the kernel for spec, with its output dtypes and shapes inferred. It is safe for
+// concurrent use and does not touch the device, except that a kernel that needs scratch
+// memory (GroupQueryAttention with one query token: its split-K partial results) gets it
+// here, from buffers the Library owns until Close: the Library's context must be bound on
+// the calling OS thread then, and no capture may be live on it.
 //
 // # Errors
 //
 // Every op, opset, dtype, shape or attribute combination the package cannot run is refused
 // here (never at Execute) with an error wrapping ErrUnsupported; the message names the op,
 // the offending input or attribute, and what is supported. A closed Library returns ErrClosed.
+// A failed scratch allocation is returned as the driver's error, wrapped.
 func (l *Library) Get(spec Spec) (Kernel, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed

@@ -234,7 +234,8 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 		"Gemm", "Greater", "Identity", "LayerNormalization", "Less", "Log", "MatMul", "Mul", "Neg", "NonZero", "Pow", "Range", "Reciprocal",
 		"ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "SimplifiedLayerNormalization", "Sin", "Slice", "Softmax",
 		"Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where",
-		"com.microsoft.FastGelu", "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization"}, kernels.SupportedOps())
+		"com.microsoft.FastGelu", "com.microsoft.GroupQueryAttention", "com.microsoft.RotaryEmbedding", "com.microsoft.SkipLayerNormalization",
+		"com.microsoft.SkipSimplifiedLayerNormalization"}, kernels.SupportedOps())
 }
 
 func TestLibraryLoadsOnceAndCloses(t *testing.T) {

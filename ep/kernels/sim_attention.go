@@ -1,0 +1,378 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+func init() {
+	simKernelSets = append(simKernelSets, func(m map[string]cudadrv.KernelBody) {
+		for _, dt := range floatTypes {
+			m["cudaep_rotary_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRotary(l, dt) }
+			m["cudaep_gqa_append_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAAppend(l, dt) }
+			m["cudaep_gqa_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQADecode(l, dt) }
+			m["cudaep_gqa_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAReduce(l, dt) }
+			m["cudaep_gqa_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAPrefill(l, dt) }
+		}
+	})
+}
+
+// simRotary is cudaep_rotary_<t>(out, x, pos, cos, sin, batch, seq, heads, headSize, rot,
+// maxPos, transposed, interleaved, perToken).
+func simRotary(l *cudadrv.KernelLaunch, dt DType) error {
+	batch, seq, heads, headSize := int(l.U64Arg(5)), int(l.U64Arg(6)), int(l.U64Arg(7)), int(l.U64Arg(8))
+	rot, maxPos := int(l.U64Arg(9)), int(l.U64Arg(10))
+	transposed, interleaved, perToken := l.U32Arg(11) != 0, l.U32Arg(12) != 0, l.U32Arg(13) != 0
+	if rot < 2 || rot%2 != 0 || rot > headSize || maxPos < 1 {
+		return fmt.Errorf("%s: rotary dimension %d, head size %d, %d cache rows", l.Name, rot, headSize, maxPos)
+	}
+	n := batch * seq * heads * headSize
+	npos := 1
+	if perToken {
+		npos = batch * seq
+	}
+	v, err := simViewsOf(l, []int{0, 1, 2, 3, 4}, []DType{dt, dt, Int64, dt, dt}, []int{n, n, npos, maxPos * rot / 2, maxPos * rot / 2})
+	if err != nil {
+		return err
+	}
+	out, x, pos, cosT, sinT := v[0], v[1], v[2], v[3], v[4]
+	cos := func(i int) float64 { return cosT.float(int64(i)) }
+	sin := func(i int) float64 { return sinT.float(int64(i)) }
+	for b := range batch {
+		for s := range seq {
+			p := pos.int(0) + int64(s)
+			if perToken {
+				p = pos.int(int64(b*seq + s))
+			}
+			for h := range heads {
+				base := ((b*seq+s)*heads + h) * headSize
+				if transposed {
+					base = ((b*heads+h)*seq + s) * headSize
+				}
+				xv := func(i int) float64 { return x.float(int64(base + i)) }
+				for i := range headSize {
+					out.setFloat(int64(base+i), refRotated(xv, i, rot, interleaved, cos, sin, p, maxPos))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simGQAShape is what the GroupQueryAttention kernels share of their arguments.
+type simGQAShape struct {
+	batch, seq, heads, kvHeads, headSize, capacity, rot, maxPos int
+	interleaved                                                 bool
+}
+
+// simGQALengths reads seqlens_k (batch values) and total_sequence_length at the pointer
+// arguments seqArg and seqArg+1.
+func simGQALengths(l *cudadrv.KernelLaunch, seqArg, batch int) ([]int32, int32, error) {
+	seqlens, err := l.Int32s(l.PtrArg(seqArg), batch)
+	if err != nil {
+		return nil, 0, err
+	}
+	total, err := l.Int32s(l.PtrArg(seqArg+1), 1)
+	if err != nil {
+		return nil, 0, err
+	}
+	return seqlens, total[0], nil
+}
+
+// simGQACaches returns the cos and sin readers at pointer arguments arg and arg+1 (nil when
+// the rotary dimension is 0).
+func simGQACaches(l *cudadrv.KernelLaunch, arg int, dt DType, g simGQAShape) (cos, sin func(int) float64, err error) {
+	if g.rot == 0 {
+		return nil, nil, nil
+	}
+	if g.rot%2 != 0 || g.rot > g.headSize || g.maxPos < 1 {
+		return nil, nil, fmt.Errorf("%s: rotary dimension %d, head size %d, %d cache rows", l.Name, g.rot, g.headSize, g.maxPos)
+	}
+	v, err := simViewsOf(l, []int{arg, arg + 1}, []DType{dt, dt}, []int{g.maxPos * g.rot / 2, g.maxPos * g.rot / 2})
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(i int) float64 { return v[0].float(int64(i)) }, func(i int) float64 { return v[1].float(int64(i)) }, nil
+}
+
+// simGQAAppend is cudaep_gqa_append_<t>(pk, pv, pastK, pastV, k, v, seqlens, total, cos, sin,
+// batch, kvHeads, seq, headSize, pastCap, cap, rot, maxPos, interleaved, aliased).
+func simGQAAppend(l *cudadrv.KernelLaunch, dt DType) error {
+	g := simGQAShape{batch: int(l.U64Arg(10)), kvHeads: int(l.U64Arg(11)), seq: int(l.U64Arg(12)), headSize: int(l.U64Arg(13)),
+		capacity: int(l.U64Arg(15)), rot: int(l.U64Arg(16)), maxPos: int(l.U64Arg(17)), interleaved: l.U32Arg(18) != 0}
+	pastCap, aliased := int(l.U64Arg(14)), l.U32Arg(19) != 0
+	D := g.headSize
+	present := g.batch * g.kvHeads * g.capacity * D
+	newN := g.batch * g.seq * g.kvHeads * D
+	pastN := g.batch * g.kvHeads * pastCap * D
+	if aliased && (pastCap != g.capacity || l.PtrArg(0) != l.PtrArg(2) || l.PtrArg(1) != l.PtrArg(3)) {
+		return fmt.Errorf("%s: aliased, but the past (capacity %d) is not the present (capacity %d)", l.Name, pastCap, g.capacity)
+	}
+	v, err := simViewsOf(l, []int{0, 1, 4, 5}, []DType{dt, dt, dt, dt}, []int{present, present, newN, newN})
+	if err != nil {
+		return err
+	}
+	pk, pv, k, val := v[0], v[1], v[2], v[3]
+	var pastK, pastV simTensor
+	if !aliased && pastN > 0 {
+		views, err := simViewsOf(l, []int{2, 3}, []DType{dt, dt}, []int{pastN, pastN})
+		if err != nil {
+			return err
+		}
+		pastK, pastV = views[0], views[1]
+	}
+	seqlens, total, err := simGQALengths(l, 6, g.batch)
+	if err != nil {
+		return err
+	}
+	cos, sin, err := simGQACaches(l, 8, dt, g)
+	if err != nil {
+		return err
+	}
+	for b := range g.batch {
+		past, tot := gqaLengths(seqlens[b], total, g.seq)
+		for kvh := range g.kvHeads {
+			at := func(p int) int64 { return int64(((b*g.kvHeads+kvh)*g.capacity + p) * D) }
+			if !aliased {
+				for p := range g.capacity {
+					for i := range D {
+						dst := at(p) + int64(i)
+						switch {
+						case int64(p) < past && p < pastCap:
+							src := int64(((b*g.kvHeads+kvh)*pastCap+p)*D + i)
+							pk.copyElem(dst, pastK, src)
+							pv.copyElem(dst, pastV, src)
+						case int64(p) < past || int64(p) >= past+int64(g.seq):
+							pk.setFloat(dst, 0)
+							pv.setFloat(dst, 0)
+						}
+					}
+				}
+			}
+			for s := range g.seq {
+				p := past + int64(s)
+				if p < 0 || p >= int64(g.capacity) {
+					continue
+				}
+				src := int64(((b*g.seq+s)*g.kvHeads + kvh) * D)
+				kx := func(i int) float64 { return k.float(src + int64(i)) }
+				pos := gqaPosition(past, tot, s)
+				for i := range D {
+					pk.setFloat(at(int(p))+int64(i), refRotated(kx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
+					pv.copyElem(at(int(p))+int64(i), val, src+int64(i))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simGQAAttnArgs reads the arguments the decode and prefill kernels share: (first, q, pk, pv,
+// seqlens, total, cos, sin, heads, kvHeads, seq, headSize, cap, rot, maxPos, interleaved,
+// scale, last); the batch is the grid's Z extent.
+func simGQAAttnArgs(l *cudadrv.KernelLaunch) (simGQAShape, float64, error) {
+	g := simGQAShape{batch: int(l.Grid.Z), heads: int(l.U64Arg(8)), kvHeads: int(l.U64Arg(9)), seq: int(l.U64Arg(10)),
+		headSize: int(l.U64Arg(11)), capacity: int(l.U64Arg(12)), rot: int(l.U64Arg(13)), maxPos: int(l.U64Arg(14)),
+		interleaved: l.U32Arg(15) != 0}
+	if l.Block != (cudadrv.Dim3{X: gqaThreads, Y: 1, Z: 1}) {
+		return g, 0, fmt.Errorf("%s: block %v: the kernel needs %d threads", l.Name, l.Block, gqaThreads)
+	}
+	if g.kvHeads < 1 || g.heads%g.kvHeads != 0 || g.headSize < 1 || g.headSize > gqaMaxHead {
+		return g, 0, fmt.Errorf("%s: %d heads, %d kv heads, head size %d", l.Name, g.heads, g.kvHeads, g.headSize)
+	}
+	return g, float64(l.F32Arg(16)), nil
+}
+
+// simGQAQuery returns the rotated query row of token s, head h, rounded to dt as the kernels
+// round it.
+func simGQAQuery(q simTensor, dt DType, g simGQAShape, b, s, h int, pos int64, cos, sin func(int) float64) []float64 {
+	base := int64(((b*g.seq+s)*g.heads + h) * g.headSize)
+	qx := func(i int) float64 { return q.float(base + int64(i)) }
+	row := make([]float64, g.headSize)
+	for i := range row {
+		row[i] = refRoundTo(dt, refRotated(qx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
+	}
+	return row
+}
+
+// simGQAViews returns the views of q, the present key and value caches and the rotary caches.
+func simGQAViews(l *cudadrv.KernelLaunch, dt DType, g simGQAShape) (q, pk, pv simTensor, cos, sin func(int) float64, err error) {
+	present := g.batch * g.kvHeads * g.capacity * g.headSize
+	v, err := simViewsOf(l, []int{1, 2, 3}, []DType{dt, dt, dt}, []int{g.batch * g.seq * g.heads * g.headSize, present, present})
+	if err != nil {
+		return
+	}
+	cos, sin, err = simGQACaches(l, 6, dt, g)
+	return v[0], v[1], v[2], cos, sin, err
+}
+
+// simGQADecode is cudaep_gqa_decode_<t>(part, q, pk, pv, seqlens, total, cos, sin, heads,
+// kvHeads, seq, headSize, cap, rot, maxPos, interleaved, scale, splits), grid (splits, seq *
+// heads, batch): each block's partial result (max, sum of exponentials, weighted values) of
+// its even share of the keys, as the kernel splits them.
+func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
+	g, scale, err := simGQAAttnArgs(l)
+	if err != nil {
+		return err
+	}
+	splits := int(l.U32Arg(17))
+	if splits < 1 || int(l.Grid.X) != splits || int(l.Grid.Y) != g.seq*g.heads {
+		return fmt.Errorf("%s: grid %v for %d splits, %d tokens of %d heads", l.Name, l.Grid, splits, g.seq, g.heads)
+	}
+	D := g.headSize
+	rows := g.batch * g.seq * g.heads
+	part, err := l.Float32s(l.PtrArg(0), rows*splits*(D+2))
+	if err != nil {
+		return err
+	}
+	q, pk, pv, cos, sin, err := simGQAViews(l, dt, g)
+	if err != nil {
+		return err
+	}
+	seqlens, total, err := simGQALengths(l, 4, g.batch)
+	if err != nil {
+		return err
+	}
+	acc := make([]float64, D)
+	for b := range g.batch {
+		past, tot := gqaLengths(seqlens[b], total, g.seq)
+		for s := range g.seq {
+			end := gqaKeyEnd(past, tot, s, g.capacity)
+			chunk := (end + splits - 1) / splits
+			for h := range g.heads {
+				qr := simGQAQuery(q, dt, g, b, s, h, gqaPosition(past, tot, s), cos, sin)
+				base := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.capacity * D)
+				for sp := range splits {
+					m, sum := math.Inf(-1), 0.0
+					clear(acc)
+					for j := sp * chunk; j < min(sp*chunk+chunk, end); j++ {
+						dot := 0.0
+						for i := range D {
+							dot += qr[i] * pk.float(base+int64(j*D+i))
+						}
+						sc := dot * scale
+						mn := max(m, sc)
+						corr, p := math.Exp(m-mn), math.Exp(sc-mn)
+						sum = sum*corr + p
+						for i := range D {
+							acc[i] = acc[i]*corr + p*pv.float(base+int64(j*D+i))
+						}
+						m = mn
+					}
+					out := part[(((b*g.seq+s)*g.heads+h)*splits+sp)*(D+2):]
+					out[0], out[1] = float32(m), float32(sum)
+					for i := range D {
+						out[2+i] = float32(acc[i])
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simGQAReduce is cudaep_gqa_reduce_<t>(out, part, rows, headSize, splits).
+func simGQAReduce(l *cudadrv.KernelLaunch, dt DType) error {
+	rows, D, splits := int(l.U64Arg(2)), int(l.U64Arg(3)), int(l.U32Arg(4))
+	if splits < 1 || D < 1 {
+		return fmt.Errorf("%s: %d splits, head size %d", l.Name, splits, D)
+	}
+	part, err := l.Float32s(l.PtrArg(1), rows*splits*(D+2))
+	if err != nil {
+		return err
+	}
+	out, err := simView(l, l.PtrArg(0), dt, rows*D)
+	if err != nil {
+		return err
+	}
+	for r := range rows {
+		pr := part[r*splits*(D+2):]
+		m := math.Inf(-1)
+		for sp := range splits {
+			m = max(m, float64(pr[sp*(D+2)]))
+		}
+		for i := range D {
+			sum, a := 0.0, 0.0
+			for sp := range splits {
+				p := pr[sp*(D+2):]
+				if math.IsInf(float64(p[0]), -1) {
+					continue
+				}
+				w := math.Exp(float64(p[0]) - m)
+				sum += float64(p[1]) * w
+				a += float64(p[2+i]) * w
+			}
+			v := 0.0
+			if sum > 0 {
+				v = a / sum
+			}
+			out.setFloat(int64(r*D+i), v)
+		}
+	}
+	return nil
+}
+
+// simGQAPrefill is cudaep_gqa_prefill_<t>(out, q, pk, pv, seqlens, total, cos, sin, heads,
+// kvHeads, seq, headSize, cap, rot, maxPos, interleaved, scale, keyTile), grid
+// (ceil(seq / 16), heads, batch): every query row's attention over the keys it sees. It checks
+// the grid and that the dynamic shared memory covers the kernel's tiles.
+func simGQAPrefill(l *cudadrv.KernelLaunch, dt DType) error {
+	g, scale, err := simGQAAttnArgs(l)
+	if err != nil {
+		return err
+	}
+	bk := int(l.U32Arg(17))
+	D := g.headSize
+	need := 4 * (gqaPrefillTile*D + bk*(D+1) + bk*D + gqaPrefillTile*32)
+	if bk < 1 || bk > 32 || int(l.SharedMem) < need || need > gqaSharedLimit {
+		return fmt.Errorf("%s: key tile %d with %d bytes of shared memory (the tiles need %d)", l.Name, bk, l.SharedMem, need)
+	}
+	if int(l.Grid.X) != (g.seq+gqaPrefillTile-1)/gqaPrefillTile || int(l.Grid.Y) != g.heads {
+		return fmt.Errorf("%s: grid %v for %d tokens of %d heads", l.Name, l.Grid, g.seq, g.heads)
+	}
+	out, err := simView(l, l.PtrArg(0), dt, g.batch*g.seq*g.heads*D)
+	if err != nil {
+		return err
+	}
+	q, pk, pv, cos, sin, err := simGQAViews(l, dt, g)
+	if err != nil {
+		return err
+	}
+	seqlens, total, err := simGQALengths(l, 4, g.batch)
+	if err != nil {
+		return err
+	}
+	var scores []float64
+	for b := range g.batch {
+		past, tot := gqaLengths(seqlens[b], total, g.seq)
+		for s := range g.seq {
+			end := gqaKeyEnd(past, tot, s, g.capacity)
+			for h := range g.heads {
+				qr := simGQAQuery(q, dt, g, b, s, h, gqaPosition(past, tot, s), cos, sin)
+				base := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.capacity * D)
+				scores = scores[:0]
+				for j := range end {
+					dot := 0.0
+					for i := range D {
+						dot += qr[i] * pk.float(base+int64(j*D+i))
+					}
+					scores = append(scores, dot*scale)
+				}
+				if end > 0 {
+					refSoftmaxLine(scores, scores)
+				}
+				dst := int64(((b*g.seq+s)*g.heads + h) * D)
+				for i := range D {
+					v := 0.0
+					for j, p := range scores {
+						v += p * pv.float(base+int64(j*D+i))
+					}
+					out.setFloat(dst+int64(i), v)
+				}
+			}
+		}
+	}
+	return nil
+}
