@@ -30,24 +30,30 @@ const (
 // design; ForceSynchronize drains the whole device behind the capture gate). The second ep line replaces the drain by a
 // plain cuCtxSynchronize on the provider's context, which separates what the drain adds.
 func (b *bench) replayRows() ([]Row, error) {
+	rows, err := b.stepRows("replay", b.replayRow)
+	return rows, errors.Join(err, b.p.ForceSynchronize())
+}
+
+// stepRows makes the row of every step size the row filter selects, named kind/N, with row
+// over one shared step; a row that fails resets the step's slot and ends the list.
+func (b *bench) stepRows(kind string, row func(*step, int) (Row, error)) ([]Row, error) {
 	s, err := b.newStep(b.sz.stepElems)
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
-	p := b.p
 	var rows []Row
 	for _, n := range b.sz.steps {
-		if !b.cfg.rows.MatchString(fmt.Sprintf("replay/%d", n)) {
+		if !b.cfg.rows.MatchString(fmt.Sprintf("%s/%d", kind, n)) {
 			continue
 		}
-		row, err := b.replayRow(s, n)
+		r, err := row(s, n)
 		if err != nil {
-			return rows, errors.Join(fmt.Errorf("replay/%d: %w", n, err), b.resetSlot(stepSlot))
+			return rows, errors.Join(fmt.Errorf("%s/%d: %w", kind, n, err), b.resetSlot(stepSlot))
 		}
-		rows = append(rows, row)
+		rows = append(rows, r)
 	}
-	return rows, p.ForceSynchronize()
+	return rows, nil
 }
 
 func (b *bench) replayRow(s *step, n int) (Row, error) {
@@ -111,23 +117,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 // step with cudadrv (GraphExec.Launch, then Stream.Synchronize) and from raw C, in this
 // process (ctests/bench/raw_inproc.c) and in the raw C program.
 func (b *bench) throughputRows() ([]Row, error) {
-	s, err := b.newStep(b.sz.stepElems)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
-	var rows []Row
-	for _, n := range b.sz.steps {
-		if !b.cfg.rows.MatchString(fmt.Sprintf("throughput/%d", n)) {
-			continue
-		}
-		row, err := b.throughputRow(s, n)
-		if err != nil {
-			return rows, errors.Join(fmt.Errorf("throughput/%d: %w", n, err), b.resetSlot(stepSlot))
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
+	return b.stepRows("throughput", b.throughputRow)
 }
 
 func (b *bench) throughputRow(s *step, n int) (Row, error) {
@@ -282,23 +272,7 @@ func (b *bench) captureRows() ([]Row, error) {
 // updateRows: recapturing an installed step whose topology is unchanged, through ep.Recapture
 // (cuGraphExecUpdate in place) against ResetGraph + BeginCapture (a new instantiation).
 func (b *bench) updateRows() ([]Row, error) {
-	s, err := b.newStep(b.sz.stepElems)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
-	var rows []Row
-	for _, n := range b.sz.steps {
-		if !b.cfg.rows.MatchString(fmt.Sprintf("update/%d", n)) {
-			continue
-		}
-		row, err := b.updateRow(s, n)
-		if err != nil {
-			return rows, errors.Join(fmt.Errorf("update/%d: %w", n, err), b.resetSlot(stepSlot))
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
+	return b.stepRows("update", b.updateRow)
 }
 
 func (b *bench) updateRow(s *step, n int) (Row, error) {
