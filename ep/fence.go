@@ -101,3 +101,17 @@ func (f *Fence) Release() error {
 	}
 	return f.p.releaseLater("release a fence", ev.Destroy)
 }
+
+// OrderAfter makes the work queued next on to's compute stream wait for the work queued so far
+// on from's (a fence recorded on from, waited for on to, released): the host does not block.
+//
+// # Errors
+//
+// RecordFence's and WaitOn's.
+func OrderAfter(to, from *Provider) error {
+	f, err := from.RecordFence()
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.WaitOn(to), f.Release())
+}

@@ -76,3 +76,22 @@ func TestFencesAreRefusedInsideACapture(t *testing.T) {
 	assert.ErrorIs(t, err, ep.ErrCaptureLive)
 	require.NoError(t, p.EndCapture(graphs.Primary))
 }
+
+// TestOrderAfterOrdersAnotherProvidersStream: OrderAfter(q, p) makes q's next copy wait for
+// p's 2 ms kernel on the simulated device, as a fence recorded and waited for by hand does.
+func TestOrderAfterOrdersAnotherProvidersStream(t *testing.T) {
+	if drivertest.BackendName() == "sim" {
+		ep.UseSimOptions(t, sim.Options{KernelDuration: 2 * time.Millisecond})
+	}
+	p, q := newProvider(t), newProvider(t)
+	xs := drivertest.RandomFloat32(64)
+	x := upload(t, p, xs)
+	y := alloc(t, p, x.Size())
+	z := alloc(t, q, x.Size())
+	relu := getKernel(t, p, "Relu", 14, f32(64))
+	require.NoError(t, p.Memset(y, 0, y.Size(), 0))
+	require.NoError(t, relu.Execute([]ep.Tensor{tensor(x, 64)}, []ep.Tensor{tensor(y, 64)}))
+	require.NoError(t, ep.OrderAfter(q, p))
+	require.NoError(t, q.CopyBuffer(z, 0, y, 0, y.Size()))
+	assert.Equal(t, reluOf(xs), download(t, q, z), "q read y before p's kernel wrote it")
+}

@@ -217,7 +217,7 @@ func (p *Provider) CopyPeer(dst *Buffer, dstOff uint64, src *Buffer, srcOff, n u
 		owner = src.p
 	}
 	if owner != d && owner != s {
-		if err := fenceAfter(owner, d); err != nil {
+		if err := OrderAfter(d, owner); err != nil {
 			return PeerPathNone, fmt.Errorf("ep: peer copy: order after the work of the provider owning a buffer: %w", err)
 		}
 	}
@@ -226,22 +226,12 @@ func (p *Provider) CopyPeer(dst *Buffer, dstOff uint64, src *Buffer, srcOff, n u
 		return PeerPathNone, err
 	}
 	if owner != d && owner != s {
-		if err := fenceAfter(d, owner); err != nil {
+		if err := OrderAfter(owner, d); err != nil {
 			return PeerPathNone, errors.Join(fmt.Errorf("ep: peer copy: order the work of the provider owning a buffer after the copy: %w", err),
 				d.SynchronizeCompute())
 		}
 	}
 	return path, nil
-}
-
-// fenceAfter makes the work queued next on to's compute stream wait for the work queued so far
-// on from's.
-func fenceAfter(from, to *Provider) error {
-	f, err := from.RecordFence()
-	if err != nil {
-		return err
-	}
-	return errors.Join(f.WaitOn(to), f.Release())
 }
 
 // copySides runs a copy between its sides, with both capture windows entered.

@@ -90,12 +90,12 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
 	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
 	// none (the run then completes before Compute returns).
-	sp, err := kernelStream(kc)
+	sp, err := kernelStream(kc, p)
 	if err != nil {
 		return err
 	}
 	if sp != nil && sp != p {
-		if err := order(sp, p); err != nil {
+		if err := ep.OrderAfter(p, sp); err != nil {
 			return err
 		}
 	}
@@ -152,25 +152,15 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return err
 		}
 	case sp != nil && sp != p:
-		if err := order(p, sp); err != nil {
+		if err := ep.OrderAfter(sp, p); err != nil {
 			return err
 		}
 	}
-	pt.runs++
 	counters.runs.Add(1)
 	if sp != nil {
 		counters.streamRuns.Add(1)
 	}
 	return nil
-}
-
-// order makes the work queued next on to's stream wait for the work queued so far on from's.
-func order(from, to *ep.Provider) error {
-	f, err := from.RecordFence()
-	if err != nil {
-		return err
-	}
-	return errors.Join(f.WaitOn(to), f.Release())
 }
 
 // copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp

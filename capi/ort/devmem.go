@@ -26,14 +26,12 @@ var devmem struct {
 	providers  map[int]*ep.Provider
 	bufs       []devBuf // sorted by base
 	allocators int      // allocators ORT holds
-	// cached holds freed allocations for reuse, by ordinal and size; cachedBytes is their sum.
-	cached      map[cacheKey][]devBuf
-	cachedBytes uint64
+	// cached holds freed device allocations for reuse.
+	cached freeList[devBuf]
 	// pinned are the live pinned host allocations by address; freed ones are kept for reuse in
-	// pinnedFree by ordinal and size (pinning is slow), pinnedFreeBytes their sum.
-	pinned          map[uintptr]pinnedBuf
-	pinnedFree      map[cacheKey][]pinnedBuf
-	pinnedFreeBytes uint64
+	// pinnedFree (pinning is slow).
+	pinned     map[uintptr]pinnedBuf
+	pinnedFree freeList[pinnedBuf]
 	// Factories released (ORT unregistered the library) while allocators were still held:
 	// their devices and memory infos are released with the last allocator, since a session
 	// that outlives the unregistering still uses them.
@@ -249,14 +247,7 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	}
 	d := devmem.bufs[i]
 	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
-	keep := devmem.cachedBytes+d.size <= maxCachedBytes
-	if keep {
-		if devmem.cached == nil {
-			devmem.cached = map[cacheKey][]devBuf{}
-		}
-		devmem.cached[cacheKey{d.ordinal, d.size}] = append(devmem.cached[cacheKey{d.ordinal, d.size}], d)
-		devmem.cachedBytes += d.size
-	}
+	keep := devmem.cached.keep(cacheKey{d.ordinal, d.size}, d)
 	devmem.mu.Unlock()
 	if !keep {
 		_ = d.buf.Release()
@@ -266,16 +257,10 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 // allocPinned hands ORT n bytes of pinned host memory of the device: a freed allocation of that
 // size when one is kept, else a new one.
 func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
-	k := cacheKey{ordinal, n}
 	devmem.mu.Lock()
-	var b pinnedBuf
-	if list := devmem.pinnedFree[k]; len(list) > 0 {
-		b = list[len(list)-1]
-		devmem.pinnedFree[k] = list[:len(list)-1]
-		devmem.pinnedFreeBytes -= n
-	}
+	b, ok := devmem.pinnedFree.take(cacheKey{ordinal, n})
 	devmem.mu.Unlock()
-	if b.buf == nil {
+	if !ok {
 		pb, err := p.AllocPinned(n)
 		if err != nil {
 			return nil
@@ -304,16 +289,7 @@ func freePinned(addr uintptr) bool {
 		return false
 	}
 	delete(devmem.pinned, addr)
-	n := uint64(len(b.buf.Bytes()))
-	keep := devmem.pinnedFreeBytes+n <= maxCachedBytes
-	if keep {
-		if devmem.pinnedFree == nil {
-			devmem.pinnedFree = map[cacheKey][]pinnedBuf{}
-		}
-		k := cacheKey{b.ordinal, n}
-		devmem.pinnedFree[k] = append(devmem.pinnedFree[k], b)
-		devmem.pinnedFreeBytes += n
-	}
+	keep := devmem.pinnedFree.keep(cacheKey{b.ordinal, uint64(len(b.buf.Bytes()))}, b)
 	devmem.mu.Unlock()
 	if !keep {
 		b.release()
@@ -331,19 +307,54 @@ type cacheKey struct {
 	size    uint64
 }
 
+// freeList keeps freed allocations for reuse by device and size, up to maxCachedBytes in all.
+// Its methods are called with devmem.mu held.
+type freeList[T any] struct {
+	m     map[cacheKey][]T
+	bytes uint64
+}
+
+// take hands out a kept allocation of k's device and size, if there is one.
+func (f *freeList[T]) take(k cacheKey) (T, bool) {
+	list := f.m[k]
+	if len(list) == 0 {
+		var zero T
+		return zero, false
+	}
+	v := list[len(list)-1]
+	f.m[k] = list[:len(list)-1]
+	f.bytes -= k.size
+	return v, true
+}
+
+// keep keeps v for reuse; false when that would pass the cap (the caller frees v).
+func (f *freeList[T]) keep(k cacheKey, v T) bool {
+	if f.bytes+k.size > maxCachedBytes {
+		return false
+	}
+	if f.m == nil {
+		f.m = map[cacheKey][]T{}
+	}
+	f.m[k] = append(f.m[k], v)
+	f.bytes += k.size
+	return true
+}
+
+// drain empties the list and returns what it kept.
+func (f *freeList[T]) drain() []T {
+	var all []T
+	for _, list := range f.m {
+		all = append(all, list...)
+	}
+	f.m, f.bytes = nil, 0
+	return all
+}
+
 // reuse takes a cached allocation of exactly n bytes on ordinal, if one is kept.
 func reuse(ordinal int, n uint64) (devBuf, bool) {
 	devmem.mu.Lock()
 	defer devmem.mu.Unlock()
-	k := cacheKey{ordinal, n}
-	list := devmem.cached[k]
-	if len(list) == 0 {
-		return devBuf{}, false
-	}
-	d := list[len(list)-1]
-	devmem.cached[k] = list[:len(list)-1]
-	devmem.cachedBytes -= d.size
-	return d, true
+	return devmem.cached.take(cacheKey{ordinal, n})
 }
 
 // deviceTensor is a tensor's memory as ORT describes it.
@@ -488,25 +499,18 @@ func located(t deviceTensor) (devBuf, uint64, *ep.Provider, error) {
 func closeDeviceMemory() {
 	devmem.mu.Lock()
 	ps := devmem.providers
-	cached := devmem.cached
-	pinned, pinnedFree := devmem.pinned, devmem.pinnedFree
-	devmem.providers = nil
-	devmem.bufs = nil
-	devmem.cached, devmem.cachedBytes = nil, 0
-	devmem.pinned, devmem.pinnedFree, devmem.pinnedFreeBytes = nil, nil, 0
+	cached, pinnedFree := devmem.cached.drain(), devmem.pinnedFree.drain()
+	pinned := devmem.pinned
+	devmem.providers, devmem.bufs, devmem.pinned = nil, nil, nil
 	devmem.mu.Unlock()
-	for _, list := range cached {
-		for _, d := range list {
-			_ = d.buf.Release()
-		}
+	for _, d := range cached {
+		_ = d.buf.Release()
 	}
 	for _, b := range pinned {
 		b.release()
 	}
-	for _, list := range pinnedFree {
-		for _, b := range list {
-			b.release()
-		}
+	for _, b := range pinnedFree {
+		b.release()
 	}
 	for _, p := range ps {
 		_ = p.Close()

@@ -192,13 +192,12 @@ func TestLookupFindsTheAllocationHoldingAnAddress(t *testing.T) {
 // allocation of the same size on the same device is handed out again instead of a new one.
 func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 	devmem.mu.Lock()
-	saved, savedBytes := devmem.cached, devmem.cachedBytes
-	devmem.cached = map[cacheKey][]devBuf{{0, 4096}: {{base: 0x9000, size: 4096}}}
-	devmem.cachedBytes = 4096
+	saved := devmem.cached
+	devmem.cached = freeList[devBuf]{m: map[cacheKey][]devBuf{{0, 4096}: {{base: 0x9000, size: 4096}}}, bytes: 4096}
 	devmem.mu.Unlock()
 	t.Cleanup(func() {
 		devmem.mu.Lock()
-		devmem.cached, devmem.cachedBytes = saved, savedBytes
+		devmem.cached = saved
 		devmem.mu.Unlock()
 	})
 	_, ok := reuse(1, 4096)
@@ -208,7 +207,7 @@ func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 	d, ok := reuse(0, 4096)
 	require.True(t, ok)
 	assert.Equal(t, uint64(0x9000), d.base)
-	assert.Zero(t, devmem.cachedBytes)
+	assert.Zero(t, devmem.cached.bytes)
 	_, ok = reuse(0, 4096)
 	assert.False(t, ok, "an allocation is handed out once")
 }

@@ -30,7 +30,6 @@ type partition struct {
 
 	mu    sync.Mutex
 	plans map[string]*plan
-	runs  uint64
 }
 
 // tensorBuf is a tensor in a device buffer.

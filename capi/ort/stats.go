@@ -65,7 +65,7 @@ func GetStats() Stats {
 	for _, p := range devmem.providers {
 		st.DeviceLiveBytes += p.Stats().LiveBytes
 	}
-	st.DeviceCachedBytes = devmem.cachedBytes
+	st.DeviceCachedBytes = devmem.cached.bytes
 	devmem.mu.Unlock()
 	return st
 }

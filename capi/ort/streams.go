@@ -268,17 +268,22 @@ func streamOf(s *C.OrtSyncStream) *syncStream {
 	return ss
 }
 
-// kernelStream returns the provider whose stream ORT runs a partition's node on, or nil when
-// ORT gave the node no CudaEp stream.
-func kernelStream(kc *C.OrtKernelContext) (*ep.Provider, error) {
+// kernelStream returns the provider whose stream ORT runs a partition's node on (own, the
+// session's provider, in the common case, found without a search), or nil when ORT gave the
+// node no CudaEp stream.
+func kernelStream(kc *C.OrtKernelContext, own *ep.Provider) (*ep.Provider, error) {
 	var native unsafe.Pointer
 	if err := errorOf(C.cudaep_ort_kernel_stream(kc, &native), "read the node's stream"); err != nil {
 		return nil, err
 	}
-	if native == nil {
+	switch h := uint64(uintptr(native)); {
+	case native == nil:
 		return nil, nil
+	case h == own.StreamHandle():
+		return own, nil
+	default:
+		return providerOfStream(h), nil
 	}
-	return providerOfStream(uint64(uintptr(native))), nil
 }
 
 // providerOfStream finds the live provider whose compute stream has the native handle.

@@ -32,7 +32,6 @@ type pagedWeights struct {
 	db     *ep.DoubleBuffer
 	layers []layer
 	infos  map[string]ep.TensorInfo // the paged initializers' tensors
-	bytes  uint64                   // the layers' total size: what one run moves
 }
 
 // layer is one node's external-data initializers as one image: the node's index in the
@@ -273,7 +272,6 @@ func (s *session) pageLayers(nodes []node, exts map[string]external) (*pagedWeig
 		}
 		l.w = lw
 		pw.layers = append(pw.layers, l)
-		pw.bytes += off
 		if off > largest {
 			largest, largestNode = off, nd.name
 		}
