@@ -332,6 +332,9 @@ func buildTranspose(l *Library, s opSpec) (Kernel, error) {
 	}
 	info := TensorInfo{DType: in.DType, Shape: out}
 	layout := mergeDims(out, strides)
+	if k, err := newTranspose2D(l, s, info, layout); k != nil || err != nil {
+		return k, err
+	}
 	n := len(layout.dims)
 	if n >= 2 && n <= maxBroadcastDims && layout.strides[0][n-1] != 1 {
 		// The output's last dimension is not the input's innermost one: a tiled transpose
@@ -521,4 +524,119 @@ func clampSliceIndex(v, d, lo, hi int64) int64 {
 		v += d // v >= MinInt64 and d > 0: no overflow
 	}
 	return min(max(v, lo), hi)
+}
+
+// transpose2dKernel is a Transpose that swaps the last two axes of a batch of matrices (plain
+// 2-D included), the transformer's case: cudaep_transpose2d_<variant>_<size>(out, in, batch,
+// rows, cols) reads batch × rows × cols and writes batch × cols × rows, on a grid of (column
+// tiles, row tiles, batch) 32×8-thread blocks. A pair variant needs its two addresses to be
+// multiples of two elements; Execute launches fallback (tile64) when they are not.
+type transpose2dKernel struct {
+	kernelBase
+	variant           string
+	fn, fallback      *cudadrv.Function
+	align             uint64 // fn's address alignment, bytes
+	batch, rows, cols uint32
+	grid, fallbackGrd cudadrv.Dim3
+	args              cudadrv.KernelArgs
+}
+
+// transpose2dVariants are the batched 2-D transpose's kernels (see variants.go), and
+// transpose2dRows the input rows of one tile of each; a tile is 32 input columns wide (64 for
+// the pair variants).
+var (
+	transpose2dVariants = []string{"tile32", "tile64", "pair4", "pair8"}
+	transpose2dRows     = map[string]uint64{"tile32": 32, "tile64": 64, "pair4": 64, "pair8": 128}
+)
+
+// batched2D reports whether a merged Transpose layout (output dimensions, input strides)
+// swaps the last two axes of batch matrices of rows × cols (input shape), and returns them.
+func batched2D(layout stridedLayout) (batch, rows, cols int64, ok bool) {
+	d, st := layout.dims, layout.strides[0]
+	switch {
+	case len(d) == 2 && st[0] == 1 && st[1] == d[0]:
+		return 1, d[1], d[0], true
+	case len(d) == 3 && st[1] == 1 && st[2] == d[1] && st[0] == d[1]*d[2]:
+		return d[0], d[2], d[1], true
+	}
+	return 0, 0, 0, false
+}
+
+// transpose2dDefault is the variant a Transpose of elements of size bytes in rows × cols
+// matrices gets by default: pairs of 2- and 4-byte elements (8 or 16 unit loads per thread,
+// 64 bytes in flight each), 64-row tiles otherwise.
+func transpose2dDefault(size int, rows, cols int64) string {
+	switch {
+	case rows%2 != 0 || cols%2 != 0:
+		return "tile64"
+	case size == 2:
+		return "pair8"
+	case size == 4:
+		return "pair4"
+	}
+	return "tile64"
+}
+
+// newTranspose2D returns the batched 2-D transpose for a merged Transpose layout, or nil (and
+// no error) when the layout is not one, its dimensions do not fit the kernels' 32-bit
+// arithmetic, the "nd" variant is forced, or the PTX lacks the variant's entry point.
+func newTranspose2D(l *Library, s opSpec, out TensorInfo, layout stridedLayout) (Kernel, error) {
+	batch, rows, cols, ok := batched2D(layout)
+	if !ok || rows >= 1<<31 || cols >= 1<<31 || batch >= 1<<32 {
+		return nil, nil
+	}
+	size := out.DType.Size()
+	v := forcedVariant("transpose2d")
+	pair := v == "pair4" || v == "pair8"
+	if v == "nd" {
+		return nil, nil
+	}
+	if _, known := transpose2dRows[v]; !known || (pair && (size != 2 && size != 4 || rows%2 != 0 || cols%2 != 0)) {
+		v = transpose2dDefault(size, rows, cols)
+	}
+	sfx := out.DType.sizeSuffix()
+	fn, fallback := l.function("cudaep_transpose2d_"+v+"_"+sfx), l.function("cudaep_transpose2d_tile64_"+sfx)
+	if fn == nil || fallback == nil {
+		return nil, nil
+	}
+	if err := s.checkOutput(out.Shape); err != nil {
+		return nil, err
+	}
+	k := &transpose2dKernel{kernelBase: newBase(l, s, out), variant: v, fn: fn, fallback: fallback, align: 1}
+	k.batch, k.rows, k.cols = uint32(batch), uint32(rows), uint32(cols)
+	k.grid = transpose2dGrid(v, batch, rows, cols)
+	k.fallbackGrd = transpose2dGrid("tile64", batch, rows, cols)
+	if v == "pair4" || v == "pair8" {
+		k.align = 2 * uint64(size)
+	}
+	return k, nil
+}
+
+// maxGridYZ is the largest grid extent along y and z; the 2-D transposes loop over the rest.
+const maxGridYZ = 65535
+
+// transpose2dGrid is variant v's grid: one block per tile of a row of tiles along x, row
+// tiles along y, batch along z (y and z capped at maxGridYZ).
+func transpose2dGrid(v string, batch, rows, cols int64) cudadrv.Dim3 {
+	width := int64(32)
+	if v == "pair4" || v == "pair8" {
+		width = 64
+	}
+	tr := int64(transpose2dRows[v])
+	return cudadrv.Dim3{X: uint32((cols + width - 1) / width), Y: uint32(min((rows+tr-1)/tr, maxGridYZ)), Z: uint32(min(batch, maxGridYZ))}
+}
+
+// Execute queues the transpose.
+func (k *transpose2dKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	fn, grid := k.fn, k.grid
+	if (uint64(inputs[0].Ptr)|uint64(outputs[0].Ptr))%k.align != 0 {
+		fn, grid = k.fallback, k.fallbackGrd
+	}
+	a := &k.args
+	a.Reset()
+	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).U32(k.batch).U32(k.rows).U32(k.cols)
+	return k.lib.rt.Stream.Launch(fn, grid, transposeBlock, 0, a)
 }

@@ -32,6 +32,41 @@ func ModuleEntries() map[string][]string {
 	return m
 }
 
+// ModuleOptionalEntries returns each PTX file's optional entry points (kernel variants).
+func ModuleOptionalEntries() map[string][]string {
+	m := map[string][]string{}
+	for file, es := range optionalEntries {
+		m[file] = append([]string{}, es...)
+	}
+	return m
+}
+
+// ForceVariant makes later Gets build variant v of a kernel family (variants.go; "" is the
+// default) and returns the variant forced before.
+func ForceVariant(family, v string) string { return forceVariant(family, v) }
+
+// TransposeVariants and NormVariants are the variant names of the "transpose2d" and
+// "layernorm" families, besides "nd" and "old".
+var (
+	TransposeVariants = append([]string{}, transpose2dVariants...)
+	NormVariants      = append([]string{}, normVariants...)
+)
+
+// KernelVariant returns the variant a Transpose or normalization kernel runs: "nd" for the
+// general tiled transpose, the batched 2-D transpose's variant, the normalization's variant;
+// "" for other kernels.
+func KernelVariant(k Kernel) string {
+	switch k := k.(type) {
+	case *transposeKernel:
+		return "nd"
+	case *transpose2dKernel:
+		return k.variant
+	case *normKernel:
+		return k.variant
+	}
+	return ""
+}
+
 // EmbeddedPTX returns the embedded bytes of file.
 func EmbeddedPTX(file string) ([]byte, error) { return ptxFiles.ReadFile(file) }
 
@@ -93,7 +128,7 @@ func RefIntOp(op string, a, b int64) int64 { return refIntOps[op](a, b) }
 // others.
 func TransposePath(k Kernel) string {
 	switch k.(type) {
-	case *transposeKernel:
+	case *transposeKernel, *transpose2dKernel:
 		return "tiled"
 	case *gatherKernel:
 		return "strided"

@@ -8,6 +8,9 @@ import (
 
 func init() {
 	modules = append(modules, ptxModule{"ptx/norm.ptx", typedEntries([]string{"cudaep_layernorm", "cudaep_bias_gelu_tanh"}, floatTypes)})
+	for _, v := range normVariants {
+		optionalEntries["ptx/norm.ptx"] = append(optionalEntries["ptx/norm.ptx"], typedEntries([]string{"cudaep_layernorm_" + v}, floatTypes)...)
+	}
 	builders["LayerNormalization"] = builder{inputNames: []string{"X", "Scale", "B"}, build: buildLayerNorm}
 	builders["SimplifiedLayerNormalization"] = builder{inputNames: []string{"X", "scale"}, build: buildSimplifiedLayerNorm}
 	builders["com.microsoft.SkipLayerNormalization"] = builder{inputNames: []string{"input", "skip", "gamma", "beta", "bias"}, build: skipNormBuilder(false)}
@@ -19,8 +22,9 @@ func init() {
 const defaultEpsilon = 1e-5
 
 // normKernel is every normalization op, one launch of cudaep_layernorm_<t>(y, mean, inv, sum,
-// x, skip, gamma, beta, bias, rows, length, skipRows, eps, simplified): the input viewed as
-// rows × length, normalized per row with one block per row. The index fields say which input
+// x, skip, gamma, beta, bias, rows, length, skipRows, eps, simplified), or of a register
+// variant cudaep_layernorm_<variant>_<t> with the same arguments when the rows are whole
+// 16-byte packs: the input viewed as rows × length, normalized per row with one block per row. The index fields say which input
 // or output feeds each argument (-1: absent, a null pointer).
 type normKernel struct {
 	kernelBase
@@ -28,6 +32,7 @@ type normKernel struct {
 	rows, length, skipRows  uint64
 	eps                     float32
 	simplified              bool
+	variant                 string // "old" or one of normVariants
 	skip, gamma, beta, bias int // input indices
 	meanOut, invOut, sumOut int // output indices
 	grid, block             cudadrv.Dim3
@@ -46,10 +51,51 @@ func newNorm(l *Library, s opSpec, rows, length int64, eps float32, simplified b
 	units := k.length
 	if v := uint64(16 / dt.Size()); k.length%v == 0 {
 		units = k.length / v // the kernel moves 16-byte packs then
+		if variant, threads := normRegsVariant(units); variant != "" {
+			if fn := l.function("cudaep_layernorm_" + variant + "_" + dt.suffix()); fn != nil {
+				k.fn, k.variant = fn, variant
+				k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
+				k.block = cudadrv.Dim3{X: threads, Y: 1, Z: 1}
+				return k
+			}
+		}
 	}
+	k.variant = "old"
 	k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
 	k.block = cudadrv.Dim3{X: min(rowThreads(units), maxNormThreads), Y: 1, Z: 1}
 	return k
+}
+
+// normVariants are the register-resident layernorm kernels (variants.go): rN holds up to N
+// 16-byte packs of the row per thread; r4cs is r4 with evict-first loads and stores of the
+// row's data.
+var normVariants = []string{"r2", "r4", "r8", "r4cs"}
+
+// normPacks is the most packs per thread of each register variant.
+var normPacks = map[string]uint64{"r2": 2, "r4": 4, "r8": 8, "r4cs": 4}
+
+// normRegsVariant picks the register layernorm for rows of packs 16-byte packs and its block
+// (whole warps, at most 1024 threads, enough to hold the row): the forced variant when one
+// is, else r4 (r8 for rows of more than 4096 packs); "" when the rows are too long for any,
+// or "old" is forced.
+func normRegsVariant(packs uint64) (string, uint32) {
+	v := forcedVariant("layernorm")
+	if _, ok := normPacks[v]; !ok {
+		if v == "old" {
+			return "", 0
+		}
+		v = "r4"
+		if packs > 4*1024 {
+			v = "r8"
+		}
+	}
+	per := normPacks[v]
+	threads := (packs + per - 1) / per
+	threads = max(32, (threads+31)/32*32)
+	if threads > 1024 {
+		return "", 0
+	}
+	return v, uint32(threads)
 }
 
 // maxNormThreads caps the normalization kernel's block: the largest block it was run with on

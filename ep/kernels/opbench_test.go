@@ -1,6 +1,8 @@
 package kernels_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -23,7 +25,49 @@ const (
 	EnvOpBench      = "CUDAEP_OPBENCH"
 	EnvOpBenchJSON  = "CUDAEP_OPBENCH_JSON"
 	EnvOpBenchTorch = "CUDAEP_OPBENCH_TORCH"
+	// EnvOpBenchVariants=1 adds a row per kernel variant (variants.go) of LayerNormalization
+	// and Transpose, each checked against the first variant's output
+	// (scripts/op-variants-gpu.sh).
+	EnvOpBenchVariants = "CUDAEP_OPBENCH_VARIANTS"
 )
+
+// maxAbsDiff returns the largest absolute difference between the elements of dtype dt in a
+// and b (NaN when only one of a pair is NaN, or the lengths differ); floats are decoded,
+// other types compared as bits (0 or +Inf).
+func maxAbsDiff(dt kernels.DType, a, b []byte) float64 {
+	if len(a) != len(b) {
+		return math.NaN()
+	}
+	if bytes.Equal(a, b) {
+		return 0
+	}
+	size := dt.Size()
+	worst := 0.0
+	for i := 0; i < len(a); i += size {
+		var x, y float64
+		switch dt {
+		case kernels.Float32:
+			x = float64(math.Float32frombits(binary.LittleEndian.Uint32(a[i:])))
+			y = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+		case kernels.Float16:
+			x = float64(cudadrv.Float16Value(binary.LittleEndian.Uint16(a[i:])))
+			y = float64(cudadrv.Float16Value(binary.LittleEndian.Uint16(b[i:])))
+		case kernels.BFloat16:
+			x = float64(cudadrv.BFloat16Value(binary.LittleEndian.Uint16(a[i:])))
+			y = float64(cudadrv.BFloat16Value(binary.LittleEndian.Uint16(b[i:])))
+		default:
+			if !bytes.Equal(a[i:i+size], b[i:i+size]) {
+				return math.Inf(1)
+			}
+			continue
+		}
+		if math.IsNaN(x) != math.IsNaN(y) {
+			return math.NaN()
+		}
+		worst = max(worst, math.Abs(x-y))
+	}
+	return worst
+}
 
 // peakBytesPerSecond is the H200's memory bandwidth by its datasheet (4.8 TB/s), the
 // denominator of the "of peak" column.
@@ -150,7 +194,7 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		return f.upload(in, data)
 	}
-	run := func(id, title string, spec kernels.Spec, bytes float64) {
+	run := func(id, title string, spec kernels.Spec, bytes float64) []kernels.Tensor {
 		k := f.get(spec)
 		ins := make([]kernels.Tensor, len(spec.Inputs))
 		for i, in := range spec.Inputs {
@@ -166,6 +210,36 @@ func TestOpBenchTable(t *testing.T) {
 		outs := f.outputs(k)
 		o, _ := measure(batch, func() error { return k.Execute(ins, outs) }, nil)
 		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: title, Bytes: bytes, OursMs: o})
+		return outs
+	}
+	// variants times each variant of a kernel family (variants.go) on the op of spec as rows
+	// id/<variant>, each built with the variant forced, and checks its first output against
+	// the first variant's: bit for bit when tol is 0, else within tol (absolute). The check's
+	// result goes into the row's title; a mismatch fails the test after the table.
+	variants := func(family, id, title string, spec kernels.Spec, bytes float64, tol float64, vs ...string) {
+		var ref []byte
+		for _, v := range vs {
+			prev := kernels.ForceVariant(family, v)
+			k := f.get(spec)
+			got := kernels.KernelVariant(k)
+			label := v
+			if label == "" {
+				label = "default"
+			}
+			outs := run(id+"/"+label, fmt.Sprintf("%s [%s: %s]", title, family, got), spec, bytes)
+			kernels.ForceVariant(family, prev)
+			out := f.download(outs[0])
+			row := &rep.Rows[len(rep.Rows)-1]
+			if ref == nil {
+				ref = out
+				continue
+			}
+			diff := maxAbsDiff(spec.Inputs[0].DType, ref, out)
+			row.Title += fmt.Sprintf(" max |diff| vs %s: %g", vs[0], diff)
+			if diff > tol || math.IsNaN(diff) {
+				t.Errorf("%s: output differs from %s's by up to %g (allowed %g)", row.ID, vs[0], diff, tol)
+			}
+		}
 	}
 
 	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16} {
@@ -193,6 +267,26 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		run("transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
 			kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb)
+		if os.Getenv(EnvOpBenchVariants) == "1" {
+			lnSpec := kernels.Spec{Op: "LayerNormalization", Opset: 17, Inputs: []kernels.TensorInfo{rowsInfo, info(dt, hidden), info(dt, hidden)}}
+			tol := 1e-5
+			if dt != kernels.Float32 {
+				tol = 2e-3 // one float16 ulp at 2
+			}
+			variants("layernorm", "layernorm/"+sfx, fmt.Sprintf("LayerNormalization %s[%d,%d]", sfx, n/hidden, hidden), lnSpec,
+				2*tb+float64(2*hidden*int64(dt.Size())+2*4*(n/hidden)), tol, append([]string{"old"}, kernels.NormVariants...)...)
+			tvs := append([]string{"nd"}, kernels.TransposeVariants...)
+			variants("transpose2d", "transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
+				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb, 0, tvs...)
+			// The transformer's case: the last two axes of a batch of matrices swapped.
+			batch, m := int64(16), int64(2048)
+			if sim {
+				batch, m = 2, 64
+			}
+			variants("transpose2d", "transpose3d/"+sfx, fmt.Sprintf("Transpose %s[%d,%d,%d] perm [0,2,1]", sfx, batch, m, n/batch/m),
+				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, batch, m, n/batch/m)},
+					Attrs: map[string]kernels.Attribute{"perm": kernels.IntsAttr(0, 2, 1)}}, 2*tb, 0, "nd", "", "tile64")
+		}
 	}
 	// The device-to-device copy of one tensor: what the memory system gives a plain copy.
 	{
@@ -258,7 +352,7 @@ func TestOpBenchTable(t *testing.T) {
 	if sim {
 		sb.WriteString("SIMULATED DEVICE: not performance numbers\n")
 	}
-	fmt.Fprintf(&sb, "%-22s %10s %9s %7s %10s %8s %10s %10s %8s\n", "row", "ours ms", "GB/s", "of peak", "torch GB/s", "vs torch", "TFLOP/s", "raw TFLOP", "vs raw")
+	fmt.Fprintf(&sb, "%-26s %10s %9s %7s %10s %8s %10s %10s %8s\n", "row", "ours ms", "GB/s", "of peak", "torch GB/s", "vs torch", "TFLOP/s", "raw TFLOP", "vs raw")
 	for _, r := range rep.Rows {
 		opt := func(v float64, format string) string {
 			if v == 0 || math.IsNaN(v) {
@@ -266,8 +360,13 @@ func TestOpBenchTable(t *testing.T) {
 			}
 			return fmt.Sprintf(format, v)
 		}
-		fmt.Fprintf(&sb, "%-22s %10.4f %9.1f %7.3f %10s %8s %10s %10s %8s\n", r.ID, median(r.OursMs), r.OursGBps, r.OfPeak,
+		fmt.Fprintf(&sb, "%-26s %10.4f %9.1f %7.3f %10s %8s %10s %10s %8s\n", r.ID, median(r.OursMs), r.OursGBps, r.OfPeak,
 			opt(r.TorchGBps, "%.1f"), opt(r.OursOverTorch, "%.3f"), opt(r.OursTFLOPS, "%.1f"), opt(r.RawTFLOPS, "%.1f"), opt(r.OursOverRaw, "%.3f"))
+	}
+	for _, r := range rep.Rows {
+		if strings.Contains(r.Title, "] [") {
+			fmt.Fprintf(&sb, "%-26s %s\n", r.ID, r.Title)
+		}
 	}
 	fmt.Print(sb.String())
 	t.Log(sb.String())

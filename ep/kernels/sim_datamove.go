@@ -22,6 +22,15 @@ func init() {
 			m["cudaep_fill_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simFill(l, dt.Size()) }
 			m["cudaep_transpose_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simTranspose(l, dt) }
 		}
+		for _, v := range transpose2dVariants {
+			for _, sfx := range []string{"b8", "b16", "b32", "b64"} {
+				if (v == "pair4" || v == "pair8") && (sfx == "b8" || sfx == "b64") {
+					continue
+				}
+				dt := sizeType(sfx)
+				m["cudaep_transpose2d_"+v+"_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, dt, v) }
+			}
+		}
 		m["cudaep_write8_b64"] = simWrite8
 		for _, dt := range []DType{Float32, Float64, Int32, Int64} {
 			m["cudaep_range_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRange(l, dt) }
@@ -198,5 +207,45 @@ func simTranspose(l *cudadrv.KernelLaunch, dt DType) error {
 		return err
 	}
 	simWalk(dims, [][maxBroadcastDims]int64{strides}, func(i int, offs []int64) { out.copyElem(int64(i), in, offs[0]) })
+	return nil
+}
+
+// simTranspose2D is cudaep_transpose2d_<variant>_<size>(out, in, batch, rows, cols): out[b][c][r]
+// = in[b][r][c], with the kernel's preconditions checked: 32×8-thread blocks, a grid whose x
+// covers the columns (the kernel does not loop over x), and for the pair variants even rows
+// and columns and addresses aligned to two elements.
+func simTranspose2D(l *cudadrv.KernelLaunch, dt DType, variant string) error {
+	if b := l.Block; b.X != 32 || b.Y != 8 || b.Z != 1 {
+		return fmt.Errorf("%s: block %v: the kernel needs 32×8 threads", l.Name, b)
+	}
+	batch, rows, cols := int64(l.U32Arg(2)), int64(l.U32Arg(3)), int64(l.U32Arg(4))
+	width := int64(32)
+	if variant == "pair4" || variant == "pair8" {
+		width = 64
+		unit := uint64(2 * dt.Size())
+		if rows%2 != 0 || cols%2 != 0 || uint64(l.PtrArg(0))%unit != 0 || uint64(l.PtrArg(1))%unit != 0 {
+			return fmt.Errorf("%s: rows %d and cols %d must be even and the addresses %#x, %#x multiples of %d", l.Name, rows, cols, l.PtrArg(0), l.PtrArg(1), unit)
+		}
+	}
+	g := l.Grid
+	if batch < 1 || rows < 1 || cols < 1 || int64(g.X)*width < cols || g.Y < 1 || g.Z < 1 {
+		return fmt.Errorf("%s: grid %v for %d × %d × %d", l.Name, g, batch, rows, cols)
+	}
+	n := int(batch * rows * cols)
+	out, err := simView(l, l.PtrArg(0), dt, n)
+	if err != nil {
+		return err
+	}
+	in, err := simView(l, l.PtrArg(1), dt, n)
+	if err != nil {
+		return err
+	}
+	for b := range batch {
+		for r := range rows {
+			for c := range cols {
+				out.copyElem((b*cols+c)*rows+r, in, (b*rows+r)*cols+c)
+			}
+		}
+	}
 	return nil
 }

@@ -11,6 +11,9 @@ func init() {
 	simKernelSets = append(simKernelSets, func(m map[string]cudadrv.KernelBody) {
 		for _, dt := range floatTypes {
 			m["cudaep_layernorm_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simLayerNorm(l, dt) }
+			for _, v := range normVariants {
+				m["cudaep_layernorm_"+v+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simLayerNormRegs(l, dt, normPacks[v]) }
+			}
 			m["cudaep_bias_gelu_tanh_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simBiasGelu(l, dt) }
 		}
 	})
@@ -25,6 +28,17 @@ func simOptView(l *cudadrv.KernelLaunch, arg int, dt DType, n int) (simTensor, b
 	}
 	v, err := simView(l, p, dt, n)
 	return v, true, err
+}
+
+// simLayerNormRegs is the register variant cudaep_layernorm_<variant>_<t> of up to per packs
+// per thread: simLayerNorm, after checking that the block holds a row of whole packs (the
+// kernel falls back to the two-pass loop otherwise, which norm.go never launches it for).
+func simLayerNormRegs(l *cudadrv.KernelLaunch, dt DType, per uint64) error {
+	length, v := l.U64Arg(10), uint64(16/dt.Size())
+	if length%v != 0 || length/v > per*uint64(l.Block.X) {
+		return fmt.Errorf("%s: rows of %d elements do not fit %d threads of %d packs of %d", l.Name, length, l.Block.X, per, v)
+	}
+	return simLayerNorm(l, dt)
 }
 
 // simLayerNorm is cudaep_layernorm_<t>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows,

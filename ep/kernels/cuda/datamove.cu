@@ -213,3 +213,147 @@ TRANSPOSE(b8, u8, 128)
 TRANSPOSE(b16, u16, 128)
 TRANSPOSE(b32, unsigned, 64)
 TRANSPOSE(b64, u64, 64)
+
+// The batched 2-D transposes: out[b][c][r] = in[b][r][c] for an input of B matrices of R rows
+// and C columns (the transformer's swap of the last two axes, and plain 2-D with B = 1), with
+// no per-element index division: the grid is (column tiles, row tiles, batch), each block
+// loops over the row tiles and batches the grid's y and z leave over (they are capped at
+// 65535), and each thread walks its rows by pointer increments. The block is 32×8 threads.
+// Two families, measured side by side by the op benchmark (datamove.go picks one):
+//
+//   - tiles<TR>: any element size and shape. A tile is TR input rows × 32 columns of E; a warp
+//     reads 32 elements of a row and writes 32 elements of an output row (32×E bytes per
+//     instruction); each thread moves TR/8 elements each way.
+//   - pairs<K>: 2- and 4-byte elements, even R and C, addresses aligned to two elements. A
+//     thread loads the two-element units W of two neighbouring input rows, (a0 a1) and
+//     (b0 b1), and swaps halves into the units (a0 b0) and (a1 b1) of two output rows, so that
+//     global loads, global stores and shared-memory accesses are all W wide (4 bytes for
+//     16-bit elements, 8 for 32-bit ones). A tile is 16·K input rows × 64 columns; each thread
+//     moves 2·K units each way.
+
+// transpose_tiles is the tiles<TR> family; see above.
+template <typename E, int TR>
+__device__ __forceinline__ void transpose_tiles(E* out, const E* in, unsigned batch, unsigned R, unsigned C) {
+	__shared__ E tile[TR][33];
+	const unsigned tx = threadIdx.x, ty = threadIdx.y;
+	const unsigned c0 = blockIdx.x * 32;
+	const unsigned row_tiles = (R + TR - 1) / TR;
+	const u64 plane = (u64)R * C;
+	for (unsigned b = blockIdx.z; b < batch; b += gridDim.z) {
+		for (unsigned rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+			const unsigned r0 = rt * TR;
+			const bool full = r0 + TR <= R && c0 + 32 <= C;
+			// Read: x walks the input's columns, y its rows.
+			const E* src = in + b * plane + (u64)(r0 + ty) * C + c0 + tx;
+			const u64 src_step = (u64)8 * C;
+			if (full) {
+#pragma unroll
+				for (int j = 0; j < TR; j += 8, src += src_step) tile[j + ty][tx] = *src;
+			} else {
+#pragma unroll
+				for (int j = 0; j < TR; j += 8, src += src_step) {
+					if (r0 + j + ty < R && c0 + tx < C) tile[j + ty][tx] = *src;
+				}
+			}
+			__syncthreads();
+			// Write: x walks the output's columns (input rows), y its rows (input columns).
+			E* dst = out + b * plane + (u64)(c0 + ty) * R + r0 + tx;
+			const u64 dst_step = (u64)8 * R;
+			if (full) {
+#pragma unroll
+				for (int j = 0; j < 32; j += 8, dst += dst_step) {
+#pragma unroll
+					for (int k = 0; k < TR; k += 32) dst[k] = tile[k + tx][j + ty];
+				}
+			} else {
+#pragma unroll
+				for (int j = 0; j < 32; j += 8, dst += dst_step) {
+#pragma unroll
+					for (int k = 0; k < TR; k += 32) {
+						if (c0 + j + ty < C && r0 + k + tx < R) dst[k] = tile[k + tx][j + ty];
+					}
+				}
+			}
+			__syncthreads();
+		}
+	}
+}
+
+// transpose_pairs is the pairs<K> family; see above. W holds two E.
+template <typename E, typename W, int K>
+__device__ __forceinline__ void transpose_pairs(E* out, const E* in, unsigned batch, unsigned R, unsigned C) {
+	const int U = 8 * K; // output units (input row pairs) per tile row
+	// tile[c][u]: output row c of the tile (input column c0 + c), unit u (input rows 2u, 2u+1).
+	__shared__ W tile[64][U + 1];
+	const unsigned tx = threadIdx.x, ty = threadIdx.y;
+	const unsigned Cu = C / 2, Ru = R / 2; // row lengths in units
+	const unsigned cu0 = blockIdx.x * 32;  // first input unit column of the tile
+	const unsigned row_tiles = (R + 16 * K - 1) / (16 * K);
+	const u64 plane = (u64)R * Cu; // units per matrix
+	const W* in_u = (const W*)in;
+	W* out_u = (W*)out;
+	const int shift = 8 * sizeof(E);
+	const W low = ((W)1 << shift) - 1;
+	// Lanes of the second half (of each group of 16 lanes for 8-byte units) store the odd
+	// output row first, which spreads the two stores over all banks.
+	const unsigned odd_first = (tx / (sizeof(W) == 8 ? 8 : 16)) & 1;
+	for (unsigned b = blockIdx.z; b < batch; b += gridDim.z) {
+		for (unsigned rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+			const unsigned r0 = rt * 16 * K;
+			const bool full = r0 + 16 * K <= R && cu0 + 32 <= Cu;
+			const W* src = in_u + b * plane + (u64)(r0 + 2 * ty) * Cu + cu0 + tx;
+			const u64 src_step = (u64)16 * Cu;
+			W lo[K], hi[K];
+#pragma unroll
+			for (int i = 0; i < K; ++i, src += src_step) {
+				W a = 0, c = 0;
+				if (full || (r0 + 16 * i + 2 * ty < R && cu0 + tx < Cu)) {
+					a = src[0];
+					c = src[Cu];
+				}
+				lo[i] = (a & low) | (c << shift);
+				hi[i] = (a >> shift) | (c & (low << shift));
+			}
+#pragma unroll
+			for (int i = 0; i < K; ++i) {
+				const unsigned u = ty + 8 * i;
+				tile[2 * tx + odd_first][u] = odd_first ? hi[i] : lo[i];
+				tile[2 * tx + 1 - odd_first][u] = odd_first ? lo[i] : hi[i];
+			}
+			__syncthreads();
+			const unsigned ru0 = r0 / 2;
+			W* dst = out_u + b * plane + (u64)(2 * cu0 + ty) * Ru + ru0 + tx;
+			const u64 dst_step = (u64)8 * Ru;
+#pragma unroll
+			for (int j = 0; j < 64; j += 8, dst += dst_step) {
+#pragma unroll
+				for (int k = 0; k < U; k += 32) {
+					if (full || (2 * cu0 + j + ty < C && ru0 + k + tx < Ru)) dst[k] = tile[j + ty][k + tx];
+				}
+			}
+			__syncthreads();
+		}
+	}
+}
+
+#define TRANSPOSE2D_TILES(sfx, E) \
+	extern "C" __global__ void cudaep_transpose2d_tile32_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
+		transpose_tiles<E, 32>(out, in, batch, rows, cols); \
+	} \
+	extern "C" __global__ void cudaep_transpose2d_tile64_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
+		transpose_tiles<E, 64>(out, in, batch, rows, cols); \
+	}
+#define TRANSPOSE2D_PAIRS(sfx, E, W) \
+	extern "C" __global__ void cudaep_transpose2d_pair4_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
+		transpose_pairs<E, W, 4>(out, in, batch, rows, cols); \
+	} \
+	extern "C" __global__ void cudaep_transpose2d_pair8_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
+		transpose_pairs<E, W, 8>(out, in, batch, rows, cols); \
+	}
+
+TRANSPOSE2D_TILES(b8, u8)
+TRANSPOSE2D_TILES(b16, u16)
+TRANSPOSE2D_TILES(b32, unsigned)
+TRANSPOSE2D_TILES(b64, u64)
+TRANSPOSE2D_PAIRS(b16, u16, unsigned)
+TRANSPOSE2D_PAIRS(b32, unsigned, u64)

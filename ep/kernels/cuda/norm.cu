@@ -126,6 +126,154 @@ __device__ __forceinline__ void layernorm(T* y, float* mean_out, float* inv_out,
 	}
 }
 
+// ld_pack loads 16 bytes; STREAM marks them evict-first (ld.global.cs), for data read once.
+template <typename T, bool STREAM>
+__device__ __forceinline__ Pack<T> ld_pack(const T* p) {
+	if (!STREAM) return *(const Pack<T>*)p;
+	Pack<T> r;
+	unsigned* w = (unsigned*)&r;
+	asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+	return r;
+}
+
+// st_pack stores 16 bytes; STREAM marks them evict-first (st.global.cs).
+template <typename T, bool STREAM>
+__device__ __forceinline__ void st_pack(T* p, const Pack<T>& v) {
+	if (!STREAM) {
+		*(Pack<T>*)p = v;
+		return;
+	}
+	const unsigned* w = (const unsigned*)&v;
+	asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+}
+
+// layernorm_regs is layernorm with the row held in registers: thread t keeps the 16-byte packs
+// t, t + blockDim.x, … (at most NP of them) of its block's row, issues all their loads before
+// using any, sums, and writes the output from the registers, so the row is read once and each
+// row costs one barrier (the two partial-sum buffers alternate between rows, so the next
+// row's partial sums never overwrite ones still being read). Rows whose length is not a whole
+// number of packs, unaligned tensors and rows longer than NP·blockDim.x packs take layernorm.
+// STREAM loads and stores the row's data evict-first.
+template <typename T, int NP, bool STREAM>
+__device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv_out, T* sum, const T* x, const T* skip,
+	const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) {
+	const int V = 16 / sizeof(T);
+	if (length % V != 0 || length / V > (u64)NP * blockDim.x || !aligned16_all(y, sum, x, skip, gamma, beta, bias)) {
+		layernorm<T>(y, mean_out, inv_out, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified);
+		return;
+	}
+	__shared__ float partial[2][64];
+	const unsigned packs = (unsigned)(length / V), tid = threadIdx.x, warp = tid / 32, lane = tid % 32, warps = blockDim.x / 32;
+	const float inv_len = 1.0f / (float)length;
+	unsigned parity = 0;
+	for (u64 row = blockIdx.x; row < rows; row += gridDim.x, parity ^= 1) {
+		const T* xr = x + row * length;
+		const T* sr = skip ? skip + (row % skip_rows) * length : (const T*)0;
+		float v[NP][V];
+		// Loads first: every pack of x (then skip and bias) is in flight before any is used.
+		Pack<T> px[NP];
+#pragma unroll
+		for (int i = 0; i < NP; ++i) {
+			const unsigned p = tid + i * blockDim.x;
+			if (p < packs) px[i] = ld_pack<T, STREAM>(xr + (u64)p * V);
+		}
+		const float shift = simplified ? 0.0f : ln_load(xr, sr, bias, 0);
+#pragma unroll
+		for (int i = 0; i < NP; ++i) {
+#pragma unroll
+			for (int k = 0; k < V; ++k) v[i][k] = to_float(px[i].v[k]);
+		}
+		if (sr) {
+#pragma unroll
+			for (int i = 0; i < NP; ++i) {
+				const unsigned p = tid + i * blockDim.x;
+				if (p < packs) px[i] = ld_pack<T, STREAM>(sr + (u64)p * V);
+			}
+#pragma unroll
+			for (int i = 0; i < NP; ++i) {
+#pragma unroll
+				for (int k = 0; k < V; ++k) v[i][k] += to_float(px[i].v[k]);
+			}
+		}
+		if (bias) {
+#pragma unroll
+			for (int i = 0; i < NP; ++i) {
+				const unsigned p = tid + i * blockDim.x;
+				if (p < packs) px[i] = *(const Pack<T>*)(bias + (u64)p * V);
+			}
+#pragma unroll
+			for (int i = 0; i < NP; ++i) {
+#pragma unroll
+				for (int k = 0; k < V; ++k) v[i][k] += to_float(px[i].v[k]);
+			}
+		}
+		float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+		for (int i = 0; i < NP; ++i) {
+			const unsigned p = tid + i * blockDim.x;
+			if (p < packs) {
+				if (sum) {
+					Pack<T> o;
+#pragma unroll
+					for (int k = 0; k < V; ++k) o.v[k] = from_float<T>(v[i][k]);
+					st_pack<T, STREAM>(sum + row * length + (u64)p * V, o);
+				}
+#pragma unroll
+				for (int k = 0; k < V; ++k) {
+					const float d = v[i][k] - shift;
+					s1 += d;
+					s2 += d * d;
+				}
+			}
+		}
+		// One barrier: each warp's partial sums go to this row's buffer, every warp then adds
+		// them all up.
+		s1 = warp_reduce<SumOp>(s1);
+		s2 = warp_reduce<SumOp>(s2);
+		if (lane == 0) {
+			partial[parity][warp] = s1;
+			partial[parity][32 + warp] = s2;
+		}
+		__syncthreads();
+		s1 = lane < warps ? partial[parity][lane] : 0.0f;
+		s2 = lane < warps ? partial[parity][32 + lane] : 0.0f;
+		s1 = warp_reduce<SumOp>(s1);
+		s2 = warp_reduce<SumOp>(s2);
+		const float m1 = s1 * inv_len;
+		float mean, var;
+		if (simplified) {
+			mean = 0.0f;
+			var = s2 * inv_len;
+		} else {
+			mean = shift + m1;
+			var = fmaxf(s2 * inv_len - m1 * m1, 0.0f);
+		}
+		const float inv = 1.0f / sqrtf(var + eps);
+		if (tid == 0) {
+			if (mean_out) mean_out[row] = mean;
+			inv_out[row] = inv;
+		}
+		T* yr = y + row * length;
+#pragma unroll
+		for (int i = 0; i < NP; ++i) {
+			const unsigned p = tid + i * blockDim.x;
+			if (p < packs) {
+				const Pack<T> g = *(const Pack<T>*)(gamma + (u64)p * V);
+				Pack<T> o;
+				if (beta) {
+					const Pack<T> b = *(const Pack<T>*)(beta + (u64)p * V);
+#pragma unroll
+					for (int k = 0; k < V; ++k) o.v[k] = from_float<T>((v[i][k] - mean) * inv * to_float(g.v[k]) + to_float(b.v[k]));
+				} else {
+#pragma unroll
+					for (int k = 0; k < V; ++k) o.v[k] = from_float<T>((v[i][k] - mean) * inv * to_float(g.v[k]));
+				}
+				st_pack<T, STREAM>(yr + (u64)p * V, o);
+			}
+		}
+	}
+}
+
 // gelu_tanh is Gelu's tanh approximation, as elementwise.cu's GeluTanhOp (and FastGelu).
 __device__ __forceinline__ float gelu_tanh(float x) {
 	return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
@@ -155,7 +303,17 @@ __device__ __forceinline__ void bias_gelu_loop(T* out, const T* x, const T* bias
 	for (Index i = done + start; i < n; i += stride) out[i] = from_float<T>(gelu_tanh(to_float(x[i]) + to_float(bias[i % bias_len])));
 }
 
+#define LAYERNORM_REGS(name, sfx, T, NP, STREAM) \
+	extern "C" __global__ void cudaep_layernorm_##name##_##sfx(T* y, float* mean, float* inv, T* sum, const T* x, const T* skip, \
+		const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) { \
+		layernorm_regs<T, NP, STREAM>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified); \
+	}
+
 #define NORM(sfx, T) \
+	LAYERNORM_REGS(r2, sfx, T, 2, false) \
+	LAYERNORM_REGS(r4, sfx, T, 4, false) \
+	LAYERNORM_REGS(r8, sfx, T, 8, false) \
+	LAYERNORM_REGS(r4cs, sfx, T, 4, true) \
 	extern "C" __global__ void cudaep_layernorm_##sfx(T* y, float* mean, float* inv, T* sum, const T* x, const T* skip, \
 		const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) { \
 		layernorm<T>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified); \
