@@ -33,8 +33,8 @@ type normKernel struct {
 	eps                     float32
 	simplified              bool
 	variant                 string // "old" or one of normVariants
-	skip, gamma, beta, bias int // input indices
-	meanOut, invOut, sumOut int // output indices
+	skip, gamma, beta, bias int    // input indices
+	meanOut, invOut, sumOut int    // output indices
 	grid, block             cudadrv.Dim3
 	args                    cudadrv.KernelArgs
 }
