@@ -7,6 +7,7 @@ package ort
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -46,8 +47,15 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 		}
 	}
 	supported := make([]bool, len(nodes))
+	logDeclines := s.logEnabled(C.ORT_LOGGING_LEVEL_INFO)
 	for i := range nodes {
-		supported[i] = s.supports(&nodes[i], opset)
+		why := s.supports(&nodes[i], opset)
+		supported[i] = why == nil
+		if why != nil && logDeclines {
+			nd := &nodes[i]
+			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s leaves node %q (%s%s, opset %d) to another EP: %v",
+				EPName, nd.name, domainPrefix(nd.domain), nd.op, opset, why))
+		}
 	}
 	for _, group := range fusionGroups(nodes, supported) {
 		if err := addNodesToFuse(info, nodes, group); err != nil {
@@ -57,32 +65,46 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 	return nil
 }
 
-// supports reports whether the provider has a kernel for nd: an ONNX-domain op over tensors
-// whose types it takes (symbolic dimensions count as 1 here; Compute builds kernels for the
-// real shapes).
-func (s *session) supports(nd *node, opset int64) bool {
-	if nd.badAttr != "" || opset <= 0 {
-		return false
+// supports returns nil when the provider has a kernel for nd: an ONNX-domain or contrib op
+// over tensors whose types it takes (symbolic dimensions count as 1 here; Compute builds
+// kernels for the real shapes). Otherwise it says why not: GetCapability logs the reason.
+func (s *session) supports(nd *node, opset int64) error {
+	switch {
+	case nd.badAttr != "":
+		return fmt.Errorf("attribute %q is of a kind cudaep's kernels do not take", nd.badAttr)
+	case opset <= 0:
+		return errors.New("the graph imports no ONNX opset")
 	}
 	if _, ok := kernelOp(nd, opset); !ok {
-		return false
+		return fmt.Errorf("cudaep has no kernels in domain %q", nd.domain)
 	}
 	spec, ok := specOf(nd, opset, 1)
 	if !ok {
-		return false
+		return errors.New("an input or output is not a tensor, or a required input is missing")
 	}
 	k, err := s.p.GetKernel(spec)
 	if err != nil {
-		return false
+		return err
 	}
 	// A kernel whose work cannot be captured computes results whose shape depends on the data
 	// (NonZero's count), which a plan of fixed shapes cannot hold. A kernel may make more
 	// outputs than the node uses (optional ones the node leaves out), and must make every one
 	// the node names.
 	if !k.CaptureSupport().IsSupported() {
-		return false
+		return errors.New("its outputs' shapes depend on the input values (the kernel cannot be captured)")
 	}
-	return len(k.Outputs()) >= len(presentOutputs(nd))
+	if got, want := len(k.Outputs()), len(presentOutputs(nd)); got < want {
+		return fmt.Errorf("the kernel makes %d outputs, the node names %d", got, want)
+	}
+	return nil
+}
+
+// domainPrefix is "domain." for an op outside the ONNX domain, else "".
+func domainPrefix(domain string) string {
+	if domain == "" || domain == "ai.onnx" {
+		return ""
+	}
+	return domain + "."
 }
 
 // specOf is the kernel spec of nd with symbolic dimensions set to d, its constant inputs'

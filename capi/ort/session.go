@@ -1,6 +1,7 @@
 package ort
 
 /*
+#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -91,8 +92,9 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 
 // session is one OrtEp: the provider a session runs its partitions on.
 type session struct {
-	opts sessionOptions
-	p    *ep.Provider
+	opts   sessionOptions
+	p      *ep.Provider
+	logger *C.OrtLogger // the session's logger from CreateEp: ORT keeps it valid while the OrtEp lives
 
 	mu       sync.Mutex
 	nextSlot int64 // keyed graph slots handed to partitions
@@ -109,6 +111,23 @@ func (s *session) close() error {
 	return s.p.Close()
 }
 
+// logEnabled reports whether the session's logger prints messages of level (an
+// OrtLoggingLevel), so that callers build messages only when they will be seen.
+func (s *session) logEnabled(level C.OrtLoggingLevel) bool {
+	return s.logger != nil && C.cudaep_ort_log_enabled(s.logger, level) != 0
+}
+
+// log writes msg to the session's logger at level (ORT drops it below the session's
+// severity); a session without a logger logs nothing.
+func (s *session) log(level C.OrtLoggingLevel, msg string) {
+	if s.logger == nil {
+		return
+	}
+	c := C.CString(msg)
+	defer C.free(unsafe.Pointer(c))
+	C.cudaep_ort_log(s.logger, level, c)
+}
+
 // slotFor hands out a fresh keyed slot for a partition's captured graph.
 func (s *session) slotFor() ep.Slot {
 	s.mu.Lock()
@@ -121,7 +140,7 @@ func (s *session) slotFor() ep.Slot {
 //
 //export cudaepOrtCreateEp
 func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, numDevices C.size_t,
-	so *C.OrtSessionOptions, out **C.OrtEp) (st *C.OrtStatus) {
+	so *C.OrtSessionOptions, logger *C.OrtLogger, out **C.OrtEp) (st *C.OrtStatus) {
 	defer recoverInto(&st)
 	if numDevices != 1 {
 		return statusOf(fmt.Errorf("%w: a CudaEp session runs on one device, %d were given", errInvalid, int(numDevices)))
@@ -156,7 +175,7 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 	if err != nil {
 		return statusOf(err)
 	}
-	s := &session{opts: opts, p: p}
+	s := &session{opts: opts, p: p, logger: logger}
 	live.mu.Lock()
 	live.sessions[s] = struct{}{}
 	live.mu.Unlock()

@@ -42,9 +42,8 @@ static OrtStatus* f_CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* de
                              const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
                              const OrtSessionOptions* session_options, const OrtLogger* logger, OrtEp** ep) {
     (void)devices;
-    (void)logger;
     return cudaepOrtCreateEp((CudaEpOrtFactory*)f, (OrtKeyValuePairs**)ep_metadata, num_devices,
-                             (OrtSessionOptions*)session_options, ep);
+                             (OrtSessionOptions*)session_options, (OrtLogger*)logger, ep);
 }
 
 static void f_ReleaseEp(OrtEpFactory* f, OrtEp* ep) {
@@ -475,6 +474,21 @@ OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset) {
 }
 
 OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path) { return A(Graph_GetModelPath)(g, path); }
+
+int cudaep_ort_log_enabled(const OrtLogger* logger, OrtLoggingLevel level) {
+    OrtLoggingLevel at = ORT_LOGGING_LEVEL_FATAL;
+    OrtStatus* st = A(Logger_GetLoggingSeverityLevel)(logger, &at);
+    if (st) {
+        A(ReleaseStatus)(st);
+        return 0;
+    }
+    return level >= at;
+}
+
+void cudaep_ort_log(const OrtLogger* logger, OrtLoggingLevel level, const char* msg) {
+    OrtStatus* st = A(Logger_LogMessage)(logger, level, msg, "capi/ort", 0, "CudaEp");
+    if (st) A(ReleaseStatus)(st);
+}
 
 OrtStatus* cudaep_ort_graph_is_subgraph(const OrtGraph* g, int* is_subgraph) {
     const OrtNode* parent = NULL;

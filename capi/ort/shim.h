@@ -105,6 +105,10 @@ OrtStatus* cudaep_ort_graph_nodes(const OrtGraph* g, const OrtNode*** nodes, siz
 OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset);
 OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path);
 OrtStatus* cudaep_ort_graph_is_subgraph(const OrtGraph* g, int* is_subgraph);
+
+/* Logging through a session's OrtLogger: whether level would be printed, and one message. */
+int cudaep_ort_log_enabled(const OrtLogger* logger, OrtLoggingLevel level);
+void cudaep_ort_log(const OrtLogger* logger, OrtLoggingLevel level, const char* msg);
 OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n);
 OrtStatus* cudaep_ort_node_strings(const OrtNode* n, const char** op, const char** domain, const char** name);
 OrtStatus* cudaep_ort_node_ep(const OrtNode* n, const char** ep);

@@ -165,9 +165,18 @@ int case_split(ort_rt* rt, int argc, char** argv) {
   ep_options(rt, &o);
   add_ep_option(&o, "tf32", "0");
   o.record_assignment = 1; /* CPU fallback stays enabled: LeakyRelu must run on the CPU EP */
+  o.log_info = 1;          /* CudaEp says at INFO why it leaves LeakyRelu */
+  rt_log_watch("leaves node");
   rt_session test, ref;
   if (open_pair(rt, argv[1], "split.onnx", &o, &test, &ref) < 0) return 1;
   int f = 0;
+  if (rt->ep_mode) {
+    char said[2048], what2[2300];
+    unsigned long hits = rt_log_found(said, sizeof said);
+    textf(what2, sizeof what2, "CudaEp logged why it leaves the LeakyRelu node (%lu message(s)): %s", hits, said);
+    f += ok(hits >= 1 && strstr(said, "LeakyRelu") != NULL && strstr(said, "not implemented") != NULL, what2);
+  }
+  rt_log_watch(NULL);
   size_t en = 0, es = 0, on = 0;
   char mine[512], other[512], what[1400];
   int rc = rt_print_assignment(rt, &test, 0, &en, &es, &on, mine, sizeof mine, other, sizeof other);

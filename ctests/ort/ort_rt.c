@@ -72,6 +72,25 @@ static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long log_ep_errors;
 static char log_last_ep_error[2048];
 static int log_print_level = ORT_LOGGING_LEVEL_VERBOSE;
+static char log_needle[256];
+static unsigned long log_needle_hits;
+static char log_needle_last[2048];
+
+void rt_log_watch(const char* needle) {
+  pthread_mutex_lock(&log_mu);
+  textf(log_needle, sizeof log_needle, "%s", needle ? needle : "");
+  log_needle_hits = 0;
+  log_needle_last[0] = 0;
+  pthread_mutex_unlock(&log_mu);
+}
+
+unsigned long rt_log_found(char* buf, size_t cap) {
+  pthread_mutex_lock(&log_mu);
+  unsigned long n = log_needle_hits;
+  if (buf && cap) textf(buf, cap, "%s", log_needle_last);
+  pthread_mutex_unlock(&log_mu);
+  return n;
+}
 
 void rt_log_set_print_level(OrtLoggingLevel level) { __atomic_store_n(&log_print_level, (int)level, __ATOMIC_RELAXED); }
 
@@ -87,6 +106,12 @@ static void host_logger(void* param, OrtLoggingLevel severity, const char* categ
   if (strstr(message, "fallback to CPU EP has been explicitly disabled")) return;
   if ((int)severity >= __atomic_load_n(&log_print_level, __ATOMIC_RELAXED))
     printf("    [ORT %c %s] %s\n", sev, code_location ? code_location : "", message);
+  pthread_mutex_lock(&log_mu);
+  if (log_needle[0] && strstr(message, log_needle)) {
+    log_needle_hits++;
+    textf(log_needle_last, sizeof log_needle_last, "%s", message);
+  }
+  pthread_mutex_unlock(&log_mu);
   if (severity >= ORT_LOGGING_LEVEL_ERROR && strstr(message, RT_EP_NAME)) {
     pthread_mutex_lock(&log_mu);
     log_ep_errors++;
@@ -301,6 +326,9 @@ int rt_session_create(ort_rt* rt, const char* path, const rt_session_opts* o, rt
   if (o->opt_level > 0 &&
       rt_take(rt, A(SetSessionGraphOptimizationLevel)(so, (GraphOptimizationLevel)(o->opt_level - 1)),
               "SetSessionGraphOptimizationLevel", e, quiet) < 0)
+    goto out;
+  if (o->log_info && rt_take(rt, A(SetSessionLogSeverityLevel)(so, ORT_LOGGING_LEVEL_INFO),
+                             "SetSessionLogSeverityLevel", e, quiet) < 0)
     goto out;
   if (o->disable_cpu_fallback &&
       rt_take(rt, A(AddSessionConfigEntry)(so, RT_DISABLE_CPU_FALLBACK, "1"), "AddSessionConfigEntry", e, quiet) < 0)

@@ -65,6 +65,7 @@ typedef struct rt_session_opts {
                                       CudaEp runs a session on one device */
   int disable_cpu_fallback;        /* RT_DISABLE_CPU_FALLBACK = "1" */
   int record_assignment;           /* RT_RECORD_ASSIGNMENT = "1" (ignored below API 24) */
+  int log_info;                    /* the session logs at INFO (SetSessionLogSeverityLevel) */
   int opt_level;                   /* 0: ORT's default; otherwise a GraphOptimizationLevel + 1 */
   int intra_threads;               /* 0: ORT's default */
   size_t num_ep_options;           /* options for SessionOptionsAppendExecutionProvider_V2 */
@@ -106,6 +107,12 @@ unsigned long rt_log_mark(void);
 /* rt_log_set_print_level: print only ORT log lines of this severity or worse (counting goes on). */
 void rt_log_set_print_level(OrtLoggingLevel level);
 unsigned long rt_log_ep_errors_since(unsigned long mark, char* buf, size_t cap);
+
+/* rt_log_find: how many messages logged since rt_log_mark() contained needle (the latest of
+ * them copied into buf when buf is not NULL). Watches one needle at a time: set it with
+ * rt_log_watch before the messages are logged. */
+void rt_log_watch(const char* needle);
+unsigned long rt_log_found(char* buf, size_t cap);
 
 /* rt_register_ep registers `ep_path` under RT_EP_REGISTRATION, then fills rt->devices with the
  * CudaEp devices GetEpDevices lists and sets ep_mode. It first checks that the file exports
