@@ -1,0 +1,717 @@
+#!/usr/bin/env python3
+"""llama_decode.py LIBCUDAEP WORKDIR [options]: a Llama-style model from `transformers`, exported
+with `torch.onnx.export`, decoding through ONNX Runtime on cudaep, against the same model in
+PyTorch (issue 17). Runs where torch, transformers, onnx and onnxruntime (1.23+, plugin EPs) are
+installed and a CUDA GPU is present; nothing is downloaded.
+
+The model is `transformers`' LlamaForCausalLM built from a LlamaConfig with seeded random
+weights (default ~1B parameters: hidden 2048, 16 layers, 32 query heads, 8 key/value heads,
+MLP 8192, vocabulary 32000) in bfloat16. Its forward code is transformers'; the only code of
+ours inside the export is the key/value cache object handed to it (`StaticKV`), which keeps a
+fixed-size cache so that every shape in the graph is static:
+
+  prefill graph  input_ids int64 [1, P]
+                 -> logits float32 [1, P, V], present_key_<l>/present_value_<l> bf16 [1, KV, M, D]
+                    (positions 0..P-1 filled, the rest zero)
+  decode graph   input_ids int64 [1, 1], cache_position int64 [1],
+                 past_key_<l>/past_value_<l> bf16 [1, KV, M, D]
+                 -> logits float32 [1, 1, V], present_key_<l>/present_value_<l> [1, KV, M, D]
+                    (the past with position cache_position replaced)
+
+Attention is transformers' eager attention over the whole cache with an additive mask that hides
+the positions after cache_position, which is also what PyTorch's own static cache does under CUDA
+graphs. Static shapes are what CudaEp needs to claim every node (shape-deciding inputs must be
+constants) and to replay one captured graph per step.
+
+Checks (exit status 1 when one fails):
+  * every node of every graph runs on CudaEp (session.disable_cpu_ep_fallback=1);
+  * prefill logits against the same model in float32 PyTorch, within a stated tolerance, beside
+    PyTorch bfloat16's own distance from float32;
+  * TOKENS greedy tokens after the prompt, ORT + CudaEp against PyTorch bfloat16 running the same
+    static-cache forward; a divergence is reported with both runs' logit margins there.
+
+Benchmarks (printed as one table, same weights and dtype, one process):
+  * decode ms/token at contexts 128 and 2048 (cache sizes 128+TOKENS and 2048+TOKENS): PyTorch
+    eager (DynamicCache, the ordinary transformers loop), PyTorch static cache eager, PyTorch
+    static cache with torch.cuda.CUDAGraph, ORT + CudaEp eager and with enable_cuda_graph=1
+    (IOBinding: the cache stays on the device between steps);
+  * bytes read per token (weights + cache) over the time, against the H200's 4.8 TB/s;
+  * prefill tokens/s for a 512-token prompt, PyTorch and ORT + CudaEp;
+  * prefill with paging=on and weight_budget_bytes at 25 % of the weights.
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+PEAK_BYTES_PER_S = 4.8e12
+VENDOR_NVIDIA = 0x10DE
+BF16 = 16  # TensorProto.BFLOAT16
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------- the model and its export
+
+
+def build_model(args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.inter,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+        max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(args.seed)
+    model = LlamaForCausalLM(cfg)
+    # transformers initialises with std 0.02 everywhere, which makes a random model's logits nearly
+    # flat; a larger embedding/LM-head scale gives greedy decoding margins worth comparing.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(args.head_scale)
+    model = model.to(torch.bfloat16).cuda().eval()
+    return cfg, model
+
+
+class StaticKV:
+    """The key/value cache handed to transformers' attention: fixed-size tensors, updated out of
+    place (the export has no in-place writes), position `pos` replaced in decode, positions 0..S-1
+    written in prefill."""
+
+    def __init__(self, kv, pos=None, prefill_len=None):
+        self.kv, self.pos, self.prefill_len = list(kv), pos, prefill_len
+
+    def update(self, k, v, layer_idx, cache_kwargs=None):
+        i = 2 * layer_idx
+        out = []
+        for past, new in ((self.kv[i], k), (self.kv[i + 1], v)):
+            if self.prefill_len is not None:
+                full = torch.cat([new, past[:, :, self.prefill_len:]], dim=2)
+            else:
+                m = past.shape[2]
+                hit = (torch.arange(m, device=past.device) == self.pos).view(1, 1, m, 1)
+                full = torch.where(hit, new.expand(-1, -1, m, -1), past)
+            out.append(full)
+        self.kv[i], self.kv[i + 1] = out
+        return out[0], out[1]
+
+    def get_seq_length(self, layer_idx=0):
+        return 0
+
+
+def additive_mask(cache_position, m, dtype):
+    """[1, 1, S, M]: 0 where key position <= the query's position, the dtype's minimum after."""
+    keys = torch.arange(m, device=cache_position.device).view(1, m)
+    hidden = keys > cache_position.view(-1, 1)
+    zero = torch.zeros((), dtype=dtype, device=cache_position.device)
+    low = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=cache_position.device)
+    return torch.where(hidden, low, zero).view(1, 1, -1, m)
+
+
+class Prefill(torch.nn.Module):
+    def __init__(self, model, cfg, m, dtype=torch.bfloat16):
+        super().__init__()
+        self.model, self.cfg, self.m, self.dtype = model, cfg, m, dtype
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        cfg, dev = self.cfg, input_ids.device
+        hd = cfg.hidden_size // cfg.num_attention_heads
+        zeros = torch.zeros(1, cfg.num_key_value_heads, self.m, hd, dtype=self.dtype, device=dev)
+        kv = StaticKV([zeros] * (2 * cfg.num_hidden_layers), prefill_len=s)
+        pos = torch.arange(s, device=dev)
+        out = self.model(input_ids=input_ids, attention_mask=additive_mask(pos, self.m, self.dtype),
+                         position_ids=pos.view(1, s), cache_position=pos, past_key_values=kv, use_cache=True)
+        return (out.logits.float(), *kv.kv)
+
+
+class Decode(torch.nn.Module):
+    def __init__(self, model, cfg, m):
+        super().__init__()
+        self.model, self.cfg, self.m = model, cfg, m
+
+    def forward(self, input_ids, cache_position, *past):
+        kv = StaticKV(past, pos=cache_position)
+        out = self.model(input_ids=input_ids, attention_mask=additive_mask(cache_position, self.m, torch.bfloat16),
+                         position_ids=cache_position.view(1, 1), cache_position=cache_position,
+                         past_key_values=kv, use_cache=True)
+        return (out.logits.float(), *kv.kv)
+
+
+def kv_names(cfg, prefix):
+    return [f"{prefix}_{kind}_{l}" for l in range(cfg.num_hidden_layers) for kind in ("key", "value")]
+
+
+def export(module, inputs, in_names, out_names, path, how):
+    """torch.onnx.export with weights as external data; `how` is 'dynamo' or 'torchscript'.
+    Returns (seconds, the exporter used)."""
+    module.eval()
+    t0 = time.perf_counter()
+    errors = []
+    order = ["dynamo", "torchscript"] if how == "auto" else [how]
+    for h in order:
+        try:
+            with torch.no_grad():
+                if h == "dynamo":
+                    prog = torch.onnx.export(module, inputs, dynamo=True, input_names=in_names,
+                                             output_names=out_names, opset_version=18, external_data=True)
+                    prog.save(path, external_data=True)
+                else:
+                    torch.onnx.export(module, inputs, path, dynamo=False, input_names=in_names,
+                                      output_names=out_names, opset_version=18, external_data=True,
+                                      do_constant_folding=True)
+            return time.perf_counter() - t0, h
+        except Exception as e:  # report and try the next exporter
+            errors.append(f"{h}: {type(e).__name__}: {str(e)[:2000]}")
+            log(f"export with {h} failed:\n{traceback.format_exc()[-4000:]}")
+    raise RuntimeError("every exporter failed: " + " | ".join(errors))
+
+
+def describe_onnx(path):
+    import onnx
+
+    m = onnx.load(path, load_external_data=False)
+    ops = {}
+    for n in m.graph.node:
+        key = (n.domain or "") + ("." if n.domain else "") + n.op_type
+        ops[key] = ops.get(key, 0) + 1
+    data = sum(os.path.getsize(os.path.join(os.path.dirname(path), f)) for f in os.listdir(os.path.dirname(path))
+               if f.startswith(os.path.basename(path)) and f != os.path.basename(path))
+    return len(m.graph.node), ops, [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")], data
+
+
+# ---------------------------------------------------------------- ONNX Runtime with CudaEp
+
+
+class OrtRunner:
+    def __init__(self, lib):
+        import onnxruntime as ort
+
+        self.ort = ort
+        ort.register_execution_provider_library("cudaep", lib)
+        devs = [d for d in ort.get_ep_devices() if d.ep_name == "CudaEp"]
+        if not devs:
+            raise RuntimeError("get_ep_devices() lists no CudaEp device")
+        self.dev = devs[0]
+        from onnxruntime.capi import _pybind_state as C
+
+        self.C = C
+        self.cdev = C.OrtDevice(C.OrtDevice.gpu(), C.OrtDevice.default_memory(), VENDOR_NVIDIA, 0)
+
+    def session(self, path, fallback=False, **options):
+        so = self.ort.SessionOptions()
+        so.add_provider_for_devices([self.dev], {k: str(v) for k, v in options.items()})
+        if not fallback:
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        so.log_severity_level = 3
+        s = self.ort.InferenceSession(path, sess_options=so)
+        if "CudaEp" not in s.get_providers():
+            raise RuntimeError(f"the session runs on {s.get_providers()}, not CudaEp")
+        return s
+
+    def declines(self, path, logfile):
+        """With CPU fallback allowed and the session logging at INFO into logfile: the reasons
+        CudaEp gives for each node it leaves (one line per node)."""
+        so = self.ort.SessionOptions()
+        so.add_provider_for_devices([self.dev], {})
+        so.log_severity_level = 1
+        fd = os.dup(2)
+        with open(logfile, "w") as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                self.ort.InferenceSession(path, sess_options=so)
+            except Exception as e:
+                print(f"session with fallback failed too: {e}", file=sys.stderr)
+            finally:
+                os.dup2(fd, 2)
+                os.close(fd)
+        lines = open(logfile, errors="replace").read().splitlines()
+        out = []
+        for l in lines:
+            if "leaves node" in l:
+                out.append(l[l.index("leaves node"):][:400])
+            elif "placed on [" in l:
+                out.append(l[l.index("Node(s)"):])
+        return out
+
+    def device_value(self, shape, onnx_type):
+        """An OrtValue of onnx_type in CudaEp's device memory."""
+        tries = []
+        ov = self.ort.OrtValue
+        tries.append(lambda: ov.ortvalue_from_shape_and_type(list(shape), onnx_type, "gpu", 0, VENDOR_NVIDIA))
+        if hasattr(self.C.OrtValue, "ortvalue_from_shape_and_onnx_type"):
+            tries.append(lambda: ov(self.C.OrtValue.ortvalue_from_shape_and_onnx_type(list(shape), onnx_type, self.cdev)))
+        errs = []
+        for t in tries:
+            try:
+                v = t()
+                if v.device_name().lower() != "cpu":
+                    return v
+                errs.append("made a CPU tensor")
+            except Exception as e:
+                errs.append(str(e).splitlines()[0][:200])
+        raise RuntimeError("cannot make a bf16 device OrtValue: " + " | ".join(errs))
+
+
+class OrtDecoder:
+    """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): each
+    step's present buffers become the next step's past (two sets, swapped)."""
+
+    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph):
+        self.r, self.cfg, self.m = runner, cfg, m
+        self.prefill = runner.session(prefill_path) if prefill_path else None
+        self.decode = runner.session(decode_path, enable_cuda_graph=int(graph))
+        hd = cfg.hidden_size // cfg.num_attention_heads
+        shape = (1, cfg.num_key_value_heads, m, hd)
+        self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(2)]
+        self.cur = 0
+        self.past_names, self.present_names = kv_names(cfg, "past"), kv_names(cfg, "present")
+
+    def run_prefill(self, ids):
+        b = self.prefill.io_binding()
+        b.bind_cpu_input("input_ids", ids)
+        b.bind_output("logits", "cpu")
+        for name, v in zip(self.present_names, self.sets[0]):
+            b.bind_ortvalue_output(name, v)
+        self.prefill.run_with_iobinding(b)
+        self.cur = 0
+        return b.copy_outputs_to_cpu()[0]
+
+    def fill_random(self, seed):
+        """For timing at a long context without a prefill: random cache contents (both sets)."""
+        rng = np.random.default_rng(seed)
+        ort = self.r.ort
+        for v in self.sets[0] + self.sets[1]:
+            host = rng.standard_normal(v.shape()).astype(np.float32) * 0.5
+            bits = (host.view(np.uint32) >> 16).astype(np.uint16)
+            ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, BF16)], [v])
+        self.cur = 0
+
+    def step_binding(self, ids, pos):
+        b = self.decode.io_binding()
+        b.bind_cpu_input("input_ids", ids)
+        b.bind_cpu_input("cache_position", pos)
+        b.bind_output("logits", "cpu")
+        for name, v in zip(self.past_names, self.sets[self.cur]):
+            b.bind_ortvalue_input(name, v)
+        for name, v in zip(self.present_names, self.sets[1 - self.cur]):
+            b.bind_ortvalue_output(name, v)
+        return b
+
+    def step(self, token, pos):
+        b = self.step_binding(np.array([[token]], dtype=np.int64), np.array([pos], dtype=np.int64))
+        self.decode.run_with_iobinding(b)
+        self.cur = 1 - self.cur
+        return b.copy_outputs_to_cpu()[0]
+
+
+# ---------------------------------------------------------------- PyTorch baselines
+
+
+def torch_static_step(model, cfg, m):
+    """PyTorch running the decode graph's forward (same StaticKV, same mask) on static buffers,
+    eager and under a captured torch.cuda.CUDAGraph."""
+    dec = Decode(model, cfg, m)
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    kv = [torch.zeros(1, cfg.num_key_value_heads, m, hd, dtype=torch.bfloat16, device="cuda")
+          for _ in range(2 * cfg.num_hidden_layers)]
+    ids = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+    pos = torch.zeros(1, dtype=torch.long, device="cuda")
+    return dec, kv, ids, pos
+
+
+class attention:
+    """with attention(model, impl): run the model with transformers' attention implementation impl."""
+
+    def __init__(self, model, impl):
+        self.model, self.impl = model, impl
+
+    def __enter__(self):
+        self.old = self.model.config._attn_implementation
+        self._set(self.impl)
+
+    def __exit__(self, *exc):
+        self._set(self.old)
+
+    def _set(self, impl):
+        if hasattr(self.model, "set_attn_implementation"):
+            try:
+                self.model.set_attn_implementation(impl)
+                return
+            except Exception:
+                pass
+        self.model.config._attn_implementation = impl
+
+
+def device_busy_ms(fn, n):
+    """GPU time per call of fn, from CUPTI (torch.profiler sees every kernel and copy of the
+    process, cudaep's included): (busy ms per call, device operations per call), the busy time
+    being the union of the operations' intervals. None when the profiler sees nothing."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+        spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                       if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start)
+        if not spans:
+            return None
+        busy, cur_s, cur_e = 0.0, spans[0][0], spans[0][1]
+        for a, b in spans[1:]:
+            if a > cur_e:
+                busy += cur_e - cur_s
+                cur_s, cur_e = a, b
+            else:
+                cur_e = max(cur_e, b)
+        busy += cur_e - cur_s
+        return busy / 1e3 / n, len(spans) / n
+    except Exception as e:  # the profiler is a diagnostic; its absence is reported, not fatal
+        log(f"(device time not measured: {str(e)[:200]})")
+        return None
+
+
+def median_ms(fn, n, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts) * 1e3)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lib")
+    ap.add_argument("work")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--inter", type=int, default=8192)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--head-scale", type=float, default=8.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--exporter", default="auto", choices=["auto", "dynamo", "torchscript"])
+    ap.add_argument("--bench", action="store_true", help="also the benchmark rows (contexts 128 and 2048, prefill 512)")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--export-only", metavar="TGZ", help="export the two graphs, pack them into TGZ and stop")
+    args = ap.parse_args()
+    args.lib = os.path.abspath(args.lib)
+    os.makedirs(args.work, exist_ok=True)
+    results = {"args": vars(args), "torch": torch.__version__}
+    failures = []
+
+    import onnxruntime as ort
+    import transformers
+
+    log(f"torch {torch.__version__}, transformers {transformers.__version__}, onnxruntime {ort.__version__}, "
+        f"GPU {torch.cuda.get_device_name(0)}")
+    cfg, model = build_model(args)
+    params = sum(p.numel() for p in model.parameters())
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    log(f"model: LlamaForCausalLM, {params / 1e9:.3f} B parameters, {weight_bytes / 2**30:.2f} GiB bf16")
+    results.update(params=params, weight_bytes=weight_bytes)
+
+    P, T = args.prompt, args.tokens
+    M = P + T
+    graphs = {}
+
+    def make(kind, s_or_m, m):
+        name = f"{kind}_{s_or_m}_{m}"
+        d = os.path.join(args.work, name)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "model.onnx")
+        if kind == "prefill":
+            mod, inputs = Prefill(model, cfg, m), (torch.zeros(1, s_or_m, dtype=torch.long, device="cuda"),)
+            ins, outs = ["input_ids"], ["logits"] + kv_names(cfg, "present")
+        else:
+            kv = [torch.zeros(1, cfg.num_key_value_heads, m, hd, dtype=torch.bfloat16, device="cuda")
+                  for _ in range(2 * cfg.num_hidden_layers)]
+            mod = Decode(model, cfg, m)
+            inputs = (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"), *kv)
+            ins, outs = ["input_ids", "cache_position"] + kv_names(cfg, "past"), ["logits"] + kv_names(cfg, "present")
+        secs, how = export(mod, inputs, ins, outs, path, args.exporter)
+        nodes, ops, opset, data = describe_onnx(path)
+        log(f"exported {name} with {how} in {secs:.1f} s: {nodes} nodes, opset {opset}, {data / 2**20:.1f} MiB external data")
+        log(f"  ops: {json.dumps(ops, sort_keys=True)}")
+        graphs[name] = dict(seconds=secs, exporter=how, nodes=nodes, ops=ops, data=data)
+        return path
+
+    prefill_path = make("prefill", P, M)
+    decode_path = make("decode", 1, M)
+    if args.export_only:
+        import tarfile
+
+        with tarfile.open(args.export_only, "w:gz") as t:
+            for p in (prefill_path, decode_path):
+                t.add(os.path.dirname(p), arcname=os.path.basename(os.path.dirname(p)))
+        log(f"wrote {args.export_only}")
+        return 0
+
+    runner = OrtRunner(args.lib)
+    try:
+        dec = OrtDecoder(runner, cfg, prefill_path, decode_path, M, graph=True)
+    except Exception as e:
+        log(f"FAIL: a session on CudaEp alone: {str(e)[:3000]}")
+        for p in (prefill_path, decode_path):
+            log(f"  {os.path.basename(os.path.dirname(p))}:")
+            for l in runner.declines(p, os.path.join(args.work, "declines.log")):
+                log("    " + l)
+        results["graphs"] = graphs
+        if args.json:
+            json.dump(results, open(args.json, "w"), indent=1)
+        return 1
+
+    # ---- correctness: prefill logits against float32 PyTorch
+    rng = np.random.default_rng(args.seed + 1)
+    prompt = rng.integers(0, cfg.vocab_size, size=(1, P), dtype=np.int64)
+    ids_t = torch.from_numpy(prompt).cuda()
+    with torch.no_grad():
+        ref_bf16 = Prefill(model, cfg, M)(ids_t)
+        logits_bf16 = ref_bf16[0].cpu().numpy()
+        # The float32 reference: the same weights in float32 (a copy; the bf16 model stays).
+        m32 = copy.deepcopy(model).float()
+        logits_f32 = Prefill(m32, cfg, M, torch.float32)(ids_t)[0].cpu().numpy()
+        del m32
+        torch.cuda.empty_cache()
+    t0 = time.perf_counter()
+    logits_ort = dec.run_prefill(prompt)
+    log(f"ORT prefill ({P} tokens) first run {1e3 * (time.perf_counter() - t0):.1f} ms")
+    scale = float(np.std(logits_f32))
+    err_ort = float(np.max(np.abs(logits_ort - logits_f32))) / scale
+    err_bf16 = float(np.max(np.abs(logits_bf16 - logits_f32))) / scale
+    tol = max(3 * err_bf16, 0.05)
+    log(f"prefill logits vs PyTorch float32: max |diff| / std = {err_ort:.4f} (ORT + CudaEp, bf16), "
+        f"{err_bf16:.4f} (PyTorch bf16); tolerance 3x PyTorch bf16's, at least 0.05: {tol:.4f}")
+    if not err_ort <= tol:
+        failures.append(f"prefill logits off by {err_ort:.4f} std > {tol:.4f}")
+    results["prefill_logits"] = dict(err_ort=err_ort, err_torch_bf16=err_bf16, tol=tol)
+
+    # ---- greedy decode: ORT + CudaEp against PyTorch bf16 (same static forward)
+    def margin(l):
+        s = np.sort(l)
+        return float(s[-1] - s[-2])
+
+    tok_ort, tok_pt, marg_ort, marg_pt = [], [], [], []
+    nxt = int(np.argmax(logits_ort[0, -1]))
+    tok_ort.append(nxt)
+    marg_ort.append(margin(logits_ort[0, -1]))
+    t0 = time.perf_counter()
+    for i in range(T - 1):
+        l = dec.step(nxt, P + i)
+        nxt = int(np.argmax(l[0, -1]))
+        tok_ort.append(nxt)
+        marg_ort.append(margin(l[0, -1]))
+    log(f"ORT decode: {T - 1} steps in {1e3 * (time.perf_counter() - t0):.1f} ms (first includes the capture)")
+    with torch.no_grad():
+        kv = list(ref_bf16[1:])
+        d = Decode(model, cfg, M)
+        nxt = int(np.argmax(logits_bf16[0, -1]))
+        tok_pt.append(nxt)
+        marg_pt.append(margin(logits_bf16[0, -1]))
+        for i in range(T - 1):
+            out = d(torch.tensor([[nxt]], device="cuda"), torch.tensor([P + i], device="cuda"), *kv)
+            kv = list(out[1:])
+            l = out[0][0, -1].float().cpu().numpy()
+            nxt = int(np.argmax(l))
+            tok_pt.append(nxt)
+            marg_pt.append(margin(l))
+    same = next((i for i, (a, b) in enumerate(zip(tok_ort, tok_pt)) if a != b), None)
+    if same is None:
+        log(f"greedy decode: {T} tokens identical to PyTorch bf16; smallest logit margin {min(marg_pt):.4f}")
+    else:
+        log(f"greedy decode: first divergence at token {same} of {T}: ORT {tok_ort[same]} (margin {marg_ort[same]:.4f}), "
+            f"PyTorch {tok_pt[same]} (margin {marg_pt[same]:.4f})")
+        failures.append(f"greedy tokens diverge at {same}")
+    results["greedy"] = dict(ort=tok_ort, torch=tok_pt, margin_ort=marg_ort, margin_torch=marg_pt, first_divergence=same)
+    results["graphs"] = graphs
+    if args.json:
+        json.dump(results, open(args.json, "w"), indent=1)
+
+    if args.bench:
+        bench(args, cfg, model, runner, results, weight_bytes, decode_path, prefill_path, dec)
+        if args.json:
+            json.dump(results, open(args.json, "w"), indent=1)
+
+    log("llama decode check:", "ok" if not failures else "FAILED: " + "; ".join(failures))
+    return 1 if failures else 0
+
+
+def bench(args, cfg, model, runner, results, weight_bytes, decode_path, prefill_path, dec_main):
+    """The benchmark rows; see the module doc."""
+    rows = []
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    T = args.tokens
+    n = 50
+    for ctx in (128, 2048):
+        m = ctx + T
+        kv_bytes = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * m * hd * 2
+        # Bytes a decode step must read: every weight but the embedding table (one row of it), and
+        # the whole static cache.
+        emb = model.model.embed_tokens.weight
+        step_bytes = weight_bytes - emb.numel() * emb.element_size() + kv_bytes
+        # PyTorch eager, the ordinary transformers loop (DynamicCache, SDPA attention) from a
+        # ctx-token prompt; then the exported forward (static cache) eager and under CUDAGraph,
+        # with eager attention (what the export holds) and with SDPA.
+        torch_rows = []
+        with torch.no_grad(), attention(model, "sdpa"):
+            ids = torch.randint(0, cfg.vocab_size, (1, ctx), device="cuda")
+            out = model(input_ids=ids, use_cache=True)
+            state = {"pkv": out.past_key_values, "tok": out.logits[:, -1:].argmax(-1)}
+
+            def eager_dynamic():
+                o = model(input_ids=state["tok"], past_key_values=state["pkv"], use_cache=True)
+                state["pkv"], state["tok"] = o.past_key_values, o.logits[:, -1:].argmax(-1)
+
+            torch_rows.append(("PyTorch eager, DynamicCache, sdpa", median_ms(eager_dynamic, min(n, T - 4), warm=2)))
+            del out, state
+        for impl in ("eager", "sdpa"):
+            with torch.no_grad(), attention(model, impl):
+                dec, kv, tid, tpos = torch_static_step(model, cfg, m)
+                tpos.fill_(ctx)
+                torch_rows.append((f"PyTorch eager, static cache, {impl}", median_ms(lambda: dec(tid, tpos, *kv), n)))
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        dec(tid, tpos, *kv)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    gout = dec(tid, tpos, *kv)
+                torch_rows.append((f"PyTorch static cache + CUDAGraph, {impl}", median_ms(g.replay, n)))
+                gpu = device_busy_ms(g.replay, 20)
+                if gpu is not None:
+                    log(f"context {ctx}: PyTorch CUDAGraph ({impl}) step {torch_rows[-1][1]:.3f} ms wall, GPU busy "
+                        f"{gpu[0]:.3f} ms in {gpu[1]:.0f} kernels and copies")
+                del g, gout, dec, kv
+                torch.cuda.empty_cache()
+        t_graph = min(t for label, t in torch_rows if "CUDAGraph" in label)
+        # ORT + CudaEp at this cache size.
+        if m == args.prompt + T:
+            path = decode_path
+        else:
+            path = make_decode_only(args, cfg, model, m)
+        ort_rows = {}
+        for graph in (False, True):
+            try:
+                d = OrtDecoder(runner, cfg, None, path, m, graph)
+                try:
+                    d.fill_random(7)
+                except Exception as e:  # timing only: the contents do not change the work
+                    log(f"(cache left unfilled: {str(e)[:200]})")
+                ids = np.array([[5]], dtype=np.int64)
+                pos = np.array([ctx], dtype=np.int64)
+                b = [d.step_binding(ids, pos)]
+                d.cur = 1 - d.cur
+                b.append(d.step_binding(ids, pos))
+
+                k = [0]
+
+                def ort_step():
+                    d.decode.run_with_iobinding(b[k[0] & 1])
+                    k[0] += 1
+
+                ort_rows[graph] = median_ms(ort_step, n)
+                if graph:
+                    gpu = device_busy_ms(ort_step, 20)
+                    if gpu is not None:
+                        log(f"context {ctx}: ORT + CudaEp graph step {ort_rows[graph]:.3f} ms wall, GPU busy "
+                            f"{gpu[0]:.3f} ms per step in {gpu[1]:.0f} kernels and copies: {ort_rows[graph] - gpu[0]:.3f} ms "
+                            f"per step outside the GPU's work")
+                        results.setdefault("host_outside_gpu", {})[ctx] = dict(wall_ms=ort_rows[graph], gpu_ms=gpu[0],
+                                                                              ops=gpu[1])
+                del d
+            except Exception as e:
+                log(f"ORT decode at context {ctx} (graph={graph}) failed: {str(e)[:600]}")
+                ort_rows[graph] = float("nan")
+        best = min(t for _, t in torch_rows)
+        for label, t in torch_rows + [("ORT + CudaEp, eager (IOBinding)", ort_rows[False]),
+                                      ("ORT + CudaEp, enable_cuda_graph=1 (IOBinding)", ort_rows[True])]:
+            rows.append(dict(row=f"decode ms/token, context {ctx} (cache {m})", arm=label, ms=t,
+                             bw_eff=step_bytes / (t * 1e-3) / PEAK_BYTES_PER_S if t == t else None,
+                             vs_torch_graph=t / t_graph if t == t else None))
+        log(f"context {ctx}: step reads {step_bytes / 1e9:.3f} GB; best PyTorch {best:.3f} ms")
+    # Prefill of 512 tokens, weights resident; then with paging at 25 % of the weights.
+    P = 512
+    m = P + T
+    with torch.no_grad(), attention(model, "sdpa"):
+        pre = Prefill(model, cfg, m)
+        ids = torch.randint(0, cfg.vocab_size, (1, P), device="cuda")
+        t_pt = median_ms(lambda: pre(ids), 10)
+    path = make_prefill_only(args, cfg, model, P, m)
+    prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, P), dtype=np.int64)
+    for label, opts in (("ORT + CudaEp, weights resident", {}),
+                        ("ORT + CudaEp, paging=on, weight_budget_bytes = 25 % of the weights",
+                         {"paging": "on", "weight_budget_bytes": weight_bytes // 4})):
+        try:
+            s = runner.session(path, **opts)
+            d = OrtDecoder.__new__(OrtDecoder)
+            d.r, d.cfg, d.m, d.prefill = runner, cfg, m, s
+            shape = (1, cfg.num_key_value_heads, m, hd)
+            d.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)]]
+            d.present_names = kv_names(cfg, "present")
+            t = median_ms(lambda: d.run_prefill(prompt), 10, warm=2)
+            rows.append(dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3),
+                             vs_torch=t_pt / t))
+            del d, s
+        except Exception as e:
+            log(f"ORT prefill ({label}) failed: {str(e)[:600]}")
+    rows.append(dict(row=f"prefill {P} tokens", arm="PyTorch eager", ms=t_pt, tokens_per_s=P / (t_pt * 1e-3)))
+    results["bench"] = rows
+    log("\n| row | arm | ms | bytes/s over 4.8 TB/s | over PyTorch CUDA graph | tokens/s |")
+    log("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        f = lambda k, fmt: format(r[k], fmt) if r.get(k) is not None else ""  # noqa: E731
+        log(f"| {r['row']} | {r['arm']} | {r['ms']:.3f} | {f('bw_eff', '.3f')} | {f('vs_torch_graph', '.3f')} | "
+            f"{f('tokens_per_s', '.0f')} |")
+
+
+def make_decode_only(args, cfg, model, m):
+    d = os.path.join(args.work, f"decode_1_{m}")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    hd = cfg.hidden_size // cfg.num_attention_heads
+    kv = [torch.zeros(1, cfg.num_key_value_heads, m, hd, dtype=torch.bfloat16, device="cuda")
+          for _ in range(2 * cfg.num_hidden_layers)]
+    inputs = (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"), *kv)
+    secs, how = export(Decode(model, cfg, m), inputs, ["input_ids", "cache_position"] + kv_names(cfg, "past"),
+                       ["logits"] + kv_names(cfg, "present"), path, args.exporter)
+    log(f"exported decode_1_{m} with {how} in {secs:.1f} s")
+    return path
+
+
+def make_prefill_only(args, cfg, model, p, m):
+    d = os.path.join(args.work, f"prefill_{p}_{m}")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    secs, how = export(Prefill(model, cfg, m), (torch.zeros(1, p, dtype=torch.long, device="cuda"),), ["input_ids"],
+                       ["logits"] + kv_names(cfg, "present"), path, args.exporter)
+    log(f"exported prefill_{p}_{m} with {how} in {secs:.1f} s")
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())
