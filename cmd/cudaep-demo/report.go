@@ -36,7 +36,7 @@ func (r results) write(w io.Writer, cfg config) error {
 		if r.rawGBps > 0 {
 			link = fmt.Sprintf(" = %.2f of raw pinned H2D", gbps/r.rawGBps)
 		}
-		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s\n", name, ms(r.prefillTime[pass]), gbps, link)
+		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s (then %s reading the output)\n", name, ms(r.prefillTime[pass]), gbps, link, ms(r.readTime[pass]))
 	}
 	fmt.Fprintf(tw, "  prefill output\tmax rel err %.2g (%d rows checked, both prefills)\n", r.prefillErr, r.prefillChecked)
 	if r.pagingAlone > 0 && r.computeAlone > 0 {
