@@ -408,8 +408,36 @@ static void not_float(model_summary* s, const char* what, const uint8_t* name, s
   snprintf(s->first_non_float, sizeof s->first_non_float, "%s %s is %s", what, n, why);
 }
 
-/* check_value_info: ValueInfoProto {1: name, 2: TypeProto {1: tensor_type {1: elem_type}}}. */
-static int check_value_info(model_summary* s, const char* what, pb_field* vi) {
+const model_value* model_value_find(const model_value* values, size_t n, const char* name) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(values[i].name, name)) return &values[i];
+  return NULL;
+}
+
+/* read_shape: TensorShapeProto {1: dim Dimension {1: dim_value, 2: dim_param}} into v. */
+static int read_shape(pb_field* shape, model_value* v) {
+  pb r = pb_sub(shape);
+  pb_field d;
+  int rc;
+  v->has_shape = 1;
+  while ((rc = pb_next(&r, &d)) == 1) {
+    if (d.number != 1 || d.wire != WIRE_LEN) continue;
+    int64_t value = -1;
+    pb dr = pb_sub(&d);
+    pb_field e;
+    int rc2;
+    while ((rc2 = pb_next(&dr, &e)) == 1)
+      if (e.number == 1 && e.wire == WIRE_VARINT) value = (int64_t)e.v;
+    if (rc2 < 0) return -1;
+    if (v->ndims < ONNX_PB_MAX_DIMS) v->dims[v->ndims] = value;
+    v->ndims++;
+  }
+  return rc < 0 ? -1 : 0;
+}
+
+/* check_value_info: ValueInfoProto {1: name, 2: TypeProto {1: tensor_type {1: elem_type}}}; it
+ * records the value in `keep` (when not NULL and *n has room). */
+static int check_value_info(model_summary* s, const char* what, pb_field* vi, model_value* keep, size_t* n) {
   pb r = pb_sub(vi);
   pb_field f;
   int rc;
@@ -418,6 +446,8 @@ static int check_value_info(model_summary* s, const char* what, pb_field* vi) {
   int have_type = 0;
   int64_t elem = -1;
   int non_tensor = 0;
+  model_value v;
+  memset(&v, 0, sizeof v);
   while ((rc = pb_next(&r, &f)) == 1) {
     if (f.number == 1 && f.wire == WIRE_LEN) {
       name = f.data;
@@ -432,8 +462,10 @@ static int check_value_info(model_summary* s, const char* what, pb_field* vi) {
           pb tt = pb_sub(&g);
           pb_field h;
           int rc3;
-          while ((rc3 = pb_next(&tt, &h)) == 1)
+          while ((rc3 = pb_next(&tt, &h)) == 1) {
             if (h.number == 1 && h.wire == WIRE_VARINT) elem = (int64_t)h.v;
+            else if (h.number == 2 && h.wire == WIRE_LEN && read_shape(&h, &v) < 0) return -1;
+          }
           if (rc3 < 0) return -1;
         } else if (g.wire == WIRE_LEN && g.number != 6) { /* 6: denotation */
           non_tensor = 1;
@@ -443,6 +475,12 @@ static int check_value_info(model_summary* s, const char* what, pb_field* vi) {
     }
   }
   if (rc < 0) return -1;
+  if (keep && *n < ONNX_PB_MAX_IO) {
+    copy_name(v.name, sizeof v.name, name ? name : (const uint8_t*)"", name ? name_len : 0);
+    v.elem_type = non_tensor || elem < 0 ? 0 : (int32_t)elem;
+    if (non_tensor) v.has_shape = 0, v.ndims = 0;
+    keep[(*n)++] = v;
+  }
   if (non_tensor) not_float(s, what, name, name_len, "not a tensor");
   else if (have_type && elem != ONNX_PB_FLOAT) {
     char why[64];
@@ -537,9 +575,9 @@ int model_summarize(const uint8_t* buf, size_t len, model_summary* s, char* err,
             }
             break;
           }
-          case 11: bad = check_value_info(s, "input", &g); break;
-          case 12: bad = check_value_info(s, "output", &g); break;
-          case 13: bad = check_value_info(s, "value", &g); break;
+          case 11: bad = check_value_info(s, "input", &g, s->inputs, &s->num_inputs); break;
+          case 12: bad = check_value_info(s, "output", &g, s->outputs, &s->num_outputs); break;
+          case 13: bad = check_value_info(s, "value", &g, NULL, NULL); break;
           case 15: not_float(s, "sparse initializer", NULL, 0, "sparse"); break;
           default: break;
         }

@@ -19,6 +19,7 @@
 #define ONNX_PB_MAX_DIMS 16
 #define ONNX_PB_MAX_OPS 32                        /* distinct operator types remembered */
 #define ONNX_PB_NAME 256
+#define ONNX_PB_MAX_IO 16                         /* graph inputs and outputs remembered */
 
 /* ONNX TensorProto.DataType values used here (same numbers as ONNXTensorElementDataType). */
 enum {
@@ -75,6 +76,19 @@ int host_tensor_alloc(host_tensor* t, int32_t data_type, const int64_t* dims, si
 /* host_tensor_free releases the data and zeroes the struct (safe on a zeroed struct). */
 void host_tensor_free(host_tensor* t);
 
+/* model_value: a graph input or output, with its declared element type (ONNX_PB_*; 0 when it
+ * is not a tensor or declares none) and shape. */
+typedef struct model_value {
+  char name[ONNX_PB_NAME];
+  int32_t elem_type;
+  int has_shape;                                /* the type declares a shape */
+  size_t ndims;                                 /* its rank (the first ONNX_PB_MAX_DIMS dims kept) */
+  int64_t dims[ONNX_PB_MAX_DIMS];               /* dim_value, or -1 for a symbolic or unknown dim */
+} model_value;
+
+/* model_value_find returns the value of `values` named `name`, NULL if none. */
+const model_value* model_value_find(const model_value* values, size_t n, const char* name);
+
 /* model_summary: what a ModelProto's main graph is made of. */
 typedef struct model_summary {
   size_t num_nodes;
@@ -85,11 +99,15 @@ typedef struct model_summary {
   int custom_domain;                            /* a node outside the ONNX domain */
   int has_subgraph;                             /* a node with a graph attribute */
   char first_non_float[ONNX_PB_NAME + 64];      /* why all_float is 0 */
+  size_t num_inputs, num_outputs;               /* the graph's inputs and outputs, in order (the
+                                                   first ONNX_PB_MAX_IO of each) */
+  model_value inputs[ONNX_PB_MAX_IO], outputs[ONNX_PB_MAX_IO];
 } model_summary;
 
 /* model_summarize scans a ModelProto's graph: nodes (op_type, domain, graph attributes),
  * initializers' data types and the element types of inputs, outputs and value_info (a non-tensor
- * type or a tensor of another type clears all_float). */
+ * type or a tensor of another type clears all_float), and the graph's declared inputs and
+ * outputs. */
 int model_summarize(const uint8_t* buf, size_t len, model_summary* out, char* err, size_t errlen);
 
 #endif /* CUDAEP_CTESTS_ORT_ONNX_PB_H */
