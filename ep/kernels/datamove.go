@@ -529,7 +529,7 @@ func clampSliceIndex(v, d, lo, hi int64) int64 {
 // transpose2dKernel is a Transpose that swaps the last two axes of a batch of matrices (plain
 // 2-D included), the transformer's case: cudaep_transpose2d_<variant>_<size>(out, in, batch,
 // rows, cols) reads batch × rows × cols and writes batch × cols × rows, on a grid of (column
-// tiles, row tiles, batch) 32×8-thread blocks. A pair variant needs its two addresses to be
+// tiles, row tiles, batch) 32×8-thread blocks. A pair kernel needs its two addresses to be
 // multiples of two elements; Execute launches fallback (tile64) when they are not.
 type transpose2dKernel struct {
 	kernelBase
@@ -541,12 +541,12 @@ type transpose2dKernel struct {
 	args              cudadrv.KernelArgs
 }
 
-// transpose2dVariants are the batched 2-D transpose's kernels (see variants.go), and
+// transpose2dVariants are the batched 2-D transpose's kernels (cuda/datamove.cu), and
 // transpose2dRows the input rows of one tile of each; a tile is 32 input columns wide (64 for
-// the pair variants).
+// the pair kernels).
 var (
-	transpose2dVariants = []string{"tile32", "tile64", "pair4", "pair8"}
-	transpose2dRows     = map[string]uint64{"tile32": 32, "tile64": 64, "pair4": 64, "pair8": 128}
+	transpose2dVariants = []string{"tile64", "pair4", "pair8"}
+	transpose2dRows     = map[string]uint64{"tile64": 64, "pair4": 64, "pair8": 128}
 )
 
 // batched2D reports whether a merged Transpose layout (output dimensions, input strides)
@@ -562,10 +562,12 @@ func batched2D(layout stridedLayout) (batch, rows, cols int64, ok bool) {
 	return 0, 0, 0, false
 }
 
-// transpose2dDefault is the variant a Transpose of elements of size bytes in rows × cols
-// matrices gets by default: pairs of 2- and 4-byte elements (8 or 16 unit loads per thread,
-// 64 bytes in flight each), 64-row tiles otherwise.
-func transpose2dDefault(size int, rows, cols int64) string {
+// transpose2dKernelFor is the kernel a Transpose of elements of size bytes in rows × cols
+// matrices gets: pairs of 2-byte elements (pair8) and of 4-byte ones (pair4) when both sides
+// are even, 64-row tiles otherwise. On the H200 (256 MiB, scripts/op-variants-gpu.sh) the pairs
+// moved float32 at 0.83-0.86 of peak and float16 at 0.80-0.84, tile64 0.80-0.85 and 0.67-0.71,
+// the general transpose 0.45 and 0.32.
+func transpose2dKernelFor(size int, rows, cols int64) string {
 	switch {
 	case rows%2 != 0 || cols%2 != 0:
 		return "tile64"
@@ -579,21 +581,15 @@ func transpose2dDefault(size int, rows, cols int64) string {
 
 // newTranspose2D returns the batched 2-D transpose for a merged Transpose layout, or nil (and
 // no error) when the layout is not one, its dimensions do not fit the kernels' 32-bit
-// arithmetic, the "nd" variant is forced, or the PTX lacks the variant's entry point.
+// arithmetic, a test forced the general transpose ("nd", variants.go), or the PTX lacks the
+// kernel's entry point.
 func newTranspose2D(l *Library, s opSpec, out TensorInfo, layout stridedLayout) (Kernel, error) {
 	batch, rows, cols, ok := batched2D(layout)
-	if !ok || rows >= 1<<31 || cols >= 1<<31 || batch >= 1<<32 {
+	if !ok || rows >= 1<<31 || cols >= 1<<31 || batch >= 1<<32 || forcedVariant("transpose2d") == "nd" {
 		return nil, nil
 	}
 	size := out.DType.Size()
-	v := forcedVariant("transpose2d")
-	pair := v == "pair4" || v == "pair8"
-	if v == "nd" {
-		return nil, nil
-	}
-	if _, known := transpose2dRows[v]; !known || (pair && (size != 2 && size != 4 || rows%2 != 0 || cols%2 != 0)) {
-		v = transpose2dDefault(size, rows, cols)
-	}
+	v := transpose2dKernelFor(size, rows, cols)
 	sfx := out.DType.sizeSuffix()
 	fn, fallback := l.function("cudaep_transpose2d_"+v+"_"+sfx), l.function("cudaep_transpose2d_tile64_"+sfx)
 	if fn == nil || fallback == nil {
@@ -626,13 +622,26 @@ func transpose2dGrid(v string, batch, rows, cols int64) cudadrv.Dim3 {
 	return cudadrv.Dim3{X: uint32((cols + width - 1) / width), Y: uint32(min((rows+tr-1)/tr, maxGridYZ)), Z: uint32(min(batch, maxGridYZ))}
 }
 
+// alignedFor tells whether the tensors' addresses suit fn (else Execute launches fallback).
+func (k *transpose2dKernel) alignedFor(inputs, outputs []Tensor) bool {
+	return (uint64(inputs[0].Ptr)|uint64(outputs[0].Ptr))%k.align == 0
+}
+
+// launchVariant is the kernel Execute launches for these tensors.
+func (k *transpose2dKernel) launchVariant(inputs, outputs []Tensor) string {
+	if !k.alignedFor(inputs, outputs) {
+		return "tile64"
+	}
+	return k.variant
+}
+
 // Execute queues the transpose.
 func (k *transpose2dKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}
 	fn, grid := k.fn, k.grid
-	if (uint64(inputs[0].Ptr)|uint64(outputs[0].Ptr))%k.align != 0 {
+	if !k.alignedFor(inputs, outputs) {
 		fn, grid = k.fallback, k.fallbackGrd
 	}
 	a := &k.args

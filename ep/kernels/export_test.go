@@ -41,16 +41,25 @@ func ModuleOptionalEntries() map[string][]string {
 	return m
 }
 
-// ForceVariant makes later Gets build variant v of a kernel family (variants.go; "" is the
-// default) and returns the variant forced before.
+// ForceVariant makes later Gets of a kernel family build its baseline v ("nd", "old";
+// variants.go; "" is the family's rule) and returns what was forced before.
 func ForceVariant(family, v string) string { return forceVariant(family, v) }
 
-// TransposeVariants and NormVariants are the variant names of the "transpose2d" and
-// "layernorm" families, besides "nd" and "old".
-var (
-	TransposeVariants = append([]string{}, transpose2dVariants...)
-	NormVariants      = append([]string{}, normVariants...)
-)
+// LaunchVariant returns the kernel that k's Execute launches for these tensors: the
+// register layernorm or the batched 2-D transpose KernelVariant names, or its fallback for
+// addresses it cannot use ("old", "tile64"); KernelVariant for other kernels.
+func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
+	switch k := k.(type) {
+	case *transpose2dKernel:
+		return k.launchVariant(inputs, outputs)
+	case *normKernel:
+		return k.launchVariant(inputs, outputs)
+	}
+	return KernelVariant(k)
+}
+
+// NormBlock returns a normalization kernel's block width (threads per row) for aligned tensors.
+func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 
 // KernelVariant returns the variant a Transpose or normalization kernel runs: "nd" for the
 // general tiled transpose, the batched 2-D transpose's variant, the normalization's variant;

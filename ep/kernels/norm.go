@@ -22,20 +22,21 @@ func init() {
 const defaultEpsilon = 1e-5
 
 // normKernel is every normalization op, one launch of cudaep_layernorm_<t>(y, mean, inv, sum,
-// x, skip, gamma, beta, bias, rows, length, skipRows, eps, simplified), or of a register
-// variant cudaep_layernorm_<variant>_<t> with the same arguments when the rows are whole
-// 16-byte packs: the input viewed as rows × length, normalized per row with one block per row. The index fields say which input
+// x, skip, gamma, beta, bias, rows, length, skipRows, eps, simplified), or of a register kernel
+// cudaep_layernorm_<r>_<t> with the same arguments (normRegsVariant says when): the input viewed
+// as rows × length, normalized per row with one block per row. The index fields say which input
 // or output feeds each argument (-1: absent, a null pointer).
 type normKernel struct {
 	kernelBase
-	fn                      *cudadrv.Function
+	fn                      *cudadrv.Function // the kernel for 16-byte aligned tensors
+	oldFn                   *cudadrv.Function // cudaep_layernorm_<t>, for any alignment
 	rows, length, skipRows  uint64
 	eps                     float32
 	simplified              bool
 	variant                 string // "old" or one of normVariants
 	skip, gamma, beta, bias int    // input indices
 	meanOut, invOut, sumOut int    // output indices
-	grid, block             cudadrv.Dim3
+	grid, block, oldBlock   cudadrv.Dim3
 	args                    cudadrv.KernelArgs
 }
 
@@ -43,59 +44,59 @@ type normKernel struct {
 // builders fill in theirs.
 func newNorm(l *Library, s opSpec, rows, length int64, eps float32, simplified bool, outs ...TensorInfo) *normKernel {
 	dt := s.Inputs[0].DType
-	k := &normKernel{kernelBase: newBase(l, s, outs...), fn: l.function("cudaep_layernorm_" + dt.suffix())}
+	k := &normKernel{kernelBase: newBase(l, s, outs...), oldFn: l.function("cudaep_layernorm_" + dt.suffix())}
 	k.rows, k.length, k.skipRows = uint64(rows), uint64(length), 1
 	k.eps, k.simplified = eps, simplified
 	k.skip, k.gamma, k.beta, k.bias = -1, -1, -1, -1
 	k.meanOut, k.invOut, k.sumOut = -1, -1, -1
-	units := k.length
-	if v := uint64(16 / dt.Size()); k.length%v == 0 {
-		units = k.length / v // the kernel moves 16-byte packs then
+	units, v := k.length, uint64(16/dt.Size())
+	packs := k.length%v == 0 && k.length > 0
+	if packs {
+		units = k.length / v // the kernels move 16-byte packs then
+	}
+	k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
+	k.oldBlock = cudadrv.Dim3{X: min(rowThreads(units), maxNormThreads), Y: 1, Z: 1}
+	k.fn, k.block, k.variant = k.oldFn, k.oldBlock, "old"
+	if packs {
 		if variant, threads := normRegsVariant(units); variant != "" {
 			if fn := l.function("cudaep_layernorm_" + variant + "_" + dt.suffix()); fn != nil {
 				k.fn, k.variant = fn, variant
-				k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
 				k.block = cudadrv.Dim3{X: threads, Y: 1, Z: 1}
-				return k
 			}
 		}
 	}
-	k.variant = "old"
-	k.grid = cudadrv.Dim3{X: uint32(min(k.rows, maxSoftmaxRowBlocks)), Y: 1, Z: 1}
-	k.block = cudadrv.Dim3{X: min(rowThreads(units), maxNormThreads), Y: 1, Z: 1}
 	return k
 }
 
-// normVariants are the register-resident layernorm kernels (variants.go): rN holds up to N
-// 16-byte packs of the row per thread; r4cs is r4 with evict-first loads and stores of the
-// row's data.
-var normVariants = []string{"r2", "r4", "r8", "r4cs"}
+// normVariants are the register-resident layernorm kernels: rN keeps up to N 16-byte packs of
+// the row per thread (cuda/norm.cu's layernorm_regs).
+var normVariants = []string{"r2", "r4", "r8"}
 
-// normPacks is the most packs per thread of each register variant.
-var normPacks = map[string]uint64{"r2": 2, "r4": 4, "r8": 8, "r4cs": 4}
+// normPacks is the most packs per thread of each register kernel.
+var normPacks = map[string]uint64{"r2": 2, "r4": 4, "r8": 8}
 
-// normRegsVariant picks the register layernorm for rows of packs 16-byte packs and its block
-// (whole warps, at most 1024 threads, enough to hold the row): the forced variant when one
-// is, else r4 (r8 for rows of more than 4096 packs); "" when the rows are too long for any,
-// or "old" is forced.
+// normRegsThreads is the most threads a register kernel gives a row. On the H200 (256 MiB of
+// rows of 4096) the register kernels ran at 0.82 of peak with 128 threads per row (float32
+// r8, float16 r4) and at 0.63-0.67 with 64, 256 or 512; r8 with 625 threads did not launch
+// (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many registers for the block).
+const normRegsThreads = 128
+
+// normRegsVariant picks the register layernorm for rows of packs 16-byte packs and its block:
+// the fewest packs per thread r in {2, 4, 8} that holds the row in at most normRegsThreads
+// threads, the block ceil(packs / r) rounded up to whole warps. It returns "" (the two-pass
+// kernel) for rows of more than 8·normRegsThreads packs, or when a test forced "old"
+// (variants.go). Rows that are not whole packs and tensors not 16-byte aligned take the
+// two-pass kernel too (newNorm, Execute).
 func normRegsVariant(packs uint64) (string, uint32) {
-	v := forcedVariant("layernorm")
-	if _, ok := normPacks[v]; !ok {
-		if v == "old" {
-			return "", 0
-		}
-		v = "r4"
-		if packs > 4*1024 {
-			v = "r8"
-		}
-	}
-	per := normPacks[v]
-	threads := (packs + per - 1) / per
-	threads = max(32, (threads+31)/32*32)
-	if threads > 1024 {
+	if forcedVariant("layernorm") == "old" {
 		return "", 0
 	}
-	return v, uint32(threads)
+	for _, v := range normVariants {
+		if threads := (packs + normPacks[v] - 1) / normPacks[v]; threads <= normRegsThreads {
+			return v, uint32(max(32, (threads+31)/32*32))
+		}
+	}
+	return "", 0
 }
 
 // maxNormThreads caps the normalization kernel's block: the largest block it was run with on
@@ -326,7 +327,34 @@ func (k *normKernel) Execute(inputs, outputs []Tensor) error {
 	a.Ptr(outputs[0].Ptr).Ptr(out(k.meanOut)).Ptr(out(k.invOut)).Ptr(out(k.sumOut))
 	a.Ptr(inputs[0].Ptr).Ptr(in(k.skip)).Ptr(in(k.gamma)).Ptr(in(k.beta)).Ptr(in(k.bias))
 	a.U64(k.rows).U64(k.length).U64(k.skipRows).F32(k.eps).U32(simplified)
-	return k.lib.rt.Stream.Launch(k.fn, k.grid, k.block, 0, a)
+	fn, block := k.fn, k.block
+	if !k.aligned(inputs, outputs) {
+		fn, block = k.oldFn, k.oldBlock
+	}
+	return k.lib.rt.Stream.Launch(fn, k.grid, block, 0, a)
+}
+
+// aligned tells whether every tensor the register kernel moves in 16-byte packs (Y, the sum,
+// X, skip and the parameters; not the float32 statistics) starts on a 16-byte boundary.
+func (k *normKernel) aligned(inputs, outputs []Tensor) bool {
+	or := outputs[0].Ptr | inputs[0].Ptr
+	for _, i := range [...]int{k.skip, k.gamma, k.beta, k.bias} {
+		if i >= 0 {
+			or |= inputs[i].Ptr
+		}
+	}
+	if k.sumOut >= 0 {
+		or |= outputs[k.sumOut].Ptr
+	}
+	return or%16 == 0
+}
+
+// launchVariant is the variant Execute launches for these tensors.
+func (k *normKernel) launchVariant(inputs, outputs []Tensor) string {
+	if !k.aligned(inputs, outputs) {
+		return "old"
+	}
+	return k.variant
 }
 
 // biasGeluKernel is com.microsoft's FastGelu: Gelu's tanh approximation of X + bias (bias

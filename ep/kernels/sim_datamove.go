@@ -22,15 +22,12 @@ func init() {
 			m["cudaep_fill_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simFill(l, dt.Size()) }
 			m["cudaep_transpose_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simTranspose(l, dt) }
 		}
-		for _, v := range transpose2dVariants {
-			for _, sfx := range []string{"b8", "b16", "b32", "b64"} {
-				if (v == "pair4" || v == "pair8") && (sfx == "b8" || sfx == "b64") {
-					continue
-				}
-				dt := sizeType(sfx)
-				m["cudaep_transpose2d_"+v+"_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, dt, v) }
-			}
+		for _, sfx := range []string{"b8", "b16", "b32", "b64"} {
+			dt := sizeType(sfx)
+			m["cudaep_transpose2d_tile64_"+sfx] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, dt, "tile64") }
 		}
+		m["cudaep_transpose2d_pair8_b16"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b16"), "pair8") }
+		m["cudaep_transpose2d_pair4_b32"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b32"), "pair4") }
 		m["cudaep_write8_b64"] = simWrite8
 		for _, dt := range []DType{Float32, Float64, Int32, Int64} {
 			m["cudaep_range_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRange(l, dt) }

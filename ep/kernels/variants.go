@@ -2,22 +2,22 @@ package kernels
 
 import "sync"
 
-// Kernel variants: alternative kernels for one op family that are compiled into the PTX next
-// to the default one so that the op benchmark (TestOpBenchTable) can time them side by side on
-// the same tensors and check their outputs against each other, before one becomes the only
-// kernel. Their entry points are ptxModule.optional: a Library whose PTX lacks one builds the
-// family's other kernel instead.
+// Kernel variants: kernels of one op family that the op benchmark (TestOpBenchTable) and the
+// tests time and check side by side. Library.Get picks a family's kernel by a rule of its own
+// (datamove.go, norm.go); a test can force the baseline that the rule replaced, so that one run
+// measures the old kernel beside the new one on the same tensors. The new kernels' entry points
+// are ptxModule.optional: a Library whose PTX lacks one builds the baseline instead.
 //
-// The variant families and names:
+// The families, their kernels and the baseline a test can force:
 //
 //   - "transpose2d" (Transpose that swaps the last two axes of a batch of matrices, plain 2-D
-//     included): "nd" (the general tiled transpose, cudaep_transpose_<size>), "tile32",
-//     "tile64", "pair4", "pair8" (cudaep_transpose2d_<variant>_<size>; see cuda/datamove.cu).
-//   - "layernorm" (every normalization op): "old" (cudaep_layernorm_<t>, one block per row,
-//     two passes over the row), "r2", "r4", "r8", "r4cs" (cudaep_layernorm_<variant>_<t>, the
-//     row in registers; see cuda/norm.cu).
-//
-// Library.Get picks the default of a family unless a test forced another with forceVariant.
+//     included): "pair8" (2-byte elements), "pair4" (4-byte), "tile64" (other sizes, odd
+//     sides, addresses the pairs cannot use) (cudaep_transpose2d_<kernel>_<size>; see
+//     cuda/datamove.cu). Baseline "nd": the general tiled transpose, cudaep_transpose_<size>.
+//   - "layernorm" (every normalization op): "r2", "r4", "r8" (cudaep_layernorm_<kernel>_<t>,
+//     the row in registers, at most 128 threads a row; see cuda/norm.cu). Baseline "old":
+//     cudaep_layernorm_<t>, one block per row, two passes over the row, which also serves
+//     rows the register kernels do not take.
 
 // forced holds the variant forced per family; see forceVariant.
 var forced struct {
@@ -25,12 +25,10 @@ var forced struct {
 	m map[string]string
 }
 
-// forceVariant makes later Gets build variant v of family (one of the names above; "" goes
-// back to the default) and returns the variant that was forced before. A variant that does not
-// apply to a spec (a pair transpose of 8-byte elements, a register layernorm of rows that are
-// not whole 16-byte packs) or whose entry point the PTX lacks gets the default. For tests and
-// the op benchmark only (export_test.go); safe for concurrent use, but it affects every
-// Library of the process.
+// forceVariant makes later Gets of family build baseline v ("nd" for "transpose2d", "old" for
+// "layernorm"; "" goes back to the rule) and returns what was forced before; other names are
+// ignored. For tests and the op benchmark only (export_test.go); safe for concurrent use, but
+// it affects every Library of the process.
 func forceVariant(family, v string) (previous string) {
 	forced.Lock()
 	defer forced.Unlock()

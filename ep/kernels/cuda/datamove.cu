@@ -219,17 +219,20 @@ TRANSPOSE(b64, u64, 64)
 // no per-element index division: the grid is (column tiles, row tiles, batch), each block
 // loops over the row tiles and batches the grid's y and z leave over (they are capped at
 // 65535), and each thread walks its rows by pointer increments. The block is 32×8 threads.
-// Two families, measured side by side by the op benchmark (datamove.go picks one):
+// Two families (datamove.go picks the kernel; on the H200, 256 MiB, the pairs ran at 0.80-0.86
+// of peak, the tiles of 64 rows at 0.67-0.85, the general transpose at 0.32-0.45):
 //
-//   - tiles<TR>: any element size and shape. A tile is TR input rows × 32 columns of E; a warp
+//   - tiles<TR>: any element size and shape, the fallback (1- and 8-byte elements, odd sides,
+//     addresses the pairs cannot use). A tile is TR input rows × 32 columns of E; a warp
 //     reads 32 elements of a row and writes 32 elements of an output row (32×E bytes per
-//     instruction); each thread moves TR/8 elements each way.
+//     instruction); each thread moves TR/8 elements each way. Built with TR = 64 (tile64).
 //   - pairs<K>: 2- and 4-byte elements, even R and C, addresses aligned to two elements. A
 //     thread loads the two-element units W of two neighbouring input rows, (a0 a1) and
 //     (b0 b1), and swaps halves into the units (a0 b0) and (a1 b1) of two output rows, so that
 //     global loads, global stores and shared-memory accesses are all W wide (4 bytes for
 //     16-bit elements, 8 for 32-bit ones). A tile is 16·K input rows × 64 columns; each thread
-//     moves 2·K units each way.
+//     moves 2·K units each way. Built with K = 8 for 2-byte elements (pair8) and K = 4 for
+//     4-byte ones (pair4).
 
 // transpose_tiles is the tiles<TR> family; see above.
 template <typename E, int TR>
@@ -337,23 +340,17 @@ __device__ __forceinline__ void transpose_pairs(E* out, const E* in, unsigned ba
 }
 
 #define TRANSPOSE2D_TILES(sfx, E) \
-	extern "C" __global__ void cudaep_transpose2d_tile32_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
-		transpose_tiles<E, 32>(out, in, batch, rows, cols); \
-	} \
 	extern "C" __global__ void cudaep_transpose2d_tile64_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
 		transpose_tiles<E, 64>(out, in, batch, rows, cols); \
 	}
-#define TRANSPOSE2D_PAIRS(sfx, E, W) \
-	extern "C" __global__ void cudaep_transpose2d_pair4_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
-		transpose_pairs<E, W, 4>(out, in, batch, rows, cols); \
-	} \
-	extern "C" __global__ void cudaep_transpose2d_pair8_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
-		transpose_pairs<E, W, 8>(out, in, batch, rows, cols); \
+#define TRANSPOSE2D_PAIRS(name, sfx, E, W, K) \
+	extern "C" __global__ void cudaep_transpose2d_##name##_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
+		transpose_pairs<E, W, K>(out, in, batch, rows, cols); \
 	}
 
 TRANSPOSE2D_TILES(b8, u8)
 TRANSPOSE2D_TILES(b16, u16)
 TRANSPOSE2D_TILES(b32, unsigned)
 TRANSPOSE2D_TILES(b64, u64)
-TRANSPOSE2D_PAIRS(b16, u16, unsigned)
-TRANSPOSE2D_PAIRS(b32, unsigned, u64)
+TRANSPOSE2D_PAIRS(pair8, b16, u16, unsigned, 8)
+TRANSPOSE2D_PAIRS(pair4, b32, unsigned, u64, 4)

@@ -126,35 +126,14 @@ __device__ __forceinline__ void layernorm(T* y, float* mean_out, float* inv_out,
 	}
 }
 
-// ld_pack loads 16 bytes; STREAM marks them evict-first (ld.global.cs), for data read once.
-template <typename T, bool STREAM>
-__device__ __forceinline__ Pack<T> ld_pack(const T* p) {
-	if (!STREAM) return *(const Pack<T>*)p;
-	Pack<T> r;
-	unsigned* w = (unsigned*)&r;
-	asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
-	return r;
-}
-
-// st_pack stores 16 bytes; STREAM marks them evict-first (st.global.cs).
-template <typename T, bool STREAM>
-__device__ __forceinline__ void st_pack(T* p, const Pack<T>& v) {
-	if (!STREAM) {
-		*(Pack<T>*)p = v;
-		return;
-	}
-	const unsigned* w = (const unsigned*)&v;
-	asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
-}
-
 // layernorm_regs is layernorm with the row held in registers: thread t keeps the 16-byte packs
 // t, t + blockDim.x, … (at most NP of them) of its block's row, issues all their loads before
 // using any, sums, and writes the output from the registers, so the row is read once and each
 // row costs one barrier (the two partial-sum buffers alternate between rows, so the next
-// row's partial sums never overwrite ones still being read). Rows whose length is not a whole
-// number of packs, unaligned tensors and rows longer than NP·blockDim.x packs take layernorm.
-// STREAM loads and stores the row's data evict-first.
-template <typename T, int NP, bool STREAM>
+// row's partial sums never overwrite ones still being read). norm.go launches it with at most
+// 128 threads, the fewest packs per thread that hold the row (NP = 2, 4 or 8), and only for rows
+// of whole packs in 16-byte aligned tensors; anything else takes layernorm here too.
+template <typename T, int NP>
 __device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv_out, T* sum, const T* x, const T* skip,
 	const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) {
 	const int V = 16 / sizeof(T);
@@ -175,7 +154,7 @@ __device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv
 #pragma unroll
 		for (int i = 0; i < NP; ++i) {
 			const unsigned p = tid + i * blockDim.x;
-			if (p < packs) px[i] = ld_pack<T, STREAM>(xr + (u64)p * V);
+			if (p < packs) px[i] = *(const Pack<T>*)(xr + (u64)p * V);
 		}
 		const float shift = simplified ? 0.0f : ln_load(xr, sr, bias, 0);
 #pragma unroll
@@ -187,7 +166,7 @@ __device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv
 #pragma unroll
 			for (int i = 0; i < NP; ++i) {
 				const unsigned p = tid + i * blockDim.x;
-				if (p < packs) px[i] = ld_pack<T, STREAM>(sr + (u64)p * V);
+				if (p < packs) px[i] = *(const Pack<T>*)(sr + (u64)p * V);
 			}
 #pragma unroll
 			for (int i = 0; i < NP; ++i) {
@@ -216,7 +195,7 @@ __device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv
 					Pack<T> o;
 #pragma unroll
 					for (int k = 0; k < V; ++k) o.v[k] = from_float<T>(v[i][k]);
-					st_pack<T, STREAM>(sum + row * length + (u64)p * V, o);
+					*(Pack<T>*)(sum + row * length + (u64)p * V) = o;
 				}
 #pragma unroll
 				for (int k = 0; k < V; ++k) {
@@ -268,7 +247,7 @@ __device__ __forceinline__ void layernorm_regs(T* y, float* mean_out, float* inv
 #pragma unroll
 					for (int k = 0; k < V; ++k) o.v[k] = from_float<T>((v[i][k] - mean) * inv * to_float(g.v[k]));
 				}
-				st_pack<T, STREAM>(yr + (u64)p * V, o);
+				*(Pack<T>*)(yr + (u64)p * V) = o;
 			}
 		}
 	}
@@ -303,17 +282,16 @@ __device__ __forceinline__ void bias_gelu_loop(T* out, const T* x, const T* bias
 	for (Index i = done + start; i < n; i += stride) out[i] = from_float<T>(gelu_tanh(to_float(x[i]) + to_float(bias[i % bias_len])));
 }
 
-#define LAYERNORM_REGS(name, sfx, T, NP, STREAM) \
+#define LAYERNORM_REGS(name, sfx, T, NP) \
 	extern "C" __global__ void cudaep_layernorm_##name##_##sfx(T* y, float* mean, float* inv, T* sum, const T* x, const T* skip, \
 		const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) { \
-		layernorm_regs<T, NP, STREAM>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified); \
+		layernorm_regs<T, NP>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified); \
 	}
 
 #define NORM(sfx, T) \
-	LAYERNORM_REGS(r2, sfx, T, 2, false) \
-	LAYERNORM_REGS(r4, sfx, T, 4, false) \
-	LAYERNORM_REGS(r8, sfx, T, 8, false) \
-	LAYERNORM_REGS(r4cs, sfx, T, 4, true) \
+	LAYERNORM_REGS(r2, sfx, T, 2) \
+	LAYERNORM_REGS(r4, sfx, T, 4) \
+	LAYERNORM_REGS(r8, sfx, T, 8) \
 	extern "C" __global__ void cudaep_layernorm_##sfx(T* y, float* mean, float* inv, T* sum, const T* x, const T* skip, \
 		const T* gamma, const T* beta, const T* bias, u64 rows, u64 length, u64 skip_rows, float eps, unsigned simplified) { \
 		layernorm<T>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows, length, skip_rows, eps, simplified); \
