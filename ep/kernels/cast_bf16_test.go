@@ -137,7 +137,7 @@ func TestCastBFloat16AgainstReference(t *testing.T) {
 			v := f16Value(uint16(h))
 			// A float16 NaN widens to float32 with its payload shifted up 13 bits.
 			nan := uint16(h&0x8000) | 0x7f80 | 0x40 | uint16(h&0x3ff)>>3
-			if want := refBF16(v, nan); got[h] != want {
+			if want := refBF16(v, nan); !sameBF16(got[h], want) {
 				assert.Failf(t, "wrong bfloat16", "float16 %#04x (%g): got %#04x, want %#04x", h, v, got[h], want)
 			}
 		}
@@ -195,12 +195,22 @@ func f16Value(h uint16) float64 {
 	return sign * math.Ldexp(1024+m, e-25)
 }
 
-// sameF16 compares float16 bits, any quiet NaN of the right sign matching a NaN (how a NaN's
-// payload narrows to float16 is the device's choice; that it stays a NaN of its sign is not).
+// sameF16 compares float16 bits, any NaN matching a NaN: a NaN's sign and payload after a
+// conversion between the 16-bit formats are the device's choice (the H200's conversions return
+// the canonical 0x7fff whatever came in); that a NaN stays a NaN is not.
 func sameF16(got, want uint16) bool {
 	isNaN := func(h uint16) bool { return h&0x7c00 == 0x7c00 && h&0x3ff != 0 }
 	if isNaN(want) {
-		return isNaN(got) && got&0x8000 == want&0x8000
+		return isNaN(got)
+	}
+	return got == want
+}
+
+// sameBF16 is sameF16 for bfloat16 bits.
+func sameBF16(got, want uint16) bool {
+	isNaN := func(h uint16) bool { return h&0x7f80 == 0x7f80 && h&0x7f != 0 }
+	if isNaN(want) {
+		return isNaN(got)
 	}
 	return got == want
 }
