@@ -32,11 +32,15 @@ func (r results) write(w io.Writer, cfg config) error {
 		if t := r.prefillTime[pass]; t > 0 {
 			gbps = float64(r.prefillBytes[pass]) / t.Seconds() / 1e9
 		}
-		link := ""
+		link, whole := "", ""
 		if r.rawGBps > 0 {
 			link = fmt.Sprintf(" = %.2f of raw pinned H2D", gbps/r.rawGBps)
+			if t := r.prefillTime[pass] + r.readTime[pass]; t > 0 {
+				whole = fmt.Sprintf(", %.2f with it", float64(r.prefillBytes[pass])/t.Seconds()/1e9/r.rawGBps)
+			}
 		}
-		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s (then %s reading the output)\n", name, ms(r.prefillTime[pass]), gbps, link, ms(r.readTime[pass]))
+		fmt.Fprintf(tw, "  %s\t%s, %.2f GB/s paged%s (then %s reading the output into pinned memory%s)\n", name,
+			ms(r.prefillTime[pass]), gbps, link, ms(r.readTime[pass]), whole)
 	}
 	fmt.Fprintf(tw, "  prefill output\tmax rel err %.2g (%d rows checked, both prefills)\n", r.prefillErr, r.prefillChecked)
 	if r.pagingAlone > 0 && r.computeAlone > 0 {
