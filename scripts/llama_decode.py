@@ -54,6 +54,7 @@ import torch
 PEAK_BYTES_PER_S = 4.8e12
 VENDOR_NVIDIA = 0x10DE
 BF16 = 16  # TensorProto.BFLOAT16
+MODEL_DTYPE = torch.bfloat16  # --dtype; float32 only for --export-only (the CI fixtures)
 
 
 def log(*a):
@@ -78,7 +79,7 @@ def build_model(args):
     # flat; a larger embedding/LM-head scale gives greedy decoding margins worth comparing.
     with torch.no_grad():
         model.lm_head.weight.mul_(args.head_scale)
-    model = model.to(torch.bfloat16).cuda().eval()
+    model = model.to(MODEL_DTYPE).cuda().eval()
     return cfg, model
 
 
@@ -118,9 +119,9 @@ def additive_mask(cache_position, m, dtype):
 
 
 class Prefill(torch.nn.Module):
-    def __init__(self, model, cfg, m, dtype=torch.bfloat16):
+    def __init__(self, model, cfg, m, dtype=None):
         super().__init__()
-        self.model, self.cfg, self.m, self.dtype = model, cfg, m, dtype
+        self.model, self.cfg, self.m, self.dtype = model, cfg, m, dtype or MODEL_DTYPE
 
     def forward(self, input_ids):
         s = input_ids.shape[1]
@@ -141,7 +142,7 @@ class Decode(torch.nn.Module):
 
     def forward(self, input_ids, cache_position, *past):
         kv = StaticKV(past, pos=cache_position)
-        out = self.model(input_ids=input_ids, attention_mask=additive_mask(cache_position, self.m, torch.bfloat16),
+        out = self.model(input_ids=input_ids, attention_mask=additive_mask(cache_position, self.m, MODEL_DTYPE),
                          position_ids=cache_position.view(1, 1), cache_position=cache_position,
                          past_key_values=kv, use_cache=True)
         return (out.logits.float(), *kv.kv)
@@ -425,8 +426,14 @@ def main():
     ap.add_argument("--skip-check", action="store_true", help="skip the correctness checks (and their two exports)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--export-only", metavar="TGZ", help="export the two graphs, pack them into TGZ and stop")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"],
+                    help="the model's dtype (float32 only with --export-only)")
     args = ap.parse_args()
     args.lib = os.path.abspath(args.lib)
+    global MODEL_DTYPE
+    MODEL_DTYPE = getattr(torch, args.dtype)
+    if args.dtype != "bfloat16" and not args.export_only:
+        ap.error("--dtype float32 is for --export-only")
     os.makedirs(args.work, exist_ok=True)
     results = {"args": vars(args), "torch": torch.__version__}
     failures = []
@@ -456,7 +463,7 @@ def main():
             mod, inputs = Prefill(model, cfg, m), (torch.zeros(1, s_or_m, dtype=torch.long, device="cuda"),)
             ins, outs = ["input_ids"], ["logits"] + kv_names(cfg, "present")
         else:
-            kv = [torch.zeros(1, cfg.num_key_value_heads, m, hd, dtype=torch.bfloat16, device="cuda")
+            kv = [torch.zeros(1, cfg.num_key_value_heads, m, hd, dtype=MODEL_DTYPE, device="cuda")
                   for _ in range(2 * cfg.num_hidden_layers)]
             mod = Decode(model, cfg, m)
             inputs = (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"), *kv)
