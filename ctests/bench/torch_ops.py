@@ -12,9 +12,14 @@ cannot run says why in notes. Exit status 0 whenever JSON was written (a missing
 fact about the machine, not a failure of the benchmark).
 
 Usage: python3 torch_ops.py [quick]
+
+CUDAEP_OPBENCH_ROWS, a regular expression, limits the rows to the IDs it matches (unanchored, as
+TestOpBenchTable reads it); unset or empty: every row.
 """
 
 import json
+import os
+import re
 import sys
 
 
@@ -55,7 +60,11 @@ def main(argv):
         end.synchronize()
         return start.elapsed_time(end) / calls
 
+    wanted = re.compile(os.environ.get("CUDAEP_OPBENCH_ROWS", ""))
+
     def row(rid, calls, fn):
+        if not wanted.search(rid):
+            return
         try:
             out["rows"][rid] = [timed(calls, fn) for _ in range(samples)]
         except Exception as e:  # noqa: BLE001 - report, go on with the other rows

@@ -61,9 +61,10 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 // NormBlock returns a normalization kernel's block width (threads per row) for aligned tensors.
 func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 
-// KernelVariant returns the variant a Transpose or normalization kernel runs: "nd" for the
-// general tiled transpose, the batched 2-D transpose's variant, the normalization's variant;
-// "" for other kernels.
+// KernelVariant returns the variant a Transpose, normalization or same-shape float
+// elementwise kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's
+// variant, the normalization's variant, the elementwise launch ("stride", "flat", "v4"); ""
+// for other kernels.
 func KernelVariant(k Kernel) string {
 	switch k := k.(type) {
 	case *transposeKernel:
@@ -71,6 +72,10 @@ func KernelVariant(k Kernel) string {
 	case *transpose2dKernel:
 		return k.variant
 	case *normKernel:
+		return k.variant
+	case *binaryKernel:
+		return k.variant
+	case *unaryKernel:
 		return k.variant
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ const (
 	// kernels forced ("old", "nd"; variants.go) beside the default ones, the default's output
 	// checked against the baseline's (scripts/op-variants-gpu.sh).
 	EnvOpBenchVariants = "CUDAEP_OPBENCH_VARIANTS"
+	// EnvOpBenchRows, a regular expression, limits the table to the rows whose IDs it matches
+	// (unanchored; ctests/bench/torch_ops.py reads it too); unset or empty: every row.
+	EnvOpBenchRows = "CUDAEP_OPBENCH_ROWS"
 )
 
 // maxAbsDiff returns the largest absolute difference between the elements of dtype dt in a
@@ -135,6 +139,8 @@ func TestOpBenchTable(t *testing.T) {
 	if sim {
 		rep.Backend = "sim"
 	}
+	rowFilter, err := regexp.Compile(os.Getenv(EnvOpBenchRows))
+	require.NoError(t, err, EnvOpBenchRows)
 	var torch torchResults
 	if path := os.Getenv(EnvOpBenchTorch); path != "" {
 		b, err := os.ReadFile(path)
@@ -194,8 +200,7 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		return f.upload(in, data)
 	}
-	run := func(id, title string, spec kernels.Spec, bytes float64) []kernels.Tensor {
-		k := f.get(spec)
+	inputs := func(spec kernels.Spec) []kernels.Tensor {
 		ins := make([]kernels.Tensor, len(spec.Inputs))
 		for i, in := range spec.Inputs {
 			ins[i] = fill(in)
@@ -207,38 +212,76 @@ func TestOpBenchTable(t *testing.T) {
 				ins[i] = f.uploadTyped(in.DType, in.Shape, vals)
 			}
 		}
+		return ins
+	}
+	run := func(id, title string, spec kernels.Spec, bytes float64) {
+		if !rowFilter.MatchString(id) {
+			return
+		}
+		k := f.get(spec)
+		ins := inputs(spec)
 		outs := f.outputs(k)
 		o, _ := measure(batch, func() error { return k.Execute(ins, outs) }, nil)
 		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: title, Bytes: bytes, OursMs: o})
-		return outs
 	}
-	// variants times each variant of a kernel family (variants.go) on the op of spec as rows
-	// id/<variant>, each built with the variant forced, and checks its first output against
-	// the first variant's: bit for bit when tol is 0, else within tol (absolute). The check's
-	// result goes into the row's title; a mismatch fails the test after the table.
-	variants := func(family, id, title string, spec kernels.Spec, bytes float64, tol float64, vs ...string) {
-		var ref []byte
+	// variants times variants of a kernel family (variants.go) on the op of spec, on the same
+	// input tensors, as rows id/<variant> ("" is the family's rule: id/default), each kernel
+	// built with its variant forced, the samples of the variants interleaved (sample i runs
+	// them in an order rotated by i), and checks each first output against the first
+	// variant's: bit for bit when tol is 0, else within tol (absolute). The check's result goes
+	// into the row's title; a mismatch fails the test after the table.
+	variants := func(family, id, title string, spec kernels.Spec, moved float64, tol float64, vs ...string) {
+		type candidate struct {
+			label, got string
+			k          kernels.Kernel
+			outs       []kernels.Tensor
+			ms         []float64
+		}
+		var cs []*candidate
 		for _, v := range vs {
-			prev := kernels.ForceVariant(family, v)
-			k := f.get(spec)
-			got := kernels.KernelVariant(k)
 			label := v
 			if label == "" {
 				label = "default"
 			}
-			outs := run(id+"/"+label, fmt.Sprintf("%s [%s: %s]", title, family, got), spec, bytes)
-			kernels.ForceVariant(family, prev)
-			out := f.download(outs[0])
-			row := &rep.Rows[len(rep.Rows)-1]
-			if ref == nil {
-				ref = out
+			if !rowFilter.MatchString(id + "/" + label) {
 				continue
 			}
-			diff := maxAbsDiff(spec.Inputs[0].DType, ref, out)
-			row.Title += fmt.Sprintf(" max |diff| vs %s: %g", vs[0], diff)
-			if diff > tol || math.IsNaN(diff) {
-				t.Errorf("%s: output differs from %s's by up to %g (allowed %g)", row.ID, vs[0], diff, tol)
+			prev := kernels.ForceVariant(family, v)
+			k := f.get(spec)
+			kernels.ForceVariant(family, prev)
+			cs = append(cs, &candidate{label: label, got: kernels.KernelVariant(k), k: k, outs: f.outputs(k)})
+		}
+		if len(cs) == 0 {
+			return
+		}
+		ins := inputs(spec)
+		for i := range samples {
+			for j := range cs {
+				c := cs[(i+j)%len(cs)]
+				c.ms = append(c.ms, timed(batch, func() error { return c.k.Execute(ins, c.outs) }))
 			}
+		}
+		var ref []byte
+		for _, c := range cs {
+			row := opBenchRow{ID: id + "/" + c.label, Title: fmt.Sprintf("%s [%s: %s]", title, family, c.got), Bytes: moved, OursMs: c.ms}
+			out := f.download(c.outs[0])
+			switch {
+			case ref == nil:
+				ref = out
+			case tol == 0:
+				same := bytes.Equal(ref, out)
+				row.Title += fmt.Sprintf(" bit-identical to %s: %v", cs[0].label, same)
+				if !same {
+					t.Errorf("%s: output differs from %s's (max |diff| %g)", row.ID, cs[0].label, maxAbsDiff(spec.Inputs[0].DType, ref, out))
+				}
+			default:
+				diff := maxAbsDiff(spec.Inputs[0].DType, ref, out)
+				row.Title += fmt.Sprintf(" max |diff| vs %s: %g", cs[0].label, diff)
+				if diff > tol || math.IsNaN(diff) {
+					t.Errorf("%s: output differs from %s's by up to %g (allowed %g)", row.ID, cs[0].label, diff, tol)
+				}
+			}
+			rep.Rows = append(rep.Rows, row)
 		}
 	}
 
@@ -276,8 +319,10 @@ func TestOpBenchTable(t *testing.T) {
 			// Each family's baseline (variants.go) beside the kernel its rule picks.
 			variants("layernorm", "layernorm/"+sfx, fmt.Sprintf("LayerNormalization %s[%d,%d]", sfx, n/hidden, hidden), lnSpec,
 				2*tb+float64(2*hidden*int64(dt.Size())+2*4*(n/hidden)), tol, "old", "")
+			// The transposes' baseline, the rule's kernel and the swizzled tile orders.
+			swizzles := []string{"swizzle4", "swizzle8", "swizzle16", "swizzle32"}
 			variants("transpose2d", "transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
-				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb, 0, "nd", "")
+				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb, 0, append([]string{"nd", ""}, swizzles...)...)
 			// The transformer's case: the last two axes of a batch of matrices swapped.
 			batch, m := int64(16), int64(2048)
 			if sim {
@@ -285,11 +330,17 @@ func TestOpBenchTable(t *testing.T) {
 			}
 			variants("transpose2d", "transpose3d/"+sfx, fmt.Sprintf("Transpose %s[%d,%d,%d] perm [0,2,1]", sfx, batch, m, n/batch/m),
 				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, batch, m, n/batch/m)},
-					Attrs: map[string]kernels.Attribute{"perm": kernels.IntsAttr(0, 2, 1)}}, 2*tb, 0, "nd", "")
+					Attrs: map[string]kernels.Attribute{"perm": kernels.IntsAttr(0, 2, 1)}}, 2*tb, 0, append([]string{"nd", ""}, swizzles...)...)
+			// The same-shape elementwise kernels: the grid-stride loop beside one pack a thread
+			// ("flat") and PyTorch's layout ("v4"), bit for bit.
+			variants("elementwise", "add/"+sfx, fmt.Sprintf("Add %s[%d] + [%d]", sfx, n, n),
+				kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb, 0, "", "flat", "v4")
+			variants("elementwise", "sigmoid/"+sfx, fmt.Sprintf("Sigmoid %s[%d]", sfx, n),
+				kernels.Spec{Op: "Sigmoid", Opset: 13, Inputs: []kernels.TensorInfo{flatInfo}}, 2*tb, 0, "", "flat", "v4")
 		}
 	}
 	// The device-to-device copy of one tensor: what the memory system gives a plain copy.
-	{
+	if rowFilter.MatchString("copy") {
 		src, dst := f.alloc(info(kernels.Float32, tensorBytes/4)), f.alloc(info(kernels.Float32, tensorBytes/4))
 		o, _ := measure(batch, func() error { return f.stream.CopyDtoDAsync(dst.Ptr, src.Ptr, uint64(tensorBytes)) }, nil)
 		rep.Rows = append(rep.Rows, opBenchRow{ID: "copy", Title: fmt.Sprintf("cuMemcpyDtoDAsync of %d MiB (reference)", tensorBytes>>20), Bytes: 2 * float64(tensorBytes), OursMs: o})
@@ -303,6 +354,9 @@ func TestOpBenchTable(t *testing.T) {
 	}
 	for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
 		for _, m := range ms {
+			if !rowFilter.MatchString(fmt.Sprintf("matmul/%s/m%d", dt, m)) {
+				continue
+			}
 			spec := kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, m, kn), info(dt, kn, kn)}}
 			k := f.get(spec)
 			a, b := fill(spec.Inputs[0]), fill(spec.Inputs[1])

@@ -2,6 +2,8 @@ package kernels_test
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -144,7 +146,8 @@ func (f *fixture) uploadShifted(info kernels.TensorInfo, vals []float64, shift i
 // swapped, plain 2-D included) on shapes with whole and partial tiles, odd and even sides, and
 // a batch, against the reference: by default pair8 for 2-byte elements and pair4 for 4-byte
 // ones with even sides, tile64 otherwise and for addresses not aligned to two elements (when
-// the PTX has them); with "nd" forced, the general tiled transpose.
+// the PTX has them); with "nd" forced, the general tiled transpose; with "swizzle<G>" forced,
+// the pairs with their tiles in groups of G row tiles (where the PTX has them).
 func TestTransposeVariantsAgainstReference(t *testing.T) {
 	f := newFixture(t)
 	cases := []struct{ shape, perm []int64 }{
@@ -156,7 +159,7 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 		{[]int64{2, 3, 64, 100}, []int64{0, 1, 3, 2}}, // two batch axes merge into one
 		{[]int64{1, 4, 33}, []int64{0, 2, 1}},         // a batch of 1 merges away
 	}
-	for _, forced := range []string{"", "nd"} {
+	for _, forced := range []string{"", "nd", "swizzle1", "swizzle3", "swizzle8"} {
 		for _, c := range cases {
 			for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.Int64, kernels.Bool} {
 				for _, misaligned := range []bool{false, true} {
@@ -179,6 +182,10 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 							!hasFunction(f, fmt.Sprintf("cudaep_transpose2d_tile64_b%d", 8*size)) {
 							want = "nd"
 						}
+						pair := want == "pair4" || want == "pair8"
+						if g, ok := strings.CutPrefix(forced, "swizzle"); ok && pair && hasFunction(f, fmt.Sprintf("cudaep_transpose2d_%ss_b%d", want, 8*size)) {
+							want += "s" + g
+						}
 						require.Equal(t, want, kernels.KernelVariant(k))
 						shift := int64(0)
 						if misaligned {
@@ -188,7 +195,7 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 						out := f.allocShifted(k.Outputs()[0], shift)
 						f.poison(out)
 						launched := want
-						if misaligned && (want == "pair4" || want == "pair8") {
+						if misaligned && pair {
 							launched = "tile64"
 						}
 						assert.Equal(t, launched, kernels.LaunchVariant(k, []kernels.Tensor{in}, []kernels.Tensor{out}))
@@ -212,4 +219,67 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestElementwiseVariantsMatchTheDefault runs the same-shape float kernels with each variant
+// of family "elementwise" forced ("flat": one pack a thread; "v4": 128-thread blocks of four
+// packs a thread, where the PTX has it) on sizes with whole and partial blocks and a tail
+// after the last whole pack, at aligned and misaligned addresses, and checks each output bit
+// for bit against the default grid-stride kernel's on the same inputs.
+func TestElementwiseVariantsMatchTheDefault(t *testing.T) {
+	f := newFixture(t)
+	for _, forced := range []string{"flat", "v4"} {
+		for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
+			per := int64(16 / dt.Size())
+			for _, n := range []int64{1, per - 1, 3 * per, 512*per + 5, 2 * 512 * per, 3*512*per + 2*per + 3} {
+				for _, op := range []string{"Add", "Div", "Pow", "Sigmoid"} {
+					for _, misaligned := range []bool{false, true} {
+						t.Run(fmt.Sprintf("%s/%s/%s/%d/misaligned%v", forced, op, dt, n, misaligned), func(t *testing.T) {
+							f := f.sub(t)
+							spec := kernels.Spec{Op: op, Opset: 14, Inputs: []kernels.TensorInfo{info(dt, n), info(dt, n)}}
+							if op == "Sigmoid" {
+								spec.Inputs = spec.Inputs[:1]
+							}
+							shift := int64(0)
+							if misaligned {
+								shift = 1
+							}
+							ins := make([]kernels.Tensor, len(spec.Inputs))
+							for i, in := range spec.Inputs {
+								vals := f.randomTyped(dt, n)
+								if op == "Pow" && i == 0 {
+									for j := range vals {
+										vals[j] = math.Abs(vals[j])
+									}
+								}
+								ins[i] = f.uploadShifted(in, vals, shift)
+							}
+							def := f.get(spec)
+							require.Equal(t, "stride", kernels.KernelVariant(def))
+							forceVariant(t, "elementwise", forced)
+							k := f.get(spec)
+							want := forced
+							if forced == "v4" && !hasFunction(f, fmt.Sprintf("cudaep_%s_v4_%s", strings.ToLower(op), suffixOf(dt))) {
+								want = "stride"
+							}
+							require.Equal(t, want, kernels.KernelVariant(k))
+							outs := make([][]byte, 2)
+							for i, kk := range []kernels.Kernel{def, k} {
+								out := f.allocShifted(info(dt, n), shift)
+								f.poison(out)
+								require.NoError(t, kk.Execute(ins, []kernels.Tensor{out}))
+								outs[i] = f.download(out)
+							}
+							assert.Equal(t, outs[0], outs[1], "bit for bit")
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// suffixOf is the kernel-name suffix of a float dtype.
+func suffixOf(dt kernels.DType) string {
+	return map[kernels.DType]string{kernels.Float32: "f32", kernels.Float16: "f16", kernels.BFloat16: "bf16"}[dt]
 }
