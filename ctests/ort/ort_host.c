@@ -21,6 +21,8 @@
  *   two_devices MODELDIR    a session on each of two CudaEp devices running at once, and
  *                           CopyTensors between the devices' memories (needs two devices:
  *                           CUDAEP_SIM_DEVICES=2 on the simulator)
+ *   exported EXPORTDIR      a decoder transformers wrote and torch.onnx exported, float32 on
+ *                           CudaEp alone against a CPU session, bfloat16 against float32
  *
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
  * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
@@ -88,13 +90,13 @@ static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
     {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},     {"decoder", case_decoder, 1},
-    {"two_devices", case_two_devices, 1},
+    {"two_devices", case_two_devices, 1}, {"exported", case_exported, 1},
 };
 
 static int usage(void) {
   fprintf(stderr,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR | exported EXPORTDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return 2;
 }
