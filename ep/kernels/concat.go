@@ -23,7 +23,7 @@ func init() {
 	for _, size := range []string{"b8", "b16", "b32", "b64"} {
 		opt = append(opt, "cudaep_transpose2d_tile64_"+size)
 	}
-	opt = append(opt, "cudaep_transpose2d_pair8_b16", "cudaep_transpose2d_pair4_b32", "cudaep_transpose2d_pair8s_b16", "cudaep_transpose2d_pair4s_b32")
+	opt = append(opt, "cudaep_transpose2d_pair8_b16", "cudaep_transpose2d_pair4_b32")
 	modules = append(modules, ptxModule{"ptx/datamove.ptx", e})
 	optionalEntries["ptx/datamove.ptx"] = append(optionalEntries["ptx/datamove.ptx"], opt...)
 	builders["Concat"] = builder{inputNames: []string{"inputs"}, build: buildConcat}

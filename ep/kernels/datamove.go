@@ -2,8 +2,6 @@ package kernels
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -532,15 +530,12 @@ func clampSliceIndex(v, d, lo, hi int64) int64 {
 // 2-D included), the transformer's case: cudaep_transpose2d_<variant>_<size>(out, in, batch,
 // rows, cols) reads batch × rows × cols and writes batch × cols × rows, on a grid of (column
 // tiles, row tiles, batch) 32×8-thread blocks. A pair kernel needs its two addresses to be
-// multiples of two elements; Execute launches fallback (tile64) when they are not. The
-// swizzled pairs (variant pair8s<G>, pair4s<G>; a test forces them, variants.go) take a sixth
-// argument, group (G), and a grid of (column tiles × row tiles, 1, batch).
+// multiples of two elements; Execute launches fallback (tile64) when they are not.
 type transpose2dKernel struct {
 	kernelBase
 	variant           string
 	fn, fallback      *cudadrv.Function
 	align             uint64 // fn's address alignment, bytes
-	group             uint32 // the swizzled pairs' group of row tiles; 0 for the others
 	batch, rows, cols uint32
 	grid, fallbackGrd cudadrv.Dim3
 	args              cudadrv.KernelArgs
@@ -609,24 +604,8 @@ func newTranspose2D(l *Library, s opSpec, out TensorInfo, layout stridedLayout) 
 	k.fallbackGrd = transpose2dGrid("tile64", batch, rows, cols)
 	if v == "pair4" || v == "pair8" {
 		k.align = 2 * uint64(size)
-		if g := swizzleGroup(forcedVariant("transpose2d")); g > 0 {
-			tiles := ((cols/2 + 31) / 32) * ((rows + int64(transpose2dRows[v]) - 1) / int64(transpose2dRows[v]))
-			if f := l.function("cudaep_transpose2d_" + v + "s_" + sfx); f != nil && tiles <= maxGridX {
-				k.fn, k.group, k.variant = f, uint32(g), v+"s"+strconv.Itoa(g)
-				k.grid = cudadrv.Dim3{X: uint32(tiles), Y: 1, Z: uint32(min(batch, maxGridYZ))}
-			}
-		}
 	}
 	return k, nil
-}
-
-// swizzleGroup returns G for a forced transpose2d variant "swizzle<G>" (1 <= G <= 64), else 0.
-func swizzleGroup(forced string) int {
-	g, err := strconv.Atoi(strings.TrimPrefix(forced, "swizzle"))
-	if !strings.HasPrefix(forced, "swizzle") || err != nil || g < 1 || g > 64 {
-		return 0
-	}
-	return g
 }
 
 // maxGridYZ is the largest grid extent along y and z; the 2-D transposes loop over the rest.
@@ -668,8 +647,5 @@ func (k *transpose2dKernel) Execute(inputs, outputs []Tensor) error {
 	a := &k.args
 	a.Reset()
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).U32(k.batch).U32(k.rows).U32(k.cols)
-	if fn == k.fn && k.group > 0 {
-		a.U32(k.group)
-	}
 	return k.lib.rt.Stream.Launch(fn, grid, transposeBlock, 0, a)
 }

@@ -51,50 +51,26 @@ func init() {
 	builders["Gelu"] = builder{inputNames: []string{"X"}, build: buildGelu}
 	builders["Identity"] = builder{inputNames: []string{"input"}, build: buildIdentity}
 	builders["Where"] = builder{inputNames: []string{"condition", "X", "Y"}, build: buildWhere}
-	var v4 []string
-	for _, stem := range append(sortedValues(binaryStems), v4UnaryStems...) {
-		for _, t := range floatTypes {
-			v4 = append(v4, "cudaep_"+stem+"_v4_"+t.suffix())
-		}
-	}
-	optionalEntries["ptx/elementwise.ptx"] = append(optionalEntries["ptx/elementwise.ptx"], v4...)
 }
-
-// v4UnaryStems are the unary ops cuda/elementwise.cu builds a "v4" variant of.
-var v4UnaryStems = []string{"sigmoid"}
-
-// Launch geometry of the "v4" variants (cuda/elementwise.cu): 128-thread blocks, four 16-byte
-// packs a thread.
-const (
-	v4Threads = 128
-	v4Packs   = 4
-)
 
 // maxGridX is the largest grid extent along x.
 const maxGridX = 1<<31 - 1
 
-// sameShapeLaunch returns the kernel, grid, block and variant name of the same-shape float
-// kernel of stem (binary or unary) over n elements of dt. By default that is
-// cudaep_<stem>_<t>, a grid-stride loop over 16-byte packs on linearGrid ("stride"); a test
-// may force a variant of family "elementwise" (variants.go): "flat", the same kernel on a grid
-// of one pack a thread (no loop), or "v4", cudaep_<stem>_v4_<t> on 128-thread blocks of four
-// packs a thread, where the PTX has it.
-func sameShapeLaunch(l *Library, stem string, dt DType, n uint64) (fn *cudadrv.Function, grid, block cudadrv.Dim3, variant string) {
-	fn, grid, block, variant = l.function("cudaep_"+stem+"_"+dt.suffix()), linearGrid(n), linearBlock, "stride"
+// sameShapeGrid returns the grid of the same-shape float binary kernel cudaep_<stem>_<t> over
+// n elements of dt, and its name (variants.go, family "elementwise"). By default that is
+// "flat": one 16-byte pack a thread, ceil(packs/256) blocks of 256 threads with no cap, so the
+// kernel's grid-stride loop runs once (on the H200, 2.5% above the capped grid for Add at
+// 256 MiB, level with PyTorch). The old geometry, "stride" (linearGrid: at most maxBlocks
+// blocks, the loop covering the rest), is what a test can force as the baseline, and what a
+// tensor too large for a flat grid gets. Both are correct for any alignment: the kernel's
+// element-at-a-time path loops over the same grid.
+func sameShapeGrid(dt DType, n uint64) (grid cudadrv.Dim3, variant string) {
 	per := uint64(16 / dt.Size())
-	packs := (n + per - 1) / per
-	switch forcedVariant("elementwise") {
-	case "flat":
-		if b := (packs + blockThreads - 1) / blockThreads; b <= maxGridX {
-			grid, variant = cudadrv.Dim3{X: uint32(max(b, 1)), Y: 1, Z: 1}, "flat"
-		}
-	case "v4":
-		f := l.function("cudaep_" + stem + "_v4_" + dt.suffix())
-		if b := (packs + v4Threads*v4Packs - 1) / (v4Threads * v4Packs); f != nil && b <= maxGridX {
-			fn, grid, block, variant = f, cudadrv.Dim3{X: uint32(max(b, 1)), Y: 1, Z: 1}, cudadrv.Dim3{X: v4Threads, Y: 1, Z: 1}, "v4"
-		}
+	blocks := ((n+per-1)/per + blockThreads - 1) / blockThreads
+	if forcedVariant("elementwise") == "stride" || blocks > maxGridX {
+		return linearGrid(n), "stride"
 	}
-	return fn, grid, block, variant
+	return cudadrv.Dim3{X: uint32(max(blocks, 1)), Y: 1, Z: 1}, "flat"
 }
 
 // elementwiseEntries lists the entry points of ptx/elementwise.ptx.
@@ -131,20 +107,19 @@ func elementwiseEntries() []string {
 }
 
 // binaryKernel is a binary op with numpy broadcasting. When both inputs have the output's
-// shape it launches the plain kernel cudaep_<stem>_<t>(out, a, b, n); otherwise
-// cudaep_<stem>_bcast_<t>(out, a, b, n, dims[6], aStrides[6], bStrides[6]) over the merged
-// iteration space.
+// shape it launches the plain kernel cudaep_<stem>_<t>(out, a, b, n), the float ones on
+// sameShapeGrid's flat grid; otherwise cudaep_<stem>_bcast_<t>(out, a, b, n, dims[6],
+// aStrides[6], bStrides[6]) over the merged iteration space, on linearGrid.
 type binaryKernel struct {
 	kernelBase
 	fn       *cudadrv.Function
 	n        uint64
 	same     bool
-	variant  string // same-shape float kernels: see sameShapeLaunch
+	variant  string // the same-shape float kernels' grid, "flat" or "stride": see sameShapeGrid
 	dims     [maxBroadcastDims]int64
 	aStrides [maxBroadcastDims]int64
 	bStrides [maxBroadcastDims]int64
 	grid     cudadrv.Dim3
-	block    cudadrv.Dim3
 	args     cudadrv.KernelArgs
 }
 
@@ -196,14 +171,14 @@ func binaryBuilder(stem string, dtypes []DType, boolOut bool) func(*Library, opS
 		}
 		k := &binaryKernel{kernelBase: newBase(l, s, TensorInfo{DType: outType, Shape: out})}
 		k.n = uint64(k.outs[0].NumElements())
-		k.grid, k.block = linearGrid(k.n), linearBlock
+		k.grid = linearGrid(k.n)
 		k.same = layout.contiguous(0) && layout.contiguous(1)
-		switch {
-		case k.same && !boolOut && isFloat(dt):
-			k.fn, k.grid, k.block, k.variant = sameShapeLaunch(l, stem, dt, k.n)
-		case k.same:
+		if k.same {
 			k.fn = l.function("cudaep_" + stem + "_" + dt.suffix())
-		default:
+			if !boolOut && isFloat(dt) {
+				k.grid, k.variant = sameShapeGrid(dt, k.n)
+			}
+		} else {
 			k.fn = l.function("cudaep_" + stem + "_bcast_" + dt.suffix())
 			k.dims, k.aStrides = layout.padded(0)
 			_, k.bStrides = layout.padded(1)
@@ -271,18 +246,17 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 			a.I64(st)
 		}
 	}
-	return k.lib.rt.Stream.Launch(k.fn, k.grid, k.block, 0, a)
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 
-// unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n) (or a variant of it:
-// sameShapeLaunch).
+// unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n) on linearGrid (the flat
+// grid of the binaries, sameShapeGrid, lost for float16 Sigmoid on the H200).
 type unaryKernel struct {
 	kernelBase
-	fn          *cudadrv.Function
-	n           uint64
-	variant     string
-	grid, block cudadrv.Dim3
-	args        cudadrv.KernelArgs
+	fn   *cudadrv.Function
+	n    uint64
+	grid cudadrv.Dim3
+	args cudadrv.KernelArgs
 }
 
 func unaryBuilder(stem string, opset int) func(*Library, opSpec) (Kernel, error) {
@@ -309,9 +283,9 @@ func newUnary(l *Library, s opSpec, stem string) (Kernel, error) {
 	if err := s.checkTypeOpset(dt); err != nil {
 		return nil, err
 	}
-	k := &unaryKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0]))}
+	k := &unaryKernel{kernelBase: newBase(l, s, cloneInfo(s.Inputs[0])), fn: l.function("cudaep_" + stem + "_" + dt.suffix())}
 	k.n = uint64(s.Inputs[0].NumElements())
-	k.fn, k.grid, k.block, k.variant = sameShapeLaunch(l, stem, dt, k.n)
+	k.grid = linearGrid(k.n)
 	return k, nil
 }
 
@@ -342,7 +316,7 @@ func (k *unaryKernel) Execute(inputs, outputs []Tensor) error {
 	a := &k.args
 	a.Reset()
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).U64(k.n)
-	return k.lib.rt.Stream.Launch(k.fn, k.grid, k.block, 0, a)
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 
 // identityKernel copies its input with one device-to-device copy on the stream (a memcpy node

@@ -41,7 +41,7 @@ func ModuleOptionalEntries() map[string][]string {
 	return m
 }
 
-// ForceVariant makes later Gets of a kernel family build its baseline v ("nd", "old";
+// ForceVariant makes later Gets of a kernel family build its baseline v ("nd", "old", "stride";
 // variants.go; "" is the family's rule) and returns what was forced before.
 func ForceVariant(family, v string) string { return forceVariant(family, v) }
 
@@ -61,10 +61,9 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 // NormBlock returns a normalization kernel's block width (threads per row) for aligned tensors.
 func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 
-// KernelVariant returns the variant a Transpose, normalization or same-shape float
-// elementwise kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's
-// variant, the normalization's variant, the elementwise launch ("stride", "flat", "v4"); ""
-// for other kernels.
+// KernelVariant returns the variant a Transpose, normalization or same-shape float binary
+// kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's variant, the
+// normalization's variant, the binary's grid ("flat", "stride"); "" for other kernels.
 func KernelVariant(k Kernel) string {
 	switch k := k.(type) {
 	case *transposeKernel:
@@ -75,10 +74,20 @@ func KernelVariant(k Kernel) string {
 		return k.variant
 	case *binaryKernel:
 		return k.variant
-	case *unaryKernel:
-		return k.variant
 	}
 	return ""
+}
+
+// ElementwiseGrid returns the grid and block a binary or unary elementwise kernel launches on;
+// zero extents for other kernels.
+func ElementwiseGrid(k Kernel) (grid, block cudadrv.Dim3) {
+	switch k := k.(type) {
+	case *binaryKernel:
+		return k.grid, linearBlock
+	case *unaryKernel:
+		return k.grid, linearBlock
+	}
+	return cudadrv.Dim3{}, cudadrv.Dim3{}
 }
 
 // EmbeddedPTX returns the embedded bytes of file.

@@ -26,9 +26,9 @@ const (
 	EnvOpBench      = "CUDAEP_OPBENCH"
 	EnvOpBenchJSON  = "CUDAEP_OPBENCH_JSON"
 	EnvOpBenchTorch = "CUDAEP_OPBENCH_TORCH"
-	// EnvOpBenchVariants=1 adds rows for LayerNormalization and Transpose with their baseline
-	// kernels forced ("old", "nd"; variants.go) beside the default ones, the default's output
-	// checked against the baseline's (scripts/op-variants-gpu.sh).
+	// EnvOpBenchVariants=1 adds rows for LayerNormalization, Transpose and Add with their
+	// baselines forced ("old", "nd", "stride"; variants.go) beside the default ones, the
+	// default's output checked against the baseline's (scripts/op-variants-gpu.sh).
 	EnvOpBenchVariants = "CUDAEP_OPBENCH_VARIANTS"
 	// EnvOpBenchRows, a regular expression, limits the table to the rows whose IDs it matches
 	// (unanchored; ctests/bench/torch_ops.py reads it too); unset or empty: every row.
@@ -319,10 +319,8 @@ func TestOpBenchTable(t *testing.T) {
 			// Each family's baseline (variants.go) beside the kernel its rule picks.
 			variants("layernorm", "layernorm/"+sfx, fmt.Sprintf("LayerNormalization %s[%d,%d]", sfx, n/hidden, hidden), lnSpec,
 				2*tb+float64(2*hidden*int64(dt.Size())+2*4*(n/hidden)), tol, "old", "")
-			// The transposes' baseline, the rule's kernel and the swizzled tile orders.
-			swizzles := []string{"swizzle4", "swizzle8", "swizzle16", "swizzle32"}
 			variants("transpose2d", "transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
-				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb, 0, append([]string{"nd", ""}, swizzles...)...)
+				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb, 0, "nd", "")
 			// The transformer's case: the last two axes of a batch of matrices swapped.
 			batch, m := int64(16), int64(2048)
 			if sim {
@@ -330,13 +328,11 @@ func TestOpBenchTable(t *testing.T) {
 			}
 			variants("transpose2d", "transpose3d/"+sfx, fmt.Sprintf("Transpose %s[%d,%d,%d] perm [0,2,1]", sfx, batch, m, n/batch/m),
 				kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, batch, m, n/batch/m)},
-					Attrs: map[string]kernels.Attribute{"perm": kernels.IntsAttr(0, 2, 1)}}, 2*tb, 0, append([]string{"nd", ""}, swizzles...)...)
-			// The same-shape elementwise kernels: the grid-stride loop beside one pack a thread
-			// ("flat") and PyTorch's layout ("v4"), bit for bit.
+					Attrs: map[string]kernels.Attribute{"perm": kernels.IntsAttr(0, 2, 1)}}, 2*tb, 0, "nd", "")
+			// The same-shape float binaries: the capped grid-stride grid ("stride") beside the
+			// flat default, one pack a thread, bit for bit.
 			variants("elementwise", "add/"+sfx, fmt.Sprintf("Add %s[%d] + [%d]", sfx, n, n),
-				kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb, 0, "", "flat", "v4")
-			variants("elementwise", "sigmoid/"+sfx, fmt.Sprintf("Sigmoid %s[%d]", sfx, n),
-				kernels.Spec{Op: "Sigmoid", Opset: 13, Inputs: []kernels.TensorInfo{flatInfo}}, 2*tb, 0, "", "flat", "v4")
+				kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb, 0, "stride", "")
 		}
 	}
 	// The device-to-device copy of one tensor: what the memory system gives a plain copy.

@@ -3,7 +3,6 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -29,8 +28,6 @@ func init() {
 		}
 		m["cudaep_transpose2d_pair8_b16"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b16"), "pair8") }
 		m["cudaep_transpose2d_pair4_b32"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b32"), "pair4") }
-		m["cudaep_transpose2d_pair8s_b16"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b16"), "pair8s") }
-		m["cudaep_transpose2d_pair4s_b32"] = func(l *cudadrv.KernelLaunch) error { return simTranspose2D(l, sizeType("b32"), "pair4s") }
 		m["cudaep_write8_b64"] = simWrite8
 		for _, dt := range []DType{Float32, Float64, Int32, Int64} {
 			m["cudaep_range_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRange(l, dt) }
@@ -213,21 +210,14 @@ func simTranspose(l *cudadrv.KernelLaunch, dt DType) error {
 // simTranspose2D is cudaep_transpose2d_<variant>_<size>(out, in, batch, rows, cols): out[b][c][r]
 // = in[b][r][c], with the kernel's preconditions checked: 32×8-thread blocks, a grid whose x
 // covers the columns (the kernel does not loop over x), and for the pair variants even rows
-// and columns and addresses aligned to two elements; the swizzled pairs (pair8s, pair4s) take
-// a group of row tiles (at least 1) and need a grid whose x covers every tile of a matrix.
+// and columns and addresses aligned to two elements.
 func simTranspose2D(l *cudadrv.KernelLaunch, dt DType, variant string) error {
 	if b := l.Block; b.X != 32 || b.Y != 8 || b.Z != 1 {
 		return fmt.Errorf("%s: block %v: the kernel needs 32×8 threads", l.Name, b)
 	}
 	batch, rows, cols := int64(l.U32Arg(2)), int64(l.U32Arg(3)), int64(l.U32Arg(4))
 	width := int64(32)
-	if variant == "pair8s" || variant == "pair4s" {
-		tr := int64(transpose2dRows[variant[:5]])
-		if group := l.U32Arg(5); group < 1 || int64(l.Grid.X) < (int64(l.U32Arg(4))/2+31)/32*((int64(l.U32Arg(3))+tr-1)/tr) {
-			return fmt.Errorf("%s: group %d, grid %v for %d × %d", l.Name, group, l.Grid, l.U32Arg(3), l.U32Arg(4))
-		}
-	}
-	if strings.HasPrefix(variant, "pair") {
+	if variant == "pair4" || variant == "pair8" {
 		width = 64
 		unit := uint64(2 * dt.Size())
 		if rows%2 != 0 || cols%2 != 0 || uint64(l.PtrArg(0))%unit != 0 || uint64(l.PtrArg(1))%unit != 0 {

@@ -30,28 +30,6 @@ func SimKernels() map[string]cudadrv.KernelBody {
 			}
 		}
 	}
-	for op, stem := range binaryStems {
-		f := refBinaryOps[op]
-		for _, dt := range floatTypes {
-			m["cudaep_"+stem+"_v4_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
-				if err := simV4Geometry(l, l.U64Arg(3), dt); err != nil {
-					return err
-				}
-				return simBinarySame(l, dt, dt, func(out, a, b simTensor, i int64) { out.setFloat(i, f(a.float(i), b.float(i))) })
-			}
-		}
-	}
-	for _, stem := range v4UnaryStems {
-		f := refUnaryOps[unaryOpOf(stem)]
-		for _, dt := range floatTypes {
-			m["cudaep_"+stem+"_v4_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
-				if err := simV4Geometry(l, l.U64Arg(2), dt); err != nil {
-					return err
-				}
-				return simUnary(l, dt, f)
-			}
-		}
-	}
 	for op, stem := range intStems {
 		f := refIntOps[op]
 		for _, dt := range intTypes {
@@ -163,28 +141,10 @@ func simViewsOf(l *cudadrv.KernelLaunch, args []int, dts []DType, counts []int) 
 	return views, nil
 }
 
-// simBinarySame is cudaep_<stem>_<t>(out, a, b, n).
-// simV4Geometry checks the launch of a "v4" kernel over n elements of dt: 128-thread blocks
-// and a grid of at least one block per 512 packs of 16 bytes (the kernel does not loop).
-func simV4Geometry(l *cudadrv.KernelLaunch, n uint64, dt DType) error {
-	per := uint64(16 / dt.Size())
-	need := ((n+per-1)/per + v4Threads*v4Packs - 1) / (v4Threads * v4Packs)
-	if b := l.Block; b.X != v4Threads || b.Y != 1 || b.Z != 1 || uint64(l.Grid.X) < max(need, 1) {
-		return fmt.Errorf("%s: block %v, grid %v for %d elements: the kernel needs %d threads and %d blocks", l.Name, b, l.Grid, n, v4Threads, need)
-	}
-	return nil
-}
-
-// unaryOpOf returns the op type of unary kernel stem.
-func unaryOpOf(stem string) string {
-	for op, st := range unaryStems {
-		if st == stem {
-			return op
-		}
-	}
-	return ""
-}
-
+// simBinarySame is cudaep_<stem>_<t>(out, a, b, n). The CUDA kernel is a grid-stride loop over
+// 16-byte packs, correct on any grid, so the body checks no geometry; the library launches the
+// float ones on sameShapeGrid's flat grid (one pack a thread, not capped) by default and on
+// linearGrid (at most maxBlocks blocks) for the "stride" baseline, the others on linearGrid.
 func simBinarySame(l *cudadrv.KernelLaunch, in, out DType, f func(out, a, b simTensor, i int64)) error {
 	n := int(l.U64Arg(3))
 	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{out, in, in}, []int{n, n, n})

@@ -3,7 +3,6 @@ package kernels_test
 import (
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -146,8 +145,7 @@ func (f *fixture) uploadShifted(info kernels.TensorInfo, vals []float64, shift i
 // swapped, plain 2-D included) on shapes with whole and partial tiles, odd and even sides, and
 // a batch, against the reference: by default pair8 for 2-byte elements and pair4 for 4-byte
 // ones with even sides, tile64 otherwise and for addresses not aligned to two elements (when
-// the PTX has them); with "nd" forced, the general tiled transpose; with "swizzle<G>" forced,
-// the pairs with their tiles in groups of G row tiles (where the PTX has them).
+// the PTX has them); with "nd" forced, the general tiled transpose.
 func TestTransposeVariantsAgainstReference(t *testing.T) {
 	f := newFixture(t)
 	cases := []struct{ shape, perm []int64 }{
@@ -159,7 +157,7 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 		{[]int64{2, 3, 64, 100}, []int64{0, 1, 3, 2}}, // two batch axes merge into one
 		{[]int64{1, 4, 33}, []int64{0, 2, 1}},         // a batch of 1 merges away
 	}
-	for _, forced := range []string{"", "nd", "swizzle1", "swizzle3", "swizzle8"} {
+	for _, forced := range []string{"", "nd"} {
 		for _, c := range cases {
 			for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.Int64, kernels.Bool} {
 				for _, misaligned := range []bool{false, true} {
@@ -182,10 +180,6 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 							!hasFunction(f, fmt.Sprintf("cudaep_transpose2d_tile64_b%d", 8*size)) {
 							want = "nd"
 						}
-						pair := want == "pair4" || want == "pair8"
-						if g, ok := strings.CutPrefix(forced, "swizzle"); ok && pair && hasFunction(f, fmt.Sprintf("cudaep_transpose2d_%ss_b%d", want, 8*size)) {
-							want += "s" + g
-						}
 						require.Equal(t, want, kernels.KernelVariant(k))
 						shift := int64(0)
 						if misaligned {
@@ -195,7 +189,7 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 						out := f.allocShifted(k.Outputs()[0], shift)
 						f.poison(out)
 						launched := want
-						if misaligned && pair {
+						if misaligned && (want == "pair4" || want == "pair8") {
 							launched = "tile64"
 						}
 						assert.Equal(t, launched, kernels.LaunchVariant(k, []kernels.Tensor{in}, []kernels.Tensor{out}))
@@ -221,65 +215,107 @@ func TestTransposeVariantsAgainstReference(t *testing.T) {
 	}
 }
 
-// TestElementwiseVariantsMatchTheDefault runs the same-shape float kernels with each variant
-// of family "elementwise" forced ("flat": one pack a thread; "v4": 128-thread blocks of four
-// packs a thread, where the PTX has it) on sizes with whole and partial blocks and a tail
-// after the last whole pack, at aligned and misaligned addresses, and checks each output bit
-// for bit against the default grid-stride kernel's on the same inputs.
-func TestElementwiseVariantsMatchTheDefault(t *testing.T) {
+// TestBinaryFlatGrid: a same-shape float binary (Add, Sub, Mul, Div, Pow) launches on one
+// 16-byte pack a thread, ceil(packs/256) blocks of 256 threads with no cap ("flat"; 65536
+// blocks for 256 MiB), and on linearGrid, at most 8192 blocks, with "stride" forced (the
+// baseline the op benchmark times beside it). Integer and comparison kernels, broadcasts and
+// the unary ops keep linearGrid.
+func TestBinaryFlatGrid(t *testing.T) {
 	f := newFixture(t)
-	for _, forced := range []string{"flat", "v4"} {
-		for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
-			per := int64(16 / dt.Size())
-			for _, n := range []int64{1, per - 1, 3 * per, 512*per + 5, 2 * 512 * per, 3*512*per + 2*per + 3} {
-				for _, op := range []string{"Add", "Div", "Pow", "Sigmoid"} {
-					for _, misaligned := range []bool{false, true} {
-						t.Run(fmt.Sprintf("%s/%s/%s/%d/misaligned%v", forced, op, dt, n, misaligned), func(t *testing.T) {
-							f := f.sub(t)
-							spec := kernels.Spec{Op: op, Opset: 14, Inputs: []kernels.TensorInfo{info(dt, n), info(dt, n)}}
-							if op == "Sigmoid" {
-								spec.Inputs = spec.Inputs[:1]
-							}
-							shift := int64(0)
-							if misaligned {
-								shift = 1
-							}
-							ins := make([]kernels.Tensor, len(spec.Inputs))
-							for i, in := range spec.Inputs {
-								vals := f.randomTyped(dt, n)
-								if op == "Pow" && i == 0 {
-									for j := range vals {
-										vals[j] = math.Abs(vals[j])
-									}
-								}
-								ins[i] = f.uploadShifted(in, vals, shift)
-							}
-							def := f.get(spec)
-							require.Equal(t, "stride", kernels.KernelVariant(def))
-							forceVariant(t, "elementwise", forced)
-							k := f.get(spec)
-							want := forced
-							if forced == "v4" && !hasFunction(f, fmt.Sprintf("cudaep_%s_v4_%s", strings.ToLower(op), suffixOf(dt))) {
-								want = "stride"
-							}
-							require.Equal(t, want, kernels.KernelVariant(k))
-							outs := make([][]byte, 2)
-							for i, kk := range []kernels.Kernel{def, k} {
-								out := f.allocShifted(info(dt, n), shift)
-								f.poison(out)
-								require.NoError(t, kk.Execute(ins, []kernels.Tensor{out}))
-								outs[i] = f.download(out)
-							}
-							assert.Equal(t, outs[0], outs[1], "bit for bit")
-						})
+	const mib = 1 << 20
+	same := func(op string, dt kernels.DType, n int64) kernels.Spec {
+		spec := kernels.Spec{Op: op, Opset: 14, Inputs: []kernels.TensorInfo{info(dt, n), info(dt, n)}}
+		if op == "Less" {
+			spec.Opset = 13
+		}
+		return spec
+	}
+	cases := []struct {
+		name         string
+		spec         kernels.Spec
+		flat, stride uint32 // grid.X by default and with "stride" forced
+		variant      string // KernelVariant by default ("stride" when forced, if not "")
+	}{
+		{"add f32 256MiB", same("Add", kernels.Float32, 256*mib/4), 65536, 8192, "flat"},
+		{"add f16 256MiB", same("Add", kernels.Float16, 256*mib/2), 65536, 8192, "flat"},
+		{"mul bf16 partial pack", same("Mul", kernels.BFloat16, 3*8*256+1), 4, 25, "flat"},
+		{"pow f32 3x1000", kernels.Spec{Op: "Pow", Opset: 15, Inputs: []kernels.TensorInfo{info(kernels.Float32, 3, 1000), info(kernels.Float32, 3, 1000)}}, 3, 12, "flat"},
+		{"div f16 one element", same("Div", kernels.Float16, 1), 1, 1, "flat"},
+		{"sub f32 one block short of the cap", same("Sub", kernels.Float32, 8191*256*4), 8191, 8192, "flat"},
+		{"add i32 large", same("Add", kernels.Int32, 64*mib), 8192, 8192, ""},
+		{"less f32 large", same("Less", kernels.Float32, 64*mib), 8192, 8192, ""},
+		{"add f32 broadcast", kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{info(kernels.Float32, 64*1024, 1024), info(kernels.Float32, 1024)}}, 8192, 8192, ""},
+		{"sigmoid f32 large", kernels.Spec{Op: "Sigmoid", Opset: 13, Inputs: []kernels.TensorInfo{info(kernels.Float32, 64*mib)}}, 8192, 8192, ""},
+		{"relu f16 small", kernels.Spec{Op: "Relu", Opset: 14, Inputs: []kernels.TensorInfo{info(kernels.Float16, 3000)}}, 12, 12, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := f.sub(t)
+			for _, forced := range []string{"", "stride"} {
+				if forced != "" {
+					forceVariant(t, "elementwise", forced)
+				}
+				k := f.get(c.spec)
+				grid, block := kernels.ElementwiseGrid(k)
+				want, variant := c.flat, c.variant
+				if forced != "" {
+					want = c.stride
+					if variant != "" {
+						variant = forced
 					}
+				}
+				assert.Equal(t, cudadrv.Dim3{X: want, Y: 1, Z: 1}, grid, "grid, %q forced", forced)
+				assert.Equal(t, cudadrv.Dim3{X: 256, Y: 1, Z: 1}, block, "block, %q forced", forced)
+				assert.Equal(t, variant, kernels.KernelVariant(k), "variant, %q forced", forced)
+			}
+		})
+	}
+}
+
+// TestBinaryFlatGridMatchesStride runs the same-shape float binaries on their default flat
+// grid and on the "stride" baseline's (linearGrid) on sizes with whole and partial blocks and a
+// tail after the last whole pack, at aligned addresses (16-byte packs) and misaligned ones
+// (one element at a time), and checks the outputs bit for bit against each other and within
+// the elementwise bound against the reference.
+func TestBinaryFlatGridMatchesStride(t *testing.T) {
+	f := newFixture(t)
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
+		per := int64(16 / dt.Size())
+		for _, n := range []int64{1, per - 1, 3 * per, 256*per + 5, 2 * 256 * per, 3*256*per + 2*per + 3} {
+			for _, op := range []string{"Add", "Div", "Pow"} {
+				for _, misaligned := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/%s/%d/misaligned%v", op, dt, n, misaligned), func(t *testing.T) {
+						f := f.sub(t)
+						spec := kernels.Spec{Op: op, Opset: 15, Inputs: []kernels.TensorInfo{info(dt, n), info(dt, n)}}
+						shift := int64(0)
+						if misaligned {
+							shift = 1
+						}
+						vals := [2][]float64{f.randomTyped(dt, n), f.randomTyped(dt, n)}
+						if op == "Pow" {
+							for j := range vals[0] {
+								vals[0][j] = math.Abs(vals[0][j])
+							}
+						}
+						ins := []kernels.Tensor{f.uploadShifted(spec.Inputs[0], vals[0], shift), f.uploadShifted(spec.Inputs[1], vals[1], shift)}
+						flat := f.get(spec)
+						require.Equal(t, "flat", kernels.KernelVariant(flat))
+						forceVariant(t, "elementwise", "stride")
+						stride := f.get(spec)
+						require.Equal(t, "stride", kernels.KernelVariant(stride))
+						var outs [2][]byte
+						for i, k := range []kernels.Kernel{flat, stride} {
+							out := f.allocShifted(info(dt, n), shift)
+							f.poison(out)
+							require.NoError(t, k.Execute(ins, []kernels.Tensor{out}))
+							outs[i] = f.download(out)
+						}
+						assert.Equal(t, outs[1], outs[0], "flat's output bit for bit against stride's")
+						ref, _, _ := kernels.RefBinary(op, vals[0], []int64{n}, vals[1], []int64{n})
+						requireClose64(t, decode(dt, outs[0]), ref, boundFor(dt), op)
+					})
 				}
 			}
 		}
 	}
-}
-
-// suffixOf is the kernel-name suffix of a float dtype.
-func suffixOf(dt kernels.DType) string {
-	return map[kernels.DType]string{kernels.Float32: "f32", kernels.Float16: "f16", kernels.BFloat16: "bf16"}[dt]
 }

@@ -339,78 +339,6 @@ __device__ __forceinline__ void transpose_pairs(E* out, const E* in, unsigned ba
 	}
 }
 
-// pairs_tile moves one tile of the pairs<K> family: input rows r0 = rt·16·K on, input unit
-// columns cu0 on, of matrix b; transpose_pairs's loop body, for the swizzled variant below (if
-// the swizzle is kept, transpose_pairs will call it too).
-template <typename E, typename W, int K>
-__device__ __forceinline__ void pairs_tile(W (*tile)[8 * K + 1], E* out, const E* in, unsigned b, unsigned rt, unsigned cu0,
-	unsigned R, unsigned C) {
-	const int U = 8 * K;
-	const unsigned tx = threadIdx.x, ty = threadIdx.y;
-	const unsigned Cu = C / 2, Ru = R / 2;
-	const u64 plane = (u64)R * Cu;
-	const W* in_u = (const W*)in;
-	W* out_u = (W*)out;
-	const int shift = 8 * sizeof(E);
-	const W low = ((W)1 << shift) - 1;
-	const unsigned odd_first = (tx / (sizeof(W) == 8 ? 8 : 16)) & 1;
-	const unsigned r0 = rt * 16 * K;
-	const bool full = r0 + 16 * K <= R && cu0 + 32 <= Cu;
-	const W* src = in_u + b * plane + (u64)(r0 + 2 * ty) * Cu + cu0 + tx;
-	const u64 src_step = (u64)16 * Cu;
-	W lo[K], hi[K];
-#pragma unroll
-	for (int i = 0; i < K; ++i, src += src_step) {
-		W a = 0, c = 0;
-		if (full || (r0 + 16 * i + 2 * ty < R && cu0 + tx < Cu)) {
-			a = src[0];
-			c = src[Cu];
-		}
-		lo[i] = (a & low) | (c << shift);
-		hi[i] = (a >> shift) | (c & (low << shift));
-	}
-#pragma unroll
-	for (int i = 0; i < K; ++i) {
-		const unsigned u = ty + 8 * i;
-		tile[2 * tx + odd_first][u] = odd_first ? hi[i] : lo[i];
-		tile[2 * tx + 1 - odd_first][u] = odd_first ? lo[i] : hi[i];
-	}
-	__syncthreads();
-	const unsigned ru0 = r0 / 2;
-	W* dst = out_u + b * plane + (u64)(2 * cu0 + ty) * Ru + ru0 + tx;
-	const u64 dst_step = (u64)8 * Ru;
-#pragma unroll
-	for (int j = 0; j < 64; j += 8, dst += dst_step) {
-#pragma unroll
-		for (int k = 0; k < U; k += 32) {
-			if (full || (2 * cu0 + j + ty < C && ru0 + k + tx < Ru)) dst[k] = tile[j + ty][k + tx];
-		}
-	}
-	__syncthreads();
-}
-
-// transpose_pairs_swizzled is pairs<K> with the tiles of a matrix taken in a swizzled order
-// (variants.go: "swizzle<G>" of family "transpose2d"; kernels pair8s and pair4s), so that the
-// blocks running at one time write fewer, longer runs of each output row: the grid is
-// (column tiles × row tiles, 1, batch capped at 65535), and block ids go down the row tiles in
-// groups of `group` (the last group shorter), then across the column tiles, group after
-// group. Consecutive blocks of a group share their 64 output rows and write neighbouring
-// 16·K-unit runs of them (group·32·K bytes of each row of 16-bit elements together); the
-// default order (x across the column tiles) has each block write a run of its own in 64 rows
-// of their own.
-template <typename E, typename W, int K>
-__device__ __forceinline__ void transpose_pairs_swizzled(E* out, const E* in, unsigned batch, unsigned R, unsigned C, unsigned group) {
-	__shared__ W tile[64][8 * K + 1];
-	const unsigned col_tiles = (C / 2 + 31) / 32;
-	const unsigned row_tiles = (R + 16 * K - 1) / (16 * K);
-	const unsigned per_group = group * col_tiles;
-	const unsigned g = blockIdx.x / per_group, local = blockIdx.x - g * per_group;
-	const unsigned y0 = g * group;
-	const unsigned h = row_tiles - y0 < group ? row_tiles - y0 : group;
-	const unsigned rt = y0 + local % h, ct = local / h;
-	for (unsigned b = blockIdx.z; b < batch; b += gridDim.z) pairs_tile<E, W, K>(tile, out, in, b, rt, ct * 32, R, C);
-}
-
 #define TRANSPOSE2D_TILES(sfx, E) \
 	extern "C" __global__ void cudaep_transpose2d_tile64_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols) { \
 		transpose_tiles<E, 64>(out, in, batch, rows, cols); \
@@ -426,13 +354,3 @@ TRANSPOSE2D_TILES(b32, unsigned)
 TRANSPOSE2D_TILES(b64, u64)
 TRANSPOSE2D_PAIRS(pair8, b16, u16, unsigned, 8)
 TRANSPOSE2D_PAIRS(pair4, b32, unsigned, u64, 4)
-
-// cudaep_transpose2d_pair<K>s_<size>: the swizzled pairs (transpose_pairs_swizzled).
-#define TRANSPOSE2D_PAIRS_SWIZZLED(name, sfx, E, W, K) \
-	extern "C" __global__ void cudaep_transpose2d_##name##_##sfx(E* out, const E* in, unsigned batch, unsigned rows, unsigned cols, \
-		unsigned group) { \
-		transpose_pairs_swizzled<E, W, K>(out, in, batch, rows, cols, group); \
-	}
-
-TRANSPOSE2D_PAIRS_SWIZZLED(pair8s, b16, u16, unsigned, 8)
-TRANSPOSE2D_PAIRS_SWIZZLED(pair4s, b32, unsigned, u64, 4)

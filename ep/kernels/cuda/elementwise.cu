@@ -116,126 +116,6 @@ __device__ __forceinline__ void binary_same(T* out, const T* a, const T* b, u64 
 	for (u64 i = done + start; i < n; i += stride) out[i] = from_float<T>(Op::apply(to_float(a[i]), to_float(b[i])));
 }
 
-// The "v4" variants of the same-shape float kernels (variants.go, family "elementwise"), in
-// the layout of PyTorch's vectorized elementwise kernel: a block of V4_THREADS threads owns
-// V4_THREADS·V4_PACKS consecutive 16-byte packs, thread t packs t, t+128, t+256 and t+384 of
-// them (each load instruction of a warp covers 512 contiguous bytes), all of a thread's loads
-// issued before its first arithmetic; no grid-stride loop: the grid is exactly
-// ceil(ceil(n/V) / (V4_THREADS·V4_PACKS)) blocks, V elements a pack. Addresses that are not
-// all 16-byte aligned go one element at a time over the same grid (V4_PACKS·V elements a
-// thread, a warp's accesses contiguous); the n mod V elements after the last whole pack go to
-// the first threads of the grid.
-#define V4_THREADS 128
-#define V4_PACKS 4
-
-template <typename Op, typename T>
-__device__ __forceinline__ void binary_same_v4(T* out, const T* a, const T* b, u64 n) {
-	const int V = 16 / sizeof(T);
-	const unsigned t = threadIdx.x;
-	const u64 first = (u64)blockIdx.x * (V4_THREADS * V4_PACKS); // the block's first pack
-	if (aligned16(out, a, b)) {
-		const u64 nv = n / V;
-		const Pack<T>* pa = (const Pack<T>*)a + first + t;
-		const Pack<T>* pb = (const Pack<T>*)b + first + t;
-		Pack<T>* po = (Pack<T>*)out + first + t;
-		Pack<T> x[V4_PACKS], y[V4_PACKS];
-		if (first + V4_THREADS * V4_PACKS <= nv) {
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				x[k] = pa[k * V4_THREADS];
-				y[k] = pb[k * V4_THREADS];
-			}
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				Pack<T> z;
-#pragma unroll
-				for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(x[k].v[j]), to_float(y[k].v[j])));
-				po[k * V4_THREADS] = z;
-			}
-		} else {
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				if (first + t + k * V4_THREADS < nv) {
-					x[k] = pa[k * V4_THREADS];
-					y[k] = pb[k * V4_THREADS];
-				}
-			}
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				if (first + t + k * V4_THREADS < nv) {
-					Pack<T> z;
-#pragma unroll
-					for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(x[k].v[j]), to_float(y[k].v[j])));
-					po[k * V4_THREADS] = z;
-				}
-			}
-		}
-		const u64 g = (u64)blockIdx.x * V4_THREADS + t;
-		if (g < n - nv * V) {
-			const u64 i = nv * V + g;
-			out[i] = from_float<T>(Op::apply(to_float(a[i]), to_float(b[i])));
-		}
-	} else {
-		const u64 e0 = first * V;
-#pragma unroll
-		for (int k = 0; k < V4_PACKS * V; ++k) {
-			const u64 i = e0 + (u64)k * V4_THREADS + t;
-			if (i < n) out[i] = from_float<T>(Op::apply(to_float(a[i]), to_float(b[i])));
-		}
-	}
-}
-
-// unary_v4 is binary_same_v4's layout for a unary op.
-template <typename Op, typename T>
-__device__ __forceinline__ void unary_v4(T* out, const T* x, u64 n) {
-	const int V = 16 / sizeof(T);
-	const unsigned t = threadIdx.x;
-	const u64 first = (u64)blockIdx.x * (V4_THREADS * V4_PACKS);
-	if (aligned16(out, x, x)) {
-		const u64 nv = n / V;
-		const Pack<T>* px = (const Pack<T>*)x + first + t;
-		Pack<T>* po = (Pack<T>*)out + first + t;
-		Pack<T> a[V4_PACKS];
-		if (first + V4_THREADS * V4_PACKS <= nv) {
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) a[k] = px[k * V4_THREADS];
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				Pack<T> z;
-#pragma unroll
-				for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(a[k].v[j])));
-				po[k * V4_THREADS] = z;
-			}
-		} else {
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				if (first + t + k * V4_THREADS < nv) a[k] = px[k * V4_THREADS];
-			}
-#pragma unroll
-			for (int k = 0; k < V4_PACKS; ++k) {
-				if (first + t + k * V4_THREADS < nv) {
-					Pack<T> z;
-#pragma unroll
-					for (int j = 0; j < V; ++j) z.v[j] = from_float<T>(Op::apply(to_float(a[k].v[j])));
-					po[k * V4_THREADS] = z;
-				}
-			}
-		}
-		const u64 g = (u64)blockIdx.x * V4_THREADS + t;
-		if (g < n - nv * V) {
-			const u64 i = nv * V + g;
-			out[i] = from_float<T>(Op::apply(to_float(x[i])));
-		}
-	} else {
-		const u64 e0 = first * V;
-#pragma unroll
-		for (int k = 0; k < V4_PACKS * V; ++k) {
-			const u64 i = e0 + (u64)k * V4_THREADS + t;
-			if (i < n) out[i] = from_float<T>(Op::apply(to_float(x[i])));
-		}
-	}
-}
-
 template <typename Op, typename T>
 __device__ __forceinline__ void compare_same(u8* out, const T* a, const T* b, u64 n) {
 	GRID_STRIDE_LOOP(i, n) { out[i] = Op::apply(cmp_value(a[i]), cmp_value(b[i])); }
@@ -256,22 +136,6 @@ FLOAT_BINARY_ALL(sub, SubOp)
 FLOAT_BINARY_ALL(mul, MulOp)
 FLOAT_BINARY_ALL(div, DivOp)
 FLOAT_BINARY_ALL(pow, PowOp)
-
-// cudaep_<op>_v4_<t>: the v4 variants of the same-shape float binaries (binary_same_v4).
-#define FLOAT_BINARY_V4(name, Op, sfx, T) \
-	extern "C" __global__ void __launch_bounds__(V4_THREADS) cudaep_##name##_v4_##sfx(T* out, const T* a, const T* b, u64 n) { \
-		binary_same_v4<Op, T>(out, a, b, n); \
-	}
-#define FLOAT_BINARY_V4_ALL(name, Op) \
-	FLOAT_BINARY_V4(name, Op, f32, float) \
-	FLOAT_BINARY_V4(name, Op, f16, half_t) \
-	FLOAT_BINARY_V4(name, Op, bf16, bf16_t)
-
-FLOAT_BINARY_V4_ALL(add, AddOp)
-FLOAT_BINARY_V4_ALL(sub, SubOp)
-FLOAT_BINARY_V4_ALL(mul, MulOp)
-FLOAT_BINARY_V4_ALL(div, DivOp)
-FLOAT_BINARY_V4_ALL(pow, PowOp)
 
 // Integer arithmetic (int32 and int64, suffixes i32 and i64): two's-complement wrapping on
 // overflow, division truncated toward zero; x / 0 is 0 and x / -1 is the wrapped negation,
@@ -395,15 +259,6 @@ UNARY_ALL(log, LogOp)
 UNARY_ALL(erf, ErfOp)
 UNARY_ALL(sin, SinOp)
 UNARY_ALL(cos, CosOp)
-
-// cudaep_sigmoid_v4_<t>: the v4 variant of a unary op (unary_v4), built for Sigmoid only
-// while it is measured.
-#define UNARY_V4(name, Op, sfx, T) \
-	extern "C" __global__ void __launch_bounds__(V4_THREADS) cudaep_##name##_v4_##sfx(T* out, const T* x, u64 n) { unary_v4<Op, T>(out, x, n); }
-
-UNARY_V4(sigmoid, SigmoidOp, f32, float)
-UNARY_V4(sigmoid, SigmoidOp, f16, half_t)
-UNARY_V4(sigmoid, SigmoidOp, bf16, bf16_t)
 
 // Where(condition, X, Y) over four broadcast dimensions (three operand stride sets), by element
 // size: out[i] = c ? x : y.

@@ -8,7 +8,6 @@
 #define __host__ __attribute__((host))
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __inline__ __attribute__((always_inline))
-#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 
 #include <__clang_cuda_builtin_vars.h>
 
