@@ -19,13 +19,11 @@ func init() {
 		e = append(e, "cudaep_trilu_"+size, "cudaep_fill_"+size, "cudaep_transpose_"+size)
 	}
 	e = append(e, "cudaep_write8_b64", "cudaep_range_f32", "cudaep_range_f64", "cudaep_range_i32", "cudaep_range_i64")
-	var opt []string
 	for _, size := range []string{"b8", "b16", "b32", "b64"} {
-		opt = append(opt, "cudaep_transpose2d_tile64_"+size)
+		e = append(e, "cudaep_transpose2d_tile64_"+size)
 	}
-	opt = append(opt, "cudaep_transpose2d_pair8_b16", "cudaep_transpose2d_pair4_b32")
+	e = append(e, "cudaep_transpose2d_pair8_b16", "cudaep_transpose2d_pair4_b32")
 	modules = append(modules, ptxModule{"ptx/datamove.ptx", e})
-	optionalEntries["ptx/datamove.ptx"] = append(optionalEntries["ptx/datamove.ptx"], opt...)
 	builders["Concat"] = builder{inputNames: []string{"inputs"}, build: buildConcat}
 	builders["Split"] = builder{inputNames: []string{"input", "split"}, build: buildSplit}
 }

@@ -581,8 +581,7 @@ func transpose2dKernelFor(size int, rows, cols int64) string {
 
 // newTranspose2D returns the batched 2-D transpose for a merged Transpose layout, or nil (and
 // no error) when the layout is not one, its dimensions do not fit the kernels' 32-bit
-// arithmetic, a test forced the general transpose ("nd", variants.go), or the PTX lacks the
-// kernel's entry point.
+// arithmetic, or a test forced the general transpose ("nd", variants.go).
 func newTranspose2D(l *Library, s opSpec, out TensorInfo, layout stridedLayout) (Kernel, error) {
 	batch, rows, cols, ok := batched2D(layout)
 	if !ok || rows >= 1<<31 || cols >= 1<<31 || batch >= 1<<32 || forcedVariant("transpose2d") == "nd" {
@@ -592,9 +591,6 @@ func newTranspose2D(l *Library, s opSpec, out TensorInfo, layout stridedLayout) 
 	v := transpose2dKernelFor(size, rows, cols)
 	sfx := out.DType.sizeSuffix()
 	fn, fallback := l.function("cudaep_transpose2d_"+v+"_"+sfx), l.function("cudaep_transpose2d_tile64_"+sfx)
-	if fn == nil || fallback == nil {
-		return nil, nil
-	}
 	if err := s.checkOutput(out.Shape); err != nil {
 		return nil, err
 	}

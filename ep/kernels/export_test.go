@@ -32,15 +32,6 @@ func ModuleEntries() map[string][]string {
 	return m
 }
 
-// ModuleOptionalEntries returns each PTX file's optional entry points (kernel variants).
-func ModuleOptionalEntries() map[string][]string {
-	m := map[string][]string{}
-	for file, es := range optionalEntries {
-		m[file] = append([]string{}, es...)
-	}
-	return m
-}
-
 // ForceVariant makes later Gets of a kernel family build its baseline v ("nd", "old", "stride";
 // variants.go; "" is the family's rule) and returns what was forced before.
 func ForceVariant(family, v string) string { return forceVariant(family, v) }

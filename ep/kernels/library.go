@@ -29,12 +29,6 @@ type ptxModule struct {
 	entries []string
 }
 
-// optionalEntries lists, by module file, entry points beyond ptxModule.entries that NewLibrary
-// resolves when the PTX has them and leaves nil otherwise: kernel variants still being
-// measured against the default ones (variants.go), so that a source may gain a variant before
-// the committed PTX is regenerated. Files that add some append them from an init function.
-var optionalEntries = map[string][]string{}
-
 // modules lists every built-in PTX module. The names are the extern "C" kernels of
 // cuda/<module>.cu and the names SimKernels registers. Files that add a module of their own
 // append it from an init function.
@@ -130,11 +124,6 @@ func NewLibrary(rt Runtime) (*Library, error) {
 				return nil, fmt.Errorf("kernels: %s: entry point %s: %w", m.file, name, err)
 			}
 			l.fns[name] = fn
-		}
-		for _, name := range optionalEntries[m.file] {
-			if fn, err := mod.Function(name); err == nil {
-				l.fns[name] = fn
-			}
 		}
 	}
 	return l, nil
@@ -305,8 +294,7 @@ func (l *Library) Get(spec Spec) (Kernel, error) {
 	return b.build(l, s)
 }
 
-// function returns a resolved entry point; NewLibrary resolved them all. An optional entry
-// point the loaded PTX lacks is nil.
+// function returns a resolved entry point; NewLibrary resolved them all.
 func (l *Library) function(name string) *cudadrv.Function { return l.fns[name] }
 
 // kernelBase holds what every kernel shares: its Library, name, and the tensors it was built

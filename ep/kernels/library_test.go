@@ -269,7 +269,7 @@ func TestEmbeddedPTXIsGeneratedFromEverySource(t *testing.T) {
 	sources, err := filepath.Glob("cuda/*.cu")
 	require.NoError(t, err)
 	require.NotEmpty(t, sources)
-	entries, optional := kernels.ModuleEntries(), kernels.ModuleOptionalEntries()
+	entries := kernels.ModuleEntries()
 	require.Len(t, entries, len(sources), "one PTX module per CUDA source")
 	entry := regexp.MustCompile(`\.visible\s+\.entry\s+(\w+)\(`)
 	for _, src := range sources {
@@ -287,15 +287,7 @@ func TestEmbeddedPTXIsGeneratedFromEverySource(t *testing.T) {
 		for _, m := range entry.FindAllStringSubmatch(string(ptx), -1) {
 			declared = append(declared, m[1])
 		}
-		// Optional entry points (kernel variants) may be missing from PTX made before they
-		// were added to the source; nothing else may differ.
-		var want []string
-		for _, name := range optional[file] {
-			if slices.Contains(declared, name) {
-				want = append(want, name)
-			}
-		}
-		want = slices.Sorted(slices.Values(append(want, entries[file]...)))
+		want := slices.Sorted(slices.Values(entries[file]))
 		slices.Sort(declared)
 		assert.Equal(t, want, declared, "%s declares exactly the entry points the library resolves", file)
 	}

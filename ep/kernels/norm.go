@@ -7,10 +7,11 @@ import (
 )
 
 func init() {
-	modules = append(modules, ptxModule{"ptx/norm.ptx", typedEntries([]string{"cudaep_layernorm", "cudaep_bias_gelu_tanh"}, floatTypes)})
+	entries := typedEntries([]string{"cudaep_layernorm", "cudaep_bias_gelu_tanh"}, floatTypes)
 	for _, v := range normVariants {
-		optionalEntries["ptx/norm.ptx"] = append(optionalEntries["ptx/norm.ptx"], typedEntries([]string{"cudaep_layernorm_" + v}, floatTypes)...)
+		entries = append(entries, typedEntries([]string{"cudaep_layernorm_" + v}, floatTypes)...)
 	}
+	modules = append(modules, ptxModule{"ptx/norm.ptx", entries})
 	builders["LayerNormalization"] = builder{inputNames: []string{"X", "Scale", "B"}, build: buildLayerNorm}
 	builders["SimplifiedLayerNormalization"] = builder{inputNames: []string{"X", "scale"}, build: buildSimplifiedLayerNorm}
 	builders["com.microsoft.SkipLayerNormalization"] = builder{inputNames: []string{"input", "skip", "gamma", "beta", "bias"}, build: skipNormBuilder(false)}
@@ -59,10 +60,8 @@ func newNorm(l *Library, s opSpec, rows, length int64, eps float32, simplified b
 	k.fn, k.block, k.variant = k.oldFn, k.oldBlock, "old"
 	if packs {
 		if variant, threads := normRegsVariant(units); variant != "" {
-			if fn := l.function("cudaep_layernorm_" + variant + "_" + dt.suffix()); fn != nil {
-				k.fn, k.variant = fn, variant
-				k.block = cudadrv.Dim3{X: threads, Y: 1, Z: 1}
-			}
+			k.fn, k.variant = l.function("cudaep_layernorm_"+variant+"_"+dt.suffix()), variant
+			k.block = cudadrv.Dim3{X: threads, Y: 1, Z: 1}
 		}
 	}
 	return k

@@ -12,14 +12,11 @@ import (
 )
 
 // TestSimKernelsCoverEveryEntryPoint: SimKernels has a Go body for every entry point of the
-// PTX modules, optional ones (kernel variants) included, and nothing else, so a simulated
+// PTX modules and nothing else, so a simulated
 // device given them runs every kernel the library launches.
 func TestSimKernelsCoverEveryEntryPoint(t *testing.T) {
 	var entries []string
 	for _, es := range kernels.ModuleEntries() {
-		entries = append(entries, es...)
-	}
-	for _, es := range kernels.ModuleOptionalEntries() {
 		entries = append(entries, es...)
 	}
 	require.NotEmpty(t, entries)

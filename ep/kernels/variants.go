@@ -5,9 +5,7 @@ import "sync"
 // Kernel variants: kernels of one op family that the op benchmark (TestOpBenchTable) and the
 // tests time and check side by side. Library.Get picks a family's kernel by a rule of its own
 // (datamove.go, norm.go, elementwise.go); a test can force the baseline that the rule replaced,
-// so that one run measures the old kernel beside the new one on the same tensors. The new
-// kernels' entry points are optionalEntries: a Library whose PTX lacks one builds the baseline
-// instead.
+// so that one run measures the old kernel beside the new one on the same tensors.
 //
 // The families, their kernels and the baseline a test can force:
 //
