@@ -53,8 +53,11 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 		supported[i] = why == nil
 		if why != nil && logDeclines {
 			nd := &nodes[i]
-			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s leaves node %q (%s%s, opset %d) to another EP: %v",
-				EPName, nd.name, domainPrefix(nd.domain), nd.op, opset, why))
+			op := fmt.Sprintf("%s, opset %d", nd.op, opset) // the graph's ONNX opset
+			if p := domainPrefix(nd.domain); p != "" {
+				op = p + nd.op
+			}
+			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
 		}
 	}
 	for _, group := range fusionGroups(nodes, supported) {
