@@ -273,10 +273,12 @@ class OrtDecoder:
     """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): each
     step's present buffers become the next step's past (two sets, swapped)."""
 
-    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph):
+    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None):
+        """Either path may be None (a decoder that only prefills, or only decodes);
+        prefill_options are the prefill session's CudaEp options."""
         self.r, self.cfg, self.m = runner, cfg, m
-        self.prefill = runner.session(prefill_path) if prefill_path else None
-        self.decode = runner.session(decode_path, enable_cuda_graph=int(graph))
+        self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
+        self.decode = runner.session(decode_path, enable_cuda_graph=int(graph)) if decode_path else None
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
         self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(2)]
@@ -729,16 +731,11 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                         ("ORT + CudaEp, paging=on, weight_budget_bytes = 25 % of the weights",
                          {"paging": "on", "weight_budget_bytes": weight_bytes // 4})):
         try:
-            s = runner.session(path, **opts)
-            d = OrtDecoder.__new__(OrtDecoder)
-            d.r, d.cfg, d.m, d.prefill = runner, cfg, m, s
-            shape = (1, cfg.num_key_value_heads, m, hd)
-            d.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)]]
-            d.present_names = kv_names(cfg, "present")
+            d = OrtDecoder(runner, cfg, path, None, m, False, prefill_options=opts)
             t = median_ms(lambda: d.run_prefill(prompt), 10, warm=2)
             rows.append(dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3),
                              vs_torch=t_pt / t))
-            del d, s
+            del d
         except Exception as e:
             log(f"ORT prefill ({label}) failed: {str(e)[:600]}")
     rows.append(dict(row=f"prefill {P} tokens", arm="PyTorch eager", ms=t_pt, tokens_per_s=P / (t_pt * 1e-3)))

@@ -27,11 +27,6 @@
 #define DEC_RTOL 1e-3
 #define DEC_ATOL 1e-4
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 /* One generation: a session and its key/value cache (present of the last step). */
 typedef struct gen {
   rt_session s;
@@ -40,17 +35,10 @@ typedef struct gen {
   host_tensor logits; /* the last step's */
 } gen;
 
-/* slot_of returns the session input index named `name`, or -1. */
-static int slot_of(const rt_session* s, const char* name) {
-  for (size_t i = 0; i < s->num_inputs; i++)
-    if (!strcmp(s->input_names[i], name)) return (int)i;
-  return -1;
-}
-
 /* alloc_in allocates input `name` of the session (skipped when the model has no such input). */
 static int alloc_in(const rt_session* s, host_tensor* in, const char* name, int32_t type, const int64_t* dims,
                     size_t ndims, char* err, size_t cap) {
-  int k = slot_of(s, name);
+  int k = rt_input_index(s, name);
   if (k < 0) return 0;
   return host_tensor_alloc(&in[k], type, dims, ndims, err, cap) < 0 ? -1 : 1;
 }
@@ -64,7 +52,7 @@ static int64_t step(ort_rt* rt, gen* g, int from, int to, char* why, size_t cap)
   memset(in, 0, sizeof in);
   char err[256];
   int64_t dims2[2] = {1, seq}, bias_dims[4] = {1, 1, seq, total}, one[1] = {1};
-  int ids = slot_of(&g->s, "input_ids");
+  int ids = rt_input_index(&g->s, "input_ids");
   int64_t next = -1;
   if (ids < 0 || g->s.num_inputs != 3 + 2 * DEC_LAYERS) {
     textf(why, cap, "the decoder's inputs are not input_ids, two position inputs and the caches");
@@ -78,8 +66,8 @@ static int64_t step(ort_rt* rt, gen* g, int from, int to, char* why, size_t cap)
     textf(why, cap, "inputs: %s", err);
     goto out;
   }
-  int pos = slot_of(&g->s, "position_ids"), bias = slot_of(&g->s, "attn_bias");
-  int seqlens = slot_of(&g->s, "seqlens_k"), totals = slot_of(&g->s, "total_sequence_length");
+  int pos = rt_input_index(&g->s, "position_ids"), bias = rt_input_index(&g->s, "attn_bias");
+  int seqlens = rt_input_index(&g->s, "seqlens_k"), totals = rt_input_index(&g->s, "total_sequence_length");
   for (int64_t i = 0; i < seq; i++) {
     ((int64_t*)in[ids].data)[i] = g->tokens[from + i];
     if (pos >= 0) ((int64_t*)in[pos].data)[i] = from + i;
@@ -91,7 +79,7 @@ static int64_t step(ort_rt* rt, gen* g, int from, int to, char* why, size_t cap)
   for (int l = 0; l < 2 * DEC_LAYERS; l++) {
     char name[32];
     textf(name, sizeof name, "past_%s_%d", l % 2 ? "value" : "key", l / 2);
-    int k = slot_of(&g->s, name);
+    int k = rt_input_index(&g->s, name);
     if (k < 0) {
       textf(why, cap, "no input %s", name);
       goto out;

@@ -10,11 +10,6 @@
 
 #define A(Name) ORT_API_FN(rt->api, Name)
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 static const char* meta(ort_rt* rt, const OrtEpDevice* d, const char* key) {
   const OrtKeyValuePairs* kv = A(EpDevice_EpMetadata)(d);
   return kv ? A(GetKeyValue)(kv, key) : NULL;

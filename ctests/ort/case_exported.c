@@ -39,11 +39,6 @@
  * float32 logit away from float32 (simulator, 17 runs); the bound leaves four times that. */
 #define EX_BF16_TOL 0.03
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 /* A decoder in two sessions and its state. */
 typedef struct ex_gen {
   rt_session prefill, decode;
@@ -51,12 +46,6 @@ typedef struct ex_gen {
   host_tensor cache[2 * EX_LAYERS];
   host_tensor logits; /* the last run's */
 } ex_gen;
-
-static int ex_slot(const rt_session* s, const char* name) {
-  for (size_t i = 0; i < s->num_inputs; i++)
-    if (!strcmp(s->input_names[i], name)) return (int)i;
-  return -1;
-}
 
 static void ex_close(ort_rt* rt, ex_gen* g) {
   for (int l = 0; l < 2 * EX_LAYERS; l++) host_tensor_free(&g->cache[l]);
@@ -113,7 +102,7 @@ static int ex_prefill(ort_rt* rt, ex_gen* g, const int64_t* prompt, char* why, s
   memset(out, 0, sizeof out);
   int64_t dims[2] = {1, EX_PROMPT};
   char err[256];
-  if (g->prefill.num_inputs != 1 || ex_slot(&g->prefill, "input_ids") != 0) {
+  if (g->prefill.num_inputs != 1 || rt_input_index(&g->prefill, "input_ids") != 0) {
     textf(why, cap, "the prefill graph's only input is not input_ids");
     return -1;
   }
@@ -137,7 +126,7 @@ static int ex_step(ort_rt* rt, ex_gen* g, int64_t token, int64_t position, char*
   host_tensor in[RT_MAX_IO], out[RT_MAX_IO];
   memset(in, 0, sizeof in);
   memset(out, 0, sizeof out);
-  int ids = ex_slot(&g->decode, "input_ids"), pos = ex_slot(&g->decode, "cache_position");
+  int ids = rt_input_index(&g->decode, "input_ids"), pos = rt_input_index(&g->decode, "cache_position");
   if (ids < 0 || pos < 0 || g->decode.num_inputs != 2 + 2 * EX_LAYERS) {
     textf(why, cap, "the decode graph's inputs are not input_ids, cache_position and the cache");
     return -1;
@@ -155,7 +144,7 @@ static int ex_step(ort_rt* rt, ex_gen* g, int64_t token, int64_t position, char*
   for (int l = 0; l < 2 * EX_LAYERS; l++) {
     char name[32];
     textf(name, sizeof name, "past_%s_%d", l % 2 ? "value" : "key", l / 2);
-    int k = ex_slot(&g->decode, name);
+    int k = rt_input_index(&g->decode, name);
     if (k < 0) {
       textf(why, cap, "no input %s", name);
       goto out;

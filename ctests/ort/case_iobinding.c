@@ -38,11 +38,10 @@
 /* The case's tally, printed at its end ("N passed, N failed"). */
 static int passed, failed;
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
+static int tally(int cond, const char* what) {
   if (cond) passed++;
   else failed++;
-  return cond ? 0 : 1;
+  return ok(cond, what);
 }
 
 /* --- memory infos ----------------------------------------------------------------------------- */
@@ -341,7 +340,7 @@ static int new_binding(ort_rt* rt, rt_session* s, OrtIoBinding** out) {
     char what[2300];
     textf(what, sizeof what, "CreateIoBinding: [%s] %s", rt_error_code_name(e.code), e.msg);
     *out = NULL;
-    return ok(0, what);
+    return tally(0, what);
   }
   return 0;
 }
@@ -360,12 +359,12 @@ static int check_placement(ort_rt* rt, rt_session* s, const OrtMemoryInfo* dev) 
       rt_take(rt, A(SessionGetMemoryInfoForOutputs)(s->session, out_mem, s->num_outputs),
               "SessionGetMemoryInfoForOutputs", &e, 1) < 0) {
     textf(what, sizeof what, "SessionGetMemoryInfoFor{Inputs,Outputs}: [%s] %s", rt_error_code_name(e.code), e.msg);
-    return ok(0, what);
+    return tally(0, what);
   }
   mem_text(rt, in_mem[0], a, sizeof a);
   mem_text(rt, out_mem[0], b, sizeof b);
   textf(what, sizeof what, "the session wants X in %s and makes Y in %s", a, b);
-  return ok(same_memory(rt, in_mem[0], dev) && same_memory(rt, out_mem[0], dev), what);
+  return tally(same_memory(rt, in_mem[0], dev) && same_memory(rt, out_mem[0], dev), what);
 }
 
 /* check_device_runs: device X -> device Y for batches 1, 8, 8, 3. */
@@ -388,7 +387,7 @@ static int check_device_runs(ort_rt* rt, rt_session* test, rt_session* ref, OrtA
     }
     textf(what, sizeof what, "run %zu, batch %lld: device X -> device Y matches the CPU session%s%s", i,
           (long long)batches[i], rc ? ": " : "", why);
-    f += ok(rc == 0, what);
+    f += tally(rc == 0, what);
     host_tensor_free(&prev);
     prev = got;
   }
@@ -405,14 +404,14 @@ static int check_shared(ort_rt* rt, rt_session* test, rt_session* ref, const Ort
   char what[2300];
   if (rt_take(rt, A(GetSharedAllocator)(rt->env, dev, &shared), "GetSharedAllocator", &e, 1) < 0) {
     textf(what, sizeof what, "GetSharedAllocator: [%s] %s", rt_error_code_name(e.code), e.msg);
-    return ok(0, what);
+    return tally(0, what);
   }
   if (!shared) {
     if (!rt->ep_mode) {
       printf("  skip the shared allocator: ORT %s keeps none for its CPU memory info\n", rt->version);
       return 0;
     }
-    return ok(0, "GetSharedAllocator finds the environment's allocator for CudaEp's device memory");
+    return tally(0, "GetSharedAllocator finds the environment's allocator for CudaEp's device memory");
   }
   OrtIoBinding* binding = NULL;
   int f = new_binding(rt, test, &binding);
@@ -423,7 +422,7 @@ static int check_shared(ort_rt* rt, rt_session* test, rt_session* ref, const Ort
   int rc = one_run(rt, test, ref, binding, &r, &got, why, sizeof why);
   textf(what, sizeof what, "batch 5, X from the environment's shared allocator: device X -> device Y matches%s%s",
         rc ? ": " : "", why);
-  f += ok(rc == 0, what);
+  f += tally(rc == 0, what);
   host_tensor_free(&got);
   A(ReleaseIoBinding)(binding);
   return f;
@@ -441,14 +440,14 @@ static int check_pinned(ort_rt* rt, rt_session* test, rt_session* ref, const Ort
              d.mem_type == OrtDeviceMemoryType_HOST_ACCESSIBLE;
   mem_text(rt, pin, text, sizeof text);
   textf(what, sizeof what, "CudaEp's EP device declares pinned host memory: %s", text);
-  int f = ok(good, what);
+  int f = tally(good, what);
   if (!good) return f;
   OrtAllocator* pa = NULL;
   rt_error e;
   if (rt_take(rt, A(CreateAllocator)(test->session, pin, &pa), "CreateAllocator", &e, 1) < 0) {
     textf(what, sizeof what, "CreateAllocator(session under test, pinned memory): [%s] %s", rt_error_code_name(e.code),
           e.msg);
-    return f + ok(0, what);
+    return f + tally(0, what);
   }
   OrtIoBinding* binding = NULL;
   f += new_binding(rt, test, &binding);
@@ -482,7 +481,7 @@ static int check_pinned(ort_rt* rt, rt_session* test, rt_session* ref, const Ort
     if (xv) A(ReleaseValue)(xv);
     textf(what, sizeof what, "run %zu, batch %lld: pinned X -> device Y matches the CPU session%s%s", i,
           (long long)batches[i], rc ? ": " : "", why);
-    f += ok(rc == 0, what);
+    f += tally(rc == 0, what);
     host_tensor_free(&x);
     host_tensor_free(&prev);
     prev = got;
@@ -509,7 +508,7 @@ static int check_mixed(ort_rt* rt, rt_session* test, rt_session* ref, OrtAllocat
     char why[1024] = "", what[1200];
     int rc = one_run(rt, test, ref, binding, &r, &got, why, sizeof why);
     textf(what, sizeof what, "batch 6, %s matches the CPU session%s%s", mixes[i].label, rc ? ": " : "", why);
-    f += ok(rc == 0, what);
+    f += tally(rc == 0, what);
     host_tensor_free(&got);
   }
   A(ReleaseIoBinding)(binding);
@@ -525,7 +524,7 @@ static int check_graph(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
   add_ep_option(&o, "tf32", "0");
   o.disable_cpu_fallback = rt->ep_mode;
   rt_session test, ref;
-  if (open_pair(rt, dir, "mlp.onnx", &o, &test, &ref) < 0) return ok(0, "opening the enable_cuda_graph=1 session pair");
+  if (open_pair(rt, dir, "mlp.onnx", &o, &test, &ref) < 0) return tally(0, "opening the enable_cuda_graph=1 session pair");
   OrtIoBinding* binding = NULL;
   int f = new_binding(rt, &test, &binding);
   /* One device X per batch size, made once (through the first session's allocator: the memory
@@ -537,7 +536,7 @@ static int check_graph(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
     host_tensor shape;
     if (make_mlp_input(&shape, sizes[k], 1) < 0 || make_tensor(rt, alloc, &shape, &xs[k], why, sizeof why) < 0) {
       textf(what, sizeof what, "a device X of batch %lld: %s", (long long)sizes[k], why);
-      f += ok(0, what);
+      f += tally(0, what);
     }
     host_tensor_free(&shape);
   }
@@ -590,12 +589,12 @@ static int check_graph(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
           "enable_cuda_graph=1, %d of %d runs with X updated in place (batch 8, 3 in runs 10-14): %d error(s), "
           "%d mismatch(es)",
           done, runs, errors, bad);
-    f += ok(done == runs && errors == 0 && bad == 0, what);
+    f += tally(done == runs && errors == 0 && bad == 0, what);
     /* Which buffer ORT hands the EP is ORT's choice: reported, not checked. */
     printf("    (ORT gave the EP the previous run's Y buffer in %d of the %d runs that kept their binding)\n",
            same_buffer, kept);
     textf(what, sizeof what, "enable_cuda_graph=1: no run repeats the previous output (%d did)", repeats);
-    f += ok(done == runs && repeats == 0, what);
+    f += tally(done == runs && repeats == 0, what);
   }
   if (binding) A(ReleaseIoBinding)(binding);
   for (int k = 0; k < 2; k++)
@@ -644,7 +643,7 @@ int case_iobinding(ort_rt* rt, int argc, char** argv) {
     mem_text(rt, dev, text, sizeof text);
     textf(what, sizeof what, "CudaEp's EP device declares GPU device memory of vendor 0x%04x: %s", RT_EP_VENDOR_ID,
           text);
-    f += ok(good, what);
+    f += tally(good, what);
   }
 
   /* An allocator for that memory from the session under test. */
@@ -653,14 +652,14 @@ int case_iobinding(ort_rt* rt, int argc, char** argv) {
     if (rt_take(rt, A(CreateAllocator)(test.session, dev, &alloc), "CreateAllocator", &e, 1) < 0) {
       textf(what, sizeof what, "CreateAllocator(session under test, device memory): [%s] %s",
             rt_error_code_name(e.code), e.msg);
-      f += ok(0, what);
+      f += tally(0, what);
       alloc = NULL;
     } else {
       const OrtMemoryInfo* ai = NULL;
       if (rt_check(rt, A(AllocatorGetInfo)(alloc, &ai), "AllocatorGetInfo") < 0) ai = NULL;
       mem_text(rt, ai, text, sizeof text);
       textf(what, sizeof what, "CreateAllocator gives an allocator of that memory: %s", text);
-      f += ok(same_memory(rt, ai, dev), what);
+      f += tally(same_memory(rt, ai, dev), what);
     }
   }
 
@@ -680,7 +679,7 @@ int case_iobinding(ort_rt* rt, int argc, char** argv) {
   unsigned long n = rt_log_ep_errors_since(mark, logged, sizeof logged);
   if (n) textf(what, sizeof what, "ORT logged no error naming CudaEp (it logged %lu, the last: %s)", n, logged);
   else textf(what, sizeof what, "ORT logged no error naming CudaEp");
-  f += ok(n == 0, what);
+  f += tally(n == 0, what);
   printf("%d passed, %d failed\n", passed, failed);
   /* A part that gave up early counts one failure in f, perhaps with nothing in the tally. */
   return f > failed ? f : failed;

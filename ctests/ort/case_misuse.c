@@ -28,11 +28,6 @@
 
 #define A(Name) ORT_API_FN(rt->api, Name)
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 /* test_options: the options of the session under test, as the mlp case uses them. */
 static void test_options(ort_rt* rt, rt_session_opts* o) {
   ep_options(rt, o);

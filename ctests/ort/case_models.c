@@ -10,11 +10,6 @@
 #include "cases.h"
 #include "models.h"
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 int make_mlp_input(host_tensor* x, int64_t batch, uint64_t seed) {
   int64_t dims[2] = {batch, MLP_IN};
   char err[256];

@@ -19,11 +19,6 @@
 
 #define A(Name) ORT_API_FN(rt->api, Name)
 
-static int ok(int cond, const char* what) {
-  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
-  return cond ? 0 : 1;
-}
-
 /* --- two sessions at once ----------------------------------------------------------------------- */
 
 typedef struct runner {

@@ -27,6 +27,9 @@ void ep_options(const ort_rt* rt, rt_session_opts* o);
 /* add_ep_option appends one ep.cudaep.<key> option (given as key) to o. */
 void add_ep_option(rt_session_opts* o, const char* key, const char* value);
 
+/* ok prints one check's line ("  ok   what" or "  FAIL what") and returns 1 when it failed. */
+int ok(int cond, const char* what);
+
 /* join_path writes dir/name into buf; returns -1 if it does not fit. */
 int join_path(char* buf, size_t cap, const char* dir, const char* name);
 

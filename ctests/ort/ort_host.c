@@ -65,6 +65,11 @@ void ep_options(const ort_rt* rt, rt_session_opts* o) {
   if (backend && *backend) add_ep_option(o, "backend", backend);
 }
 
+int ok(int cond, const char* what) {
+  printf("  %s %s\n", cond ? "ok  " : "FAIL", what);
+  return cond ? 0 : 1;
+}
+
 int join_path(char* buf, size_t cap, const char* dir, const char* name) {
   int n = snprintf(buf, cap, "%s/%s", dir, name);
   return (n < 0 || (size_t)n >= cap) ? -1 : 0;

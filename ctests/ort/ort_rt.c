@@ -369,6 +369,12 @@ out:
   return rc;
 }
 
+int rt_input_index(const rt_session* s, const char* name) {
+  for (size_t i = 0; i < s->num_inputs; i++)
+    if (!strcmp(s->input_names[i], name)) return (int)i;
+  return -1;
+}
+
 void rt_session_release(ort_rt* rt, rt_session* s) {
   for (size_t i = 0; i < RT_MAX_IO; i++) {
     free(s->input_names[i]);

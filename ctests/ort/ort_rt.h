@@ -141,6 +141,9 @@ int rt_session_create(ort_rt* rt, const char* path, const rt_session_opts* o, rt
 
 void rt_session_release(ort_rt* rt, rt_session* s);
 
+/* rt_input_index returns the index of the session's input named name, or -1. */
+int rt_input_index(const rt_session* s, const char* name);
+
 /* rt_run feeds inputs[i] (host tensors, in session input order; names from the session) and
  * copies every output into outs[0..num_outputs) (host_tensor_free each). Thread-safe. */
 int rt_run(ort_rt* rt, rt_session* s, host_tensor* inputs, size_t n_inputs, host_tensor* outs, rt_error* e, int quiet);
