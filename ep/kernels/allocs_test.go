@@ -39,6 +39,8 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		{Op: "Shape", Opset: 15, Inputs: []kernels.TensorInfo{f32Info(2, 3, 4, 5, 6, 7, 8, 9, 10)}},
 		{Op: "ConstantOfShape", Opset: 9, Inputs: []kernels.TensorInfo{{DType: kernels.Int64, Shape: []int64{2}}}, Consts: map[int]kernels.Const{0: kernels.IntsConst(64, 32)}},
 		{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{{DType: kernels.Int64, Shape: []int64{64, 32}}, {DType: kernels.Int64, Shape: []int64{32}}}},
+		{Op: "cudaep.RotateHalf", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 4, 8, 64), f32Info(1, 1, 8, 64), f32Info(8, 64)}},
+		{Op: "cudaep.SiluMul", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(64, 32), f32Info(64, 32)}},
 	}
 	for _, spec := range specs {
 		k := f.get(spec)

@@ -48,6 +48,8 @@
 //	com.microsoft.FastGelu    float                        >= 1    Gelu's tanh approximation of X + bias (bias optional, over the last dimension)
 //	com.microsoft.RotaryEmbedding float                    >= 1    input [B,S,H·D] or [B,H,S,D]; int64 position_ids, a start position ([] or [1]) or [B,S]; cos_cache and sin_cache [max_pos, R/2]; interleaved, num_heads, rotary_embedding_dim (R < D rotates part of each head), scale (no effect); is_packed_batching 0 only; see # Attention
 //	com.microsoft.GroupQueryAttention float                >= 1    query [B,S,H·D], key and value [B,S,KVH·D], past_key and past_value [B,KVH,P,D], int32 seqlens_k and total_sequence_length, cos_cache and sin_cache with do_rotary; num_heads, kv_num_heads, scale, do_rotary, rotary_interleaved; local_window_size -1, softcap 0 only; D <= 256; see # Attention
+//	cudaep.RotateHalf         float (all inputs alike)     >= 1    Y = X·cos + rotate_half(X)·sin (Hugging Face's rotary embedding, rotate_half(X) = [−X₂, X₁] over the halves of the last dimension); X of rank >= 1 with an even last dimension, cos and sin of X's last dimension broadcasting to X's shape
+//	cudaep.SiluMul            float (both inputs alike)    >= 1    Y = A·sigmoid(A)·B, same shapes
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)
@@ -84,7 +86,8 @@
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is
-// that domain's. "float" ops accumulate in float32 (the normalizations and reductions too).
+// that domain's. The "cudaep" domain is this package's own: fusions of op chains that
+// exporters emit, which package ep substitutes for the chains. "float" ops accumulate in float32 (the normalizations and reductions too).
 //
 // Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
 // more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's

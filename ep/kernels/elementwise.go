@@ -103,7 +103,7 @@ func elementwiseEntries() []string {
 	for _, size := range []string{"b8", "b16", "b32", "b64"} {
 		e = append(e, "cudaep_where_"+size, "cudaep_expand_"+size)
 	}
-	return e
+	return append(e, fusedEntries()...)
 }
 
 // binaryKernel is a binary op with numpy broadcasting. When both inputs have the output's

@@ -1,6 +1,7 @@
 // Elementwise kernels of package kernels: binary arithmetic (float, and int32/int64 for Add,
-// Sub, Mul and Div) and comparisons with numpy broadcasting, the unary ops, Where, and the
-// broadcast copy (Expand, Transpose, Slice, Gemm's C). Floating-point data is float32, float16
+// Sub, Mul and Div) and comparisons with numpy broadcasting, the unary ops, Where, the
+// broadcast copy (Expand, Transpose, Slice, Gemm's C), and the fused ops of the cudaep domain
+// (SiluMul, RotateHalf: fused.go). Floating-point data is float32, float16
 // or bfloat16 (suffixes f32, f16, bf16), computed in float32; copies go by element size (b8,
 // b16, b32, b64). 64-bit sizes, grid-stride loops, 128-bit loads and stores where the
 // same-shape kernels' pointers allow. The Go side (elementwise.go, matmul.go, datamove.go)
@@ -136,6 +137,17 @@ FLOAT_BINARY_ALL(sub, SubOp)
 FLOAT_BINARY_ALL(mul, MulOp)
 FLOAT_BINARY_ALL(div, DivOp)
 FLOAT_BINARY_ALL(pow, PowOp)
+
+// cudaep.SiluMul: a · sigmoid(a) · b, the gated MLP's silu(gate) · up, in float32 with one
+// rounding on store; same-shape operands only (binary_same's packs and flat grid).
+struct SiluMulOp {
+	static __device__ __forceinline__ float apply(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+};
+#define SILU_MUL(sfx, T) \
+	extern "C" __global__ void cudaep_silu_mul_##sfx(T* out, const T* a, const T* b, u64 n) { binary_same<SiluMulOp, T>(out, a, b, n); }
+SILU_MUL(f32, float)
+SILU_MUL(f16, half_t)
+SILU_MUL(bf16, bf16_t)
 
 // Integer arithmetic (int32 and int64, suffixes i32 and i64): two's-complement wrapping on
 // overflow, division truncated toward zero; x / 0 is 0 and x / -1 is the wrapped negation,
@@ -316,3 +328,81 @@ EXPAND(b8, u8)
 EXPAND(b16, u16)
 EXPAND(b32, unsigned)
 EXPAND(b64, u64)
+
+// Elems<T, V>::type is V consecutive elements of T (member v) moved by one load or store: a
+// 16-byte Pack for V = 16 / sizeof(T), one element for V = 1.
+template <typename T, int V>
+struct Elems {
+	typedef Pack<T> type;
+};
+template <typename T>
+struct Elems<T, 1> {
+	struct type {
+		T v[1];
+	};
+};
+
+// rotate_half_loop is cudaep.RotateHalf over rows rows of 2 * half elements: y = x · cos +
+// rotate_half(x) · sin, rotate_half(x)[i] = -x[i + half] for i < half and x[i - half] from half
+// on (Hugging Face's rotary embedding). A work item takes elements [i, i + V) of a row's first
+// half and the same of its second half, which pair up, reading each x once. The cos and sin rows
+// of row r are at element offsets bcast_offsets(r) over the six dimensions d (outermost first)
+// with the strides s (cos's six, then sin's; 0 where they repeat); the rows of x and y are
+// contiguous. Every item reads and writes only its own elements, so y may be x.
+template <typename T, int V, typename Index>
+__device__ __forceinline__ void rotate_half_loop(T* y, const T* x, const T* cs, const T* sn, Index rows, Index half,
+	const i64* d, const i64* s) {
+	typedef typename Elems<T, V>::type E;
+	const Index units = half / V, n = rows * units;
+	for (Index it = (Index)blockIdx.x * blockDim.x + threadIdx.x; it < n; it += (Index)gridDim.x * blockDim.x) {
+		const Index row = it / units, i = (it - row * units) * V;
+		i64 off[2];
+		bcast_offsets<6, 2, Index>(row, d, s, off);
+		const u64 xo = (u64)row * 2 * half + i;
+		const E x1 = *(const E*)(x + xo), x2 = *(const E*)(x + xo + half);
+		const E c1 = *(const E*)(cs + off[0] + i), c2 = *(const E*)(cs + off[0] + i + half);
+		const E s1 = *(const E*)(sn + off[1] + i), s2 = *(const E*)(sn + off[1] + i + half);
+		E y1, y2;
+#pragma unroll
+		for (int j = 0; j < V; ++j) {
+			const float a = to_float(x1.v[j]), b = to_float(x2.v[j]);
+			y1.v[j] = from_float<T>(a * to_float(c1.v[j]) - b * to_float(s1.v[j]));
+			y2.v[j] = from_float<T>(b * to_float(c2.v[j]) + a * to_float(s2.v[j]));
+		}
+		*(E*)(y + xo) = y1;
+		*(E*)(y + xo + half) = y2;
+	}
+}
+
+// rotate_half picks 16-byte packs when half is a whole number of them and every pointer is
+// 16-byte aligned (then every row and half starts on a pack: row strides are multiples of 2 *
+// half), else one element an item; 32-bit index arithmetic below 2^31 items.
+template <typename T>
+__device__ __forceinline__ void rotate_half(T* y, const T* x, const T* cs, const T* sn, u64 rows, u64 half, const i64* d,
+	const i64* s) {
+	const int V = 16 / sizeof(T);
+	if (half % V == 0 && aligned16(y, x, cs) && aligned16(sn, sn, sn)) {
+		if (rows * half < 0x80000000ull) {
+			rotate_half_loop<T, V, unsigned>(y, x, cs, sn, (unsigned)rows, (unsigned)half, d, s);
+		} else {
+			rotate_half_loop<T, V, u64>(y, x, cs, sn, rows, half, d, s);
+		}
+	} else if (rows * half < 0x80000000ull) {
+		rotate_half_loop<T, 1, unsigned>(y, x, cs, sn, (unsigned)rows, (unsigned)half, d, s);
+	} else {
+		rotate_half_loop<T, 1, u64>(y, x, cs, sn, rows, half, d, s);
+	}
+}
+
+// cudaep_rotate_half_<t>(y, x, cos, sin, rows, half, dims[6], cosStrides[6], sinStrides[6]).
+#define ROTATE_HALF(sfx, T) \
+	extern "C" __global__ void cudaep_rotate_half_##sfx(T* y, const T* x, const T* cs, const T* sn, u64 rows, u64 half, \
+		BCAST_PARAMS) { \
+		const i64 d[6] = {d0, d1, d2, d3, d4, d5}; \
+		const i64 s[12] = {as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5}; \
+		rotate_half<T>(y, x, cs, sn, rows, half, d, s); \
+	}
+
+ROTATE_HALF(f32, float)
+ROTATE_HALF(f16, half_t)
+ROTATE_HALF(bf16, bf16_t)
