@@ -37,13 +37,17 @@ func CudaEpProviderGetStats(provider C.CudaEpProvider, stats *C.CudaEpProviderSt
 	return nil
 }
 
+// ortStatsFirstSize is sizeof(CudaEpOrtStats) in its first released layout (ABI 3): a caller
+// built against it gets the counters it knows.
+const ortStatsFirstSize = 112
+
 // CudaEpGetOrtStats fills a CudaEpOrtStats with the ONNX Runtime adapter's counters (see
 // cudaep.h).
 //
 //export CudaEpGetOrtStats
 func CudaEpGetOrtStats(stats *C.CudaEpOrtStats) (st *C.CudaEpStatus) {
 	defer recoverInto(&st)
-	out := structOut{unsafe.Pointer(stats), "stats", C.sizeof_CudaEpOrtStats}
+	out := structOut{unsafe.Pointer(stats), "stats", ortStatsFirstSize}
 	if err := out.check(); err != nil {
 		return statusOf(err)
 	}
@@ -56,6 +60,8 @@ func CudaEpGetOrtStats(stats *C.CudaEpOrtStats) (st *C.CudaEpStatus) {
 		device_live_bytes: C.uint64_t(s.DeviceLiveBytes), device_cached_bytes: C.uint64_t(s.DeviceCachedBytes),
 		sync_streams: C.uint64_t(s.SyncStreams), stream_runs: C.uint64_t(s.StreamRuns),
 		notifications: C.uint64_t(s.Notifications),
+		fused_nodes:   C.uint64_t(s.FusedNodes), values_in_place: C.uint64_t(s.ValuesInPlace),
+		values_copied: C.uint64_t(s.ValuesCopied),
 	}
 	out.write(unsafe.Pointer(&v), unsafe.Sizeof(v))
 	return nil

@@ -61,8 +61,9 @@ var ErrUnsupported = kernels.ErrUnsupported
 // Kernel is one operator instance of a provider. It is a graphs.Node, so a sequence of kernels
 // is what BeginCapture audits. A Kernel is not safe for concurrent use.
 type Kernel struct {
-	p *Provider
-	k kernels.Kernel
+	p    *Provider
+	k    kernels.Kernel
+	view bool
 }
 
 // GetKernel returns the kernel for spec (see the kernels package for the support matrix).
@@ -82,7 +83,50 @@ func (p *Provider) GetKernel(spec Spec) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ep: get kernel: %w", err)
 	}
-	return &Kernel{p: p, k: k}, nil
+	return &Kernel{p: p, k: k, view: isView(spec, k.Outputs())}, nil
+}
+
+// View reports whether the kernel's output is its first input's bytes unchanged under another
+// shape: Reshape, Squeeze, Unsqueeze and Identity; a Transpose that moves only axes of length
+// 1; an Expand or a Cast that changes nothing. A plan may then alias the output to the input
+// instead of executing the kernel (Execute still copies).
+func (k *Kernel) View() bool { return k.view }
+
+// isView reports whether a kernel built for spec, with outputs outs, only renames its first
+// input's bytes.
+func isView(spec Spec, outs []TensorInfo) bool {
+	if len(outs) != 1 || len(spec.Inputs) == 0 || outs[0].Bytes() != spec.Inputs[0].Bytes() ||
+		outs[0].DType != spec.Inputs[0].DType {
+		return false
+	}
+	in := spec.Inputs[0]
+	switch spec.Op {
+	case "Reshape", "Squeeze", "Unsqueeze", "Identity":
+		return true
+	case "Expand", "Cast":
+		return in.Equal(outs[0])
+	case "Transpose":
+		a, ok := spec.Attrs["perm"]
+		if !ok {
+			return in.Rank() < 2 // the default reverses the axes
+		}
+		// The axes longer than 1 must keep their order.
+		last := -1
+		for _, ax := range a.Ints() {
+			if ax < 0 || int(ax) >= in.Rank() {
+				return false
+			}
+			if in.Shape[ax] == 1 {
+				continue
+			}
+			if int(ax) < last {
+				return false
+			}
+			last = int(ax)
+		}
+		return true
+	}
+	return false
 }
 
 // Name describes the kernel, e.g. "Add(float32[2,3], float32[3])".

@@ -121,7 +121,7 @@ extern "C" {
 #endif
 
 /* The ABI version this header describes. CudaEpGetVersion returns the library's. */
-#define CUDAEP_ABI_VERSION 4
+#define CUDAEP_ABI_VERSION 5
 
 /* CUDAEP_API marks every function of the ABI (the library exports these and nothing else). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -1590,11 +1590,17 @@ typedef struct CudaEpOrtStats {
     uint64_t sync_streams;        /* CudaEp sync streams ORT holds now */
     uint64_t stream_runs;         /* partition runs queued on a CudaEp stream, returning unwaited */
     uint64_t notifications;       /* notifications ORT activated (fences recorded) */
+    /* ABI 5: */
+    uint64_t fused_nodes;         /* graph nodes compiled partitions run inside fused kernels */
+    uint64_t values_in_place;     /* partition inputs and outputs read or written in ORT's device
+                                     tensors directly, summed over runs */
+    uint64_t values_copied;       /* partition inputs and outputs copied through a plan's own
+                                     buffers (host tensors, and the rest), summed over runs */
 } CudaEpOrtStats;
 
 /*
- * CudaEpGetOrtStats fills *stats (struct_size at least 112, the ABI 3 layout) with the ONNX
- * Runtime adapter's counters. Errors: CUDAEP_INVALID_ARGUMENT for a NULL stats or a short
+ * CudaEpGetOrtStats fills *stats (struct_size at least 112, the ABI 3 layout; 136 for the ABI 5
+ * counters) with the ONNX Runtime adapter's counters. Errors: CUDAEP_INVALID_ARGUMENT for a NULL stats or a short
  * struct_size. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetOrtStats(CUDAEP_INOUT CudaEpOrtStats* stats);
@@ -1732,10 +1738,13 @@ CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, sessions) == 4, "CudaEpOrtStats la
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, partitions) == 8, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, device_cached_bytes) == 80, "CudaEpOrtStats layout");
 CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, notifications) == 104, "CudaEpOrtStats layout");
-CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 112, "CudaEpOrtStats ABI 3 size");
 
 /* ABI 4 layouts. */
 CUDAEP_STATIC_ASSERT(sizeof(CudaEpPeerPath) == 4, "enums are 32 bits");
+
+/* ABI 5 layouts. */
+CUDAEP_STATIC_ASSERT(offsetof(CudaEpOrtStats, fused_nodes) == 112, "CudaEpOrtStats layout");
+CUDAEP_STATIC_ASSERT(sizeof(CudaEpOrtStats) == 136, "CudaEpOrtStats ABI 5 size");
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -5,4 +5,4 @@ package abi
 // Version is the C ABI version the library implements. It equals CUDAEP_ABI_VERSION in
 // include/cudaep.h (a capi test checks it) and grows by one whenever the header gains
 // functions, enum values or struct fields; existing ones never change.
-const Version = 4
+const Version = 5

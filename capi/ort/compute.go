@@ -8,15 +8,17 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
 )
 
-// cudaepOrtCompute runs a partition: it copies the inputs ORT hands over (CPU tensors) into the
-// plan for their shapes, runs the kernels (or replays the captured graph), and copies the
-// outputs into the tensors ORT allocates.
+// cudaepOrtCompute runs a partition: the plan for the inputs' shapes reads ORT's device tensors
+// in place and copies host ones into its buffers, runs the kernels (or replays the graph
+// captured for these addresses), and writes the outputs into the device tensors ORT allocates
+// (in place where a kernel makes them) or copies them there.
 //
 //export cudaepOrtCompute
 func cudaepOrtCompute(ci *C.CudaEpOrtComputeInfo, kc *C.OrtKernelContext) (st *C.OrtStatus) {
@@ -65,28 +67,53 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		ins[i] = hostTensor{info: infos[i], data: data, onGPU: onCPU == 0}
 	}
 
-	// A capture forbids every other use of the provider's stream (the capture window), so the
-	// run that captures excludes the session's other runs; every other run shares the session.
+	// A capture forbids every other use of the provider's stream (the capture window), so a run
+	// that captures excludes the session's other runs; every other run shares the session.
 	s := pt.s
+	unlock := s.runs.RUnlock
+	s.runs.RLock()
+	defer func() { unlock() }()
 	key := shapeKey(infos)
-	if s.opts.cudaGraph && !pt.captured(key) {
-		s.runs.Lock()
-		defer s.runs.Unlock()
-	} else {
-		s.runs.RLock()
-		defer s.runs.RUnlock()
-	}
 	pt.mu.Lock()
-	defer pt.mu.Unlock()
 	pl := pt.plans[key]
 	if pl == nil {
 		var err error
 		if pl, err = pt.newPlan(infos); err != nil {
+			pt.mu.Unlock()
 			return err
 		}
 		pt.plans[key] = pl
 	}
+	pt.mu.Unlock()
 	p := pt.s.p
+	outs := make([]hostTensor, len(pl.outputs))
+	for j, out := range pl.outputs {
+		dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
+		for d, v := range out.info.Shape {
+			dims[d] = C.int64_t(v)
+		}
+		var data unsafe.Pointer
+		var onCPU C.int
+		if err := errorOf(C.cudaep_ort_kernel_output(kc, C.size_t(j), &dims[0], C.size_t(len(out.info.Shape)), &data, &onCPU), "allocate an output"); err != nil {
+			return err
+		}
+		if data == nil && out.info.Bytes() != 0 {
+			return fmt.Errorf("%w: ORT gave output %q no memory", errInvalid, pt.outputs[j])
+		}
+		outs[j] = hostTensor{info: out.info, data: data, onGPU: onCPU == 0}
+	}
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if s.opts.cudaGraph {
+		if _, ok := pl.graphs[directKey(pl, pt.direct(pl, ins, outs))]; !ok {
+			// This run captures: take the session alone.
+			pt.mu.Unlock()
+			s.runs.RUnlock()
+			s.runs.Lock()
+			unlock = s.runs.Unlock
+			pt.mu.Lock()
+		}
+	}
 	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
 	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
 	// none (the run then completes before Compute returns).
@@ -99,50 +126,41 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return err
 		}
 	}
+	rm := pt.direct(pl, ins, outs)
 	for i, in := range ins {
 		n := in.info.Bytes()
 		if n == 0 {
 			continue
 		}
+		if _, inPlace := rm[pl.inputs[i].buf.Ptr()]; inPlace {
+			counters.inPlace.Add(1)
+			continue
+		}
+		counters.copied.Add(1)
 		if err := pt.copyIn(pl.inputs[i].buf, in, uint64(n)); err != nil {
 			return fmt.Errorf("copy input %q into the partition: %w", pt.inputs[i], err)
 		}
 	}
-	if err := pt.run(pl); err != nil {
+	if err := pt.run(pl, rm); err != nil {
 		return err
 	}
 	deviceOut := false
-	for j, out := range pl.outputs {
-		dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
-		for d, v := range out.info.Shape {
-			dims[d] = C.int64_t(v)
-		}
-		var data unsafe.Pointer
-		var onCPU C.int
-		if err := errorOf(C.cudaep_ort_kernel_output(kc, C.size_t(j), &dims[0], C.size_t(len(out.info.Shape)), &data, &onCPU), "allocate an output"); err != nil {
-			return err
-		}
-		n := out.info.Bytes()
+	for j, out := range outs {
+		n := uint64(out.info.Bytes())
 		if n == 0 {
 			continue
 		}
-		if data == nil {
-			return fmt.Errorf("%w: ORT gave output %q no memory", errInvalid, pt.outputs[j])
-		}
-		if onCPU != 0 {
-			if err := p.CopyToHost(unsafe.Slice((*byte)(data), n), out.buf, 0); err != nil {
-				return fmt.Errorf("copy output %q to the host: %w", pt.outputs[j], err)
-			}
+		deviceOut = deviceOut || out.onGPU
+		src := pl.outputs[j].buf.Ptr()
+		at, moved := rm[src]
+		if moved && at == ep.DevicePtr(uintptr(out.data)) {
+			counters.inPlace.Add(1) // the plan wrote it in place
 			continue
 		}
-		db, off, err := lookup(uint64(uintptr(data)), uint64(n))
-		if err != nil {
-			return fmt.Errorf("output %q: %w", pt.outputs[j], err)
+		counters.copied.Add(1)
+		if err := pt.copyOut(out, pl.outputs[j].buf, at, moved, n); err != nil {
+			return fmt.Errorf("copy output %q out of the partition: %w", pt.outputs[j], err)
 		}
-		if err := p.CopyBuffer(db.buf, off, out.buf, 0, uint64(n)); err != nil {
-			return fmt.Errorf("copy output %q into ORT's device tensor: %w", pt.outputs[j], err)
-		}
-		deviceOut = true
 	}
 	switch {
 	case deviceOut && sp == nil:
@@ -177,25 +195,118 @@ func (pt *partition) copyIn(dst *ep.Buffer, in hostTensor, n uint64) error {
 	return p.CopyBuffer(dst, 0, sb.buf, off, n)
 }
 
-// captured reports whether the plan for key exists and holds a captured graph.
-func (pt *partition) captured(key string) bool {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	pl := pt.plans[key]
-	return pl != nil && pl.graph
+// copyOut copies a plan's output into the tensor ORT allocated for it: from the plan's buffer
+// src or, when the plan read or wrote that value in place (moved), from ORT's tensor at at.
+func (pt *partition) copyOut(out hostTensor, src *ep.Buffer, at ep.DevicePtr, moved bool, n uint64) error {
+	p := pt.s.p
+	srcOff := uint64(0)
+	if moved {
+		db, off, err := lookup(uint64(at), n)
+		if err != nil {
+			return err
+		}
+		src, srcOff = db.buf, off
+	}
+	if !out.onGPU {
+		return p.CopyToHost(unsafe.Slice((*byte)(out.data), n), src, srcOff)
+	}
+	db, off, err := lookup(uint64(uintptr(out.data)), n)
+	if err != nil {
+		return err
+	}
+	return p.CopyBuffer(db.buf, off, src, srcOff, n)
 }
 
-// run executes a plan: eagerly, or with CUDA graphs by capturing it on first use and
-// replaying it afterwards (the plan's buffers are fixed, so a replay reads this run's inputs).
-func (pt *partition) run(pl *plan) error {
+// maxDirectGraphs bounds the graphs a plan captures for the device tensors ORT hands over (one
+// per set of addresses: a decode loop that swaps two sets of cache buffers needs two). Beyond
+// it, runs with other addresses copy through the plan's buffers and replay its first graph.
+const maxDirectGraphs = 4
+
+// direct decides which of ORT's device tensors this run reads and writes in place: it maps the
+// plan buffer of each input, and of each output a kernel writes, to ORT's tensor (nil: copy
+// everything). It does so only for tensors in CudaEp memory on the partition's device, never
+// for a paging partition (its steps' addresses change per run), never when an output overlaps
+// another tensor of the run, and with CUDA graphs only for a set of addresses the plan has
+// captured or still may capture.
+func (pt *partition) direct(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]ep.DevicePtr {
+	if pt.w.paged != nil {
+		return nil
+	}
+	type span struct {
+		lo, hi uint64
+		out    bool
+	}
+	var spans []span
+	rm := map[ep.DevicePtr]ep.DevicePtr{}
+	take := func(b *ep.Buffer, t hostTensor, out bool) {
+		n := uint64(t.info.Bytes())
+		if !t.onGPU || n == 0 {
+			return
+		}
+		addr := uint64(uintptr(t.data))
+		db, _, err := lookup(addr, n)
+		if err != nil || db.ordinal != pt.s.opts.provider.DeviceID {
+			return
+		}
+		if _, dup := rm[b.Ptr()]; dup {
+			return
+		}
+		rm[b.Ptr()] = ep.DevicePtr(addr)
+		spans = append(spans, span{addr, addr + n, out})
+	}
+	for i, in := range ins {
+		take(pl.inputs[i].buf, in, false)
+	}
+	for j, out := range outs {
+		if pl.written[pl.outputs[j].buf] {
+			take(pl.outputs[j].buf, out, true)
+		}
+	}
+	for a, x := range spans {
+		for _, y := range spans[a+1:] {
+			if (x.out || y.out) && x.lo < y.hi && y.lo < x.hi {
+				return nil
+			}
+		}
+	}
+	if len(rm) == 0 {
+		return nil
+	}
+	if pt.s.opts.cudaGraph {
+		if _, ok := pl.graphs[directKey(pl, rm)]; !ok && len(pl.graphs) >= maxDirectGraphs {
+			return nil
+		}
+	}
+	return rm
+}
+
+// directKey names a set of in-place addresses: the graph captured for it.
+func directKey(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) string {
+	var b strings.Builder
+	for _, t := range pl.inputs {
+		fmt.Fprintf(&b, "%x;", uint64(rm[t.buf.Ptr()]))
+	}
+	for _, t := range pl.outputs {
+		fmt.Fprintf(&b, "%x;", uint64(rm[t.buf.Ptr()]))
+	}
+	return b.String()
+}
+
+// run executes a plan: eagerly, or with CUDA graphs by capturing it on the first run with
+// these in-place addresses and replaying it afterwards (the plan's buffers are fixed, so a
+// replay reads this run's inputs). rm maps plan buffers to the ORT tensors read and written in
+// place (see direct).
+func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) error {
 	p := pt.s.p
 	if pt.w.paged != nil {
 		return pt.w.paged.execute(pl)
 	}
 	if !pt.s.opts.cudaGraph {
-		return pl.execute()
+		return pl.execute(rm)
 	}
-	if !pl.graph {
+	gk := directKey(pl, rm)
+	slot, ok := pl.graphs[gk]
+	if !ok {
 		kernels := make([]*ep.Kernel, len(pl.steps))
 		for i, st := range pl.steps {
 			kernels[i] = st.k
@@ -204,40 +315,58 @@ func (pt *partition) run(pl *plan) error {
 		for _, w := range pt.w.resident {
 			retain = append(retain, w.buf)
 		}
-		pl.slot = pt.s.slotFor()
-		if err := p.BeginCapture(pl.slot, kernels, retain); err != nil {
+		slot = pt.s.slotFor()
+		if err := p.BeginCapture(slot, kernels, retain); err != nil {
 			return err
 		}
-		if err := pl.execute(); err != nil {
-			return errors.Join(err, p.AbortCapture(pl.slot))
+		if err := pl.execute(rm); err != nil {
+			return errors.Join(err, p.AbortCapture(slot))
 		}
-		if err := p.EndCapture(pl.slot); err != nil {
+		if err := p.EndCapture(slot); err != nil {
 			return err
 		}
-		pl.graph = true
+		pl.graphs[gk] = slot
 		counters.captures.Add(1)
 	}
-	if err := p.Replay(pl.slot); err != nil {
+	if err := p.Replay(slot); err != nil {
 		return err
 	}
 	counters.replays.Add(1)
 	return nil
 }
 
-func (pl *plan) execute() error {
+// execute queues the plan's kernels, reading and writing ORT's tensors in place of the plan
+// buffers rm maps.
+func (pl *plan) execute(rm map[ep.DevicePtr]ep.DevicePtr) error {
 	for _, st := range pl.steps {
-		if err := st.k.Execute(st.ins, st.out); err != nil {
+		ins, out := st.ins, st.out
+		if len(rm) > 0 {
+			ins, out = remap(pl.scratch[:0], st.ins, rm), remap(pl.scratch[len(st.ins):len(st.ins)], st.out, rm)
+		}
+		if err := st.k.Execute(ins, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// remap appends ts to dst with the addresses rm maps replaced.
+func remap(dst, ts []ep.Tensor, rm map[ep.DevicePtr]ep.DevicePtr) []ep.Tensor {
+	for _, t := range ts {
+		if at, ok := rm[t.Ptr]; ok {
+			t.Ptr = at
+		}
+		dst = append(dst, t)
+	}
+	return dst
+}
+
 // newPlan builds the kernels of every node for concrete input shapes, allocating the inputs',
 // intermediates' and outputs' device buffers once.
 func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 	p := pt.s.p
-	pl := &plan{}
+	pl := &plan{graphs: map[string]ep.Slot{}, written: map[*ep.Buffer]bool{}}
+	width := 0
 	vals := map[string]tensorBuf{}
 	for name, w := range pt.w.resident {
 		vals[name] = w
@@ -274,34 +403,49 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		pl.inputs = append(pl.inputs, t)
 	}
 	for ni, nd := range pt.nodes {
-		ins := presentInputs(&nd)
-		op, ok := kernelOp(&nd, pt.opset)
-		if !ok {
-			return fail(fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain))
+		ins := nd.Inputs
+		for len(ins) > 0 && ins[len(ins)-1].Name == "" {
+			ins = ins[:len(ins)-1]
 		}
-		spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Consts: constsOf(ins),
-			NumOutputs: len(presentOutputs(&nd))}
+		outs := nd.Outputs
+		for len(outs) > 0 && outs[len(outs)-1].Name == "" {
+			outs = outs[:len(outs)-1]
+		}
+		spec := ep.Spec{Op: nd.Op, Opset: nd.Opset, Attrs: nd.Attrs, NumOutputs: len(outs)}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {
 			st.layer = li
 		}
-		for _, v := range ins {
-			if info, ok := paged[v.name]; ok && st.layer >= 0 {
-				st.patches = append(st.patches, patch{arg: len(st.ins), off: pt.w.paged.layers[st.layer].offsets[v.name]})
+		for i, v := range ins {
+			if v.Const != nil {
+				if spec.Consts == nil {
+					spec.Consts = map[int]ep.Const{}
+				}
+				spec.Consts[i] = *v.Const
+			}
+			if info, ok := paged[v.Name]; ok && st.layer >= 0 {
+				st.patches = append(st.patches, patch{arg: len(st.ins), off: pt.w.paged.layers[st.layer].offsets[v.Name]})
 				spec.Inputs = append(spec.Inputs, info)
 				st.ins = append(st.ins, ep.Tensor{TensorInfo: info})
 				continue
 			}
-			t, ok := vals[v.name]
+			t, ok := vals[v.Name]
 			if !ok {
-				return fail(fmt.Errorf("%w: node %s reads %q, which the partition does not produce", errInvalid, nd.name, v.name))
+				return fail(fmt.Errorf("%w: node %s reads %q, which the partition does not produce", errInvalid, nd.Name, v.Name))
 			}
 			spec.Inputs = append(spec.Inputs, t.info)
 			st.ins = append(st.ins, t.tensor())
 		}
 		k, err := p.GetKernel(spec)
 		if err != nil {
-			return fail(fmt.Errorf("node %s: %w", nd.name, err))
+			return fail(fmt.Errorf("node %s: %w", nd.Name, err))
+		}
+		// A view's output is its input's bytes: name them instead of copying (not for a paged
+		// input, whose address is known only when its layer is in a slot).
+		if k.View() && len(st.patches) == 0 && len(outs) == 1 && outs[0].Name != "" {
+			in := vals[ins[0].Name]
+			vals[outs[0].Name] = tensorBuf{info: k.Outputs()[0], buf: in.buf}
+			continue
 		}
 		st.k = k
 		for j, info := range k.Outputs() {
@@ -309,13 +453,16 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 			if err != nil {
 				return fail(err)
 			}
-			if j < len(nd.outputs) && nd.outputs[j].name != "" {
-				vals[nd.outputs[j].name] = t
+			pl.written[t.buf] = true
+			if j < len(outs) && outs[j].Name != "" {
+				vals[outs[j].Name] = t
 			} // else an optional output the node leaves out: the kernel's scratch
 			st.out = append(st.out, t.tensor())
 		}
 		pl.steps = append(pl.steps, st)
+		width = max(width, len(st.ins)+len(st.out))
 	}
+	pl.scratch = make([]ep.Tensor, 0, width)
 	for _, name := range pt.outputs {
 		t, ok := vals[name]
 		if !ok {

@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/ep"
@@ -366,4 +367,29 @@ func elementCount(shape []int64) int64 {
 		n *= d
 	}
 	return n
+}
+
+// epNode is nd as ep.Provider.Fuse and the plans read it: its op and opset as the kernels know
+// them, its values with their declared shapes (-1 for a symbolic dimension) and constants.
+func epNode(nd *node, opset int64) (ep.Node, error) {
+	op, ok := kernelOp(nd, opset)
+	if !ok {
+		return ep.Node{}, fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain)
+	}
+	n := ep.Node{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs}
+	for _, v := range nd.inputs {
+		n.Inputs = append(n.Inputs, v.epValue())
+	}
+	for _, v := range nd.outputs {
+		n.Outputs = append(n.Outputs, v.epValue())
+	}
+	return n, nil
+}
+
+// epValue is v as an ep.Value (the zero Value for an absent optional one).
+func (v value) epValue() ep.Value {
+	if v.name == "" {
+		return ep.Value{}
+	}
+	return ep.Value{Name: v.name, Info: ep.TensorInfo{DType: v.dtype, Shape: slices.Clone(v.shape)}, Const: v.konst}
 }

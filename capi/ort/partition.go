@@ -21,11 +21,10 @@ import (
 // graphs, a captured slot). Runs of one partition serialize on mu.
 type partition struct {
 	s       *session
-	name    string // the fused node's name: the key between Compile and CreateState
-	opset   int64
-	nodes   []node
-	inputs  []string // the fused node's inputs, in ORT's order
-	outputs []string // the fused node's outputs, in ORT's order
+	name    string    // the fused node's name: the key between Compile and CreateState
+	nodes   []ep.Node // in topological order, chains fused (ep.Provider.Fuse) unless fusion=off
+	inputs  []string  // the fused node's inputs, in ORT's order
+	outputs []string  // the fused node's outputs, in ORT's order
 	w       *weights
 
 	mu    sync.Mutex
@@ -45,9 +44,10 @@ type plan struct {
 	inputs  []tensorBuf // the fused inputs' device copies
 	steps   []step
 	outputs []tensorBuf
-	owned   []*ep.Buffer // every buffer the plan allocated
-	slot    ep.Slot      // the captured graph's slot, when captured
-	graph   bool
+	owned   []*ep.Buffer        // every buffer the plan allocated
+	written map[*ep.Buffer]bool // the buffers a step writes (not inputs, weights or views of them)
+	graphs  map[string]ep.Slot  // captured graphs by in-place addresses (directKey)
+	scratch []ep.Tensor         // a step's remapped tensors (execute)
 }
 
 // step is one kernel execution. A step of a paging partition that reads a layer has its
@@ -83,8 +83,8 @@ func (pt *partition) close() error {
 
 func (pl *plan) release(p *ep.Provider) error {
 	var errs []error
-	if pl.graph {
-		errs = append(errs, p.RemoveGraph(pl.slot))
+	for _, slot := range pl.graphs {
+		errs = append(errs, p.RemoveGraph(slot))
 	}
 	for _, b := range pl.owned {
 		if err := b.Release(); err != nil && !errors.Is(err, ep.ErrReleased) {
@@ -146,22 +146,50 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	ordered := make([]node, 0, len(nodes))
+	ordered := make([]ep.Node, 0, len(nodes))
 	for _, i := range topoOrder(nodes) {
-		ordered = append(ordered, nodes[i])
+		n, err := epNode(&nodes[i], opset)
+		if err != nil {
+			return nil, err
+		}
+		ordered = append(ordered, n)
 	}
-	pt := &partition{s: s, name: fn.name, opset: opset, nodes: ordered, plans: map[string]*plan{}}
+	pt := &partition{s: s, name: fn.name, plans: map[string]*plan{}}
 	for _, v := range fn.inputs {
 		pt.inputs = append(pt.inputs, v.name)
 	}
 	for _, v := range fn.outputs {
 		pt.outputs = append(pt.outputs, v.name)
 	}
-	if pt.w, err = s.loadWeights(g, ordered); err != nil {
+	pt.nodes = ordered
+	if s.opts.fusion {
+		pt.nodes = s.p.Fuse(ordered, pt.outputs)
+		if len(pt.nodes) < len(ordered) {
+			counters.fusedNodes.Add(uint64(len(ordered) - len(pt.nodes) + fusedKernels(pt.nodes, ordered)))
+			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s fused partition %s: %d nodes run as %d kernels",
+				EPName, pt.name, len(ordered), len(pt.nodes)))
+		}
+	}
+	if pt.w, err = s.loadWeights(g, pt.nodes); err != nil {
 		_ = pt.close()
 		return nil, fmt.Errorf("partition %s: %w", pt.name, err)
 	}
 	return pt, nil
+}
+
+// fusedKernels counts the nodes of fused that are not in orig: the kernels fusion made.
+func fusedKernels(fused, orig []ep.Node) int {
+	names := map[string]bool{}
+	for _, n := range orig {
+		names[n.Name+"\x00"+n.Op] = true
+	}
+	k := 0
+	for _, n := range fused {
+		if !names[n.Name+"\x00"+n.Op] {
+			k++
+		}
+	}
+	return k
 }
 
 // cudaepOrtReleaseComputeInfo releases a partition and its C object.

@@ -31,15 +31,18 @@ type sessionOptions struct {
 	// weightBytes; "off" never does (a partition over the budget is refused).
 	paging      string
 	weightBytes uint64 // weight_budget_bytes: device bytes a partition's weights may hold; 0 means no budget
+	// fusion: run the chains ep.Provider.Fuse knows (RMS normalization, rotary embedding, gated
+	// SiLU, attention) as one kernel each; off runs the graph node for node.
+	fusion bool
 }
 
 // optionKeys documents the keys, for error messages.
-var optionKeys = []string{"backend", "device_id", "enable_cuda_graph", "paging", "weight_budget_bytes", "tf32"}
+var optionKeys = []string{"backend", "device_id", "enable_cuda_graph", "paging", "weight_budget_bytes", "tf32", "fusion"}
 
 // parseOptions reads the EP's keys from a session's config entries. Unknown keys and bad
 // values are errors naming them.
 func parseOptions(entries map[string]string) (sessionOptions, error) {
-	o := sessionOptions{provider: ep.DefaultOptions(), paging: "auto"}
+	o := sessionOptions{provider: ep.DefaultOptions(), paging: "auto", fusion: true}
 	keys := make([]string, 0, len(entries))
 	for k := range entries {
 		if strings.HasPrefix(k, optionPrefix) {
@@ -75,6 +78,15 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 				o.paging = value
 			default:
 				return o, bad("auto, on or off")
+			}
+		case "fusion":
+			switch value {
+			case "on":
+				o.fusion = true
+			case "off":
+				o.fusion = false
+			default:
+				return o, bad("on or off")
 			}
 		case "weight_budget_bytes":
 			n, err := strconv.ParseUint(value, 10, 64)

@@ -31,6 +31,12 @@ type Stats struct {
 	// the notifications ORT activated (fences recorded to order work across streams).
 	SyncStreams               int
 	StreamRuns, Notifications uint64
+
+	// FusedNodes counts the graph nodes compiled partitions run inside fused kernels
+	// (ep.Provider.Fuse). ValuesInPlace counts the partition inputs and outputs runs read or
+	// wrote in ORT's device tensors directly; ValuesCopied those copied through a plan's own
+	// buffers (host tensors, and device ones a run could not use in place).
+	FusedNodes, ValuesInPlace, ValuesCopied uint64
 }
 
 // counters are the cumulative counts behind Stats.
@@ -39,6 +45,7 @@ var counters struct {
 	pagedLayers, pagedBytes         atomic.Uint64
 	runs, captures, replays         atomic.Uint64
 	streamRuns, notifications       atomic.Uint64
+	fusedNodes, inPlace, copied     atomic.Uint64
 }
 
 // live holds the sessions alive, for the device bytes they hold.
@@ -55,6 +62,7 @@ func GetStats() Stats {
 		PagedLayers: counters.pagedLayers.Load(), PagedBytes: counters.pagedBytes.Load(),
 		Runs: counters.runs.Load(), Captures: counters.captures.Load(), Replays: counters.replays.Load(),
 		SyncStreams: streamTable.Live(), StreamRuns: counters.streamRuns.Load(), Notifications: counters.notifications.Load(),
+		FusedNodes: counters.fusedNodes.Load(), ValuesInPlace: counters.inPlace.Load(), ValuesCopied: counters.copied.Load(),
 	}
 	live.mu.Lock()
 	for s := range live.sessions {

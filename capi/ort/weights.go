@@ -138,7 +138,7 @@ func (w *weights) closeFiles(p *ep.Provider) error {
 // the provider's mappings (ORT never reads those bytes) and either loaded once, resident, or,
 // when the partition pages (option paging=on, or paging=auto with the weights over
 // weight_budget_bytes), streamed layer by layer through a double buffer during every run.
-func (s *session) loadWeights(g *C.OrtGraph, nodes []node) (*weights, error) {
+func (s *session) loadWeights(g *C.OrtGraph, nodes []ep.Node) (*weights, error) {
 	var cpath *C.char
 	if err := errorOf(C.cudaep_ort_graph_model_path(g, &cpath), "read the model path"); err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func (s *session) loadResident(e external) (tensorBuf, error) {
 
 // pageLayers groups a paging partition's external-data initializers into one layer per node
 // that reads them, and makes the double buffer for the largest.
-func (s *session) pageLayers(nodes []node, exts map[string]external) (*pagedWeights, error) {
+func (s *session) pageLayers(nodes []ep.Node, exts map[string]external) (*pagedWeights, error) {
 	if s.opts.cudaGraph {
 		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
 			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)
@@ -246,9 +246,9 @@ func (s *session) pageLayers(nodes []node, exts map[string]external) (*pagedWeig
 	largestNode := ""
 	for i, nd := range nodes {
 		var names []string
-		for _, v := range nd.inputs {
-			if _, ok := exts[v.name]; ok && !slices.Contains(names, v.name) {
-				names = append(names, v.name)
+		for _, v := range nd.Inputs {
+			if _, ok := exts[v.Name]; ok && !slices.Contains(names, v.Name) {
+				names = append(names, v.Name)
 			}
 		}
 		if len(names) == 0 {
@@ -268,12 +268,12 @@ func (s *session) pageLayers(nodes []node, exts map[string]external) (*pagedWeig
 		}
 		lw, err := s.p.NewByteWeight(regions)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", nd.name, err)
+			return nil, fmt.Errorf("node %s: %w", nd.Name, err)
 		}
 		l.w = lw
 		pw.layers = append(pw.layers, l)
 		if off > largest {
-			largest, largestNode = off, nd.name
+			largest, largestNode = off, nd.Name
 		}
 	}
 	if budget := s.opts.weightBytes; budget > 0 && largest > budget/ep.DoubleBufferSlots {

@@ -183,15 +183,33 @@ int case_exported(ort_rt* rt, int argc, char** argv) {
   ep_options(rt, &o);
   add_ep_option(&o, "tf32", "0");
   if (rt->ep_mode) o.disable_cpu_fallback = 1; /* CudaEp must claim every node of the export */
+  o.log_info = 1;                               /* CudaEp says at INFO how many kernels it fused */
+  rt_log_watch("fused partition");
   memset(&plain, 0, sizeof plain);
   static ex_gen test, ref, half;
   char why[2048] = "", what[2400];
   int f = 0;
+  CudaEpOrtStats before, after;
+  if (rt->ep_mode && rt_ep_stats(rt, &before) < 0) return 1;
   if (ex_open(rt, argv[1], "float32", &o, &test) < 0) return 1;
   if (ex_open(rt, argv[1], "float32", &plain, &ref) < 0) {
     ex_close(rt, &test);
     return 1;
   }
+  if (rt->ep_mode) {
+    /* The export's RMS norms, rotary embeddings, gated SiLUs and attentions run fused. */
+    char said[1024];
+    unsigned long hits = rt_log_found(said, sizeof said);
+    long nodes = 0, kernels = 0;
+    const char* at = strstr(said, ": ");
+    if (at) sscanf(at, ": %ld nodes run as %ld kernels", &nodes, &kernels);
+    int counted = rt_ep_stats(rt, &after) == 0;
+    unsigned long long fused = counted ? after.fused_nodes - before.fused_nodes : 0;
+    textf(what, sizeof what, "CudaEp fused the float32 graphs' chains: %llu nodes run inside fused kernels "
+          "(%lu message(s), the last: %s)", fused, hits, said);
+    f += ok(hits >= 2 && kernels > 0 && kernels < nodes && fused > 0, what);
+  }
+  rt_log_watch(NULL);
   printf("  -- float32, %s against ORT's CPU EP\n", rt->ep_mode ? "CudaEp alone" : "the CPU EP");
   int64_t tokens[EX_STEPS];
   int matched = 0, same = 1;

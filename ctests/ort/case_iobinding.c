@@ -376,6 +376,8 @@ static int check_device_runs(ort_rt* rt, rt_session* test, rt_session* ref, OrtA
   if (!binding) return f;
   host_tensor prev;
   memset(&prev, 0, sizeof prev);
+  CudaEpOrtStats before, after;
+  if (rt->ep_mode && rt_ep_stats(rt, &before) < 0) f++;
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
     run_spec r = {batches[i], 300 + (uint64_t)i, alloc, dev, dev};
     host_tensor got;
@@ -393,6 +395,15 @@ static int check_device_runs(ort_rt* rt, rt_session* test, rt_session* ref, OrtA
   }
   host_tensor_free(&prev);
   A(ReleaseIoBinding)(binding);
+  if (rt->ep_mode && rt_ep_stats(rt, &after) == 0) {
+    /* The partition reads X and writes Y in ORT's device tensors, copying neither. */
+    char what[512];
+    uint64_t runs = sizeof batches / sizeof batches[0];
+    uint64_t in_place = after.values_in_place - before.values_in_place, copied = after.values_copied - before.values_copied;
+    textf(what, sizeof what, "%llu device runs read X and wrote Y in place: %llu values in place, %llu copied",
+          (unsigned long long)runs, (unsigned long long)in_place, (unsigned long long)copied);
+    f += tally(in_place == 2 * runs && copied == 0, what);
+  }
   return f;
 }
 

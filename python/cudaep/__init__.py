@@ -77,7 +77,9 @@ class OrtStats:
     """The ONNX Runtime adapter's process-wide counters (CudaEpOrtStats): sessions and
     partitions alive, bytes read from external-data files and copied from ORT's values, layers
     paged, runs, graph captures and replays, the device bytes held (cached included), the sync
-    streams ORT holds, the runs queued on them unwaited and the notifications ORT activated."""
+    streams ORT holds, the runs queued on them unwaited and the notifications ORT activated;
+    since ABI 5 the graph nodes run inside fused kernels and the partition inputs and outputs
+    read or written in ORT's device tensors in place or copied through plan buffers."""
 
     sessions: int
     partitions: int
@@ -93,6 +95,9 @@ class OrtStats:
     sync_streams: int
     stream_runs: int
     notifications: int
+    fused_nodes: int
+    values_in_place: int
+    values_copied: int
 
 
 def ort_stats():

@@ -8,7 +8,7 @@ python/cudaep/_native.py applies FUNCTIONS to the loaded library.
 import ctypes
 
 # Integer macros.
-CUDAEP_ABI_VERSION = 4
+CUDAEP_ABI_VERSION = 5
 CUDAEP_MAX_RANK = 32
 CUDAEP_MAX_ARRAY = 65536
 CUDAEP_MAX_KERNEL_ARGS = 24
@@ -280,7 +280,9 @@ class CudaEpOrtStats(ctypes.Structure):
                 ("paged_bytes", ctypes.c_uint64), ("runs", ctypes.c_uint64), ("captures", ctypes.c_uint64),
                 ("replays", ctypes.c_uint64), ("device_live_bytes", ctypes.c_uint64),
                 ("device_cached_bytes", ctypes.c_uint64), ("sync_streams", ctypes.c_uint64),
-                ("stream_runs", ctypes.c_uint64), ("notifications", ctypes.c_uint64)]
+                ("stream_runs", ctypes.c_uint64), ("notifications", ctypes.c_uint64),
+                ("fused_nodes", ctypes.c_uint64), ("values_in_place", ctypes.c_uint64),
+                ("values_copied", ctypes.c_uint64)]
 
 
 # enum CudaEpPeerPath (the header pins enums at 32 bits)

@@ -1,0 +1,630 @@
+package ep
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cudaep/cudaep/ep/kernels"
+)
+
+// Node is one operator of a graph as Fuse reads and writes it: its name, its op (as Spec.Op:
+// the ONNX op type, "<domain>.<op>" outside the default domain), the opset the graph imports
+// for the op's domain, its attributes, and its input and output values in ONNX order (an
+// absent optional input or output has an empty name).
+type Node struct {
+	Name    string
+	Op      string
+	Opset   int
+	Attrs   map[string]Attribute
+	Inputs  []Value
+	Outputs []Value
+}
+
+// Value is a tensor of a graph: its name, dtype and shape (-1 for a dimension known only at
+// run time) and, for a constant the graph holds (an initializer), its value.
+type Value struct {
+	Name  string
+	Info  TensorInfo
+	Const *Const
+}
+
+// Fuse returns nodes with the chains below replaced by the one kernel that computes each of
+// them, so that a plan of the result launches fewer kernels and reads and writes fewer
+// intermediates. nodes must be in topological order; the result is too (a fused node takes
+// the place of the chain's last node). keep names the values that must survive (the graph's
+// outputs): a chain whose intermediate is kept, or read by a node outside the chain, is left
+// as it is. A chain is fused only when its values' shapes are all known and the provider
+// builds the fused kernel for them, so fusing never turns a graph the provider runs into one
+// it refuses. Fuse neither modifies nodes nor touches the device beyond building kernels
+// (GetKernel).
+//
+// The chains, as exporters write them (torch.onnx for Hugging Face's Llama, for instance):
+//
+//   - RMS normalization: [Cast to float32,] Pow(x, 2), ReduceMean over the last axis, Add(ε),
+//     Sqrt, Reciprocal, Mul(x, ·), [Cast back,] Mul(scale, ·) → SimplifiedLayerNormalization.
+//   - Rotary embedding with rotate_half: Mul(x, cos), Slice of each half of x's last axis, Neg
+//     of the second, Concat(−second, first), Mul(·, sin), Add → cudaep.RotateHalf(x, cos, sin).
+//   - Gated SiLU: Sigmoid(a), Mul(a, ·), Mul(·, b) → cudaep.SiluMul(a, b).
+//   - Attention: repeat_kv of the keys and values (Unsqueeze, Expand, Reshape) or none,
+//     Transpose of the keys' last two axes, MatMul with the queries, Mul or Div by a constant
+//     scale, Add of a mask, Softmax over the last axis, MatMul with the values → Attention
+//     (ONNX opset 23) with its scale and mask.
+//   - An Expand read only by a broadcasting elementwise op that broadcasts to the same shape
+//     without it (Add, Sub, Mul, Div, Where) is dropped.
+func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
+	g := newFusion(p, nodes, keep)
+	for i := range g.nodes {
+		if g.gone[i] {
+			continue
+		}
+		for _, rule := range fusionRules {
+			if n, chain, ok := rule(g, i); ok && g.builds(n) {
+				for _, j := range chain {
+					g.gone[j] = true
+				}
+				g.nodes[i] = n
+				g.index()
+				break
+			}
+		}
+	}
+	out := make([]Node, 0, len(g.nodes))
+	for i, n := range g.nodes {
+		if !g.gone[i] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// fusionRules try to fuse the chain that ends at node i; each returns the fused node and the
+// indices of the chain's other nodes (which go).
+var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
+	(*fusion).rmsNorm,
+	(*fusion).rotateHalf,
+	(*fusion).siluMul,
+	(*fusion).attention,
+	(*fusion).dropExpand,
+}
+
+// fusion is Fuse's working state: the nodes (fused ones replace their chain's last node), which
+// ones went, which node makes each value and how many readers each value has.
+type fusion struct {
+	p     *Provider
+	nodes []Node
+	gone  []bool
+	maker map[string]int
+	reads map[string]int // readers among the live nodes, +1 for a kept value
+	keep  []string
+}
+
+func newFusion(p *Provider, nodes []Node, keep []string) *fusion {
+	g := &fusion{p: p, nodes: slices.Clone(nodes), gone: make([]bool, len(nodes)), keep: keep}
+	g.index()
+	return g
+}
+
+// index recomputes maker and reads from the live nodes.
+func (g *fusion) index() {
+	g.maker, g.reads = map[string]int{}, map[string]int{}
+	for i, n := range g.nodes {
+		if g.gone[i] {
+			continue
+		}
+		for _, v := range n.Outputs {
+			if v.Name != "" {
+				g.maker[v.Name] = i
+			}
+		}
+		for _, v := range n.Inputs {
+			if v.Name != "" {
+				g.reads[v.Name]++
+			}
+		}
+	}
+	for _, k := range g.keep {
+		g.reads[k]++
+	}
+}
+
+// builds reports whether the provider builds a kernel for n: every shape known, and GetKernel
+// accepts it.
+func (g *fusion) builds(n Node) bool {
+	spec := Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: len(n.Outputs)}
+	for i, v := range n.Inputs {
+		if v.Name == "" {
+			spec.Inputs = append(spec.Inputs, TensorInfo{})
+			continue
+		}
+		if !static(v.Info) {
+			return false
+		}
+		spec.Inputs = append(spec.Inputs, v.Info)
+		if v.Const != nil {
+			if spec.Consts == nil {
+				spec.Consts = map[int]Const{}
+			}
+			spec.Consts[i] = *v.Const
+		}
+	}
+	for _, v := range n.Outputs {
+		if !static(v.Info) {
+			return false
+		}
+	}
+	k, err := g.p.GetKernel(spec)
+	if err != nil {
+		return false
+	}
+	outs := k.Outputs()
+	return len(outs) >= len(n.Outputs) && outs[0].Equal(n.Outputs[0].Info)
+}
+
+// static reports whether every dimension of info is known.
+func static(info TensorInfo) bool {
+	for _, d := range info.Shape {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// inner returns the node that makes value v when the chain may swallow it: a live node of op
+// op with one output, v read once and not kept.
+func (g *fusion) inner(v Value, op string) (int, *Node, bool) {
+	j, ok := g.maker[v.Name]
+	if !ok || g.gone[j] || g.reads[v.Name] != 1 {
+		return 0, nil, false
+	}
+	n := &g.nodes[j]
+	if n.Op != op || len(n.Outputs) != 1 {
+		return 0, nil, false
+	}
+	return j, n, true
+}
+
+// binary returns node n's two inputs when n is op with exactly two, in both orders.
+func binary(n *Node, op string) ([2][2]Value, bool) {
+	if n.Op != op || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		return [2][2]Value{}, false
+	}
+	a, b := n.Inputs[0], n.Inputs[1]
+	return [2][2]Value{{a, b}, {b, a}}, true
+}
+
+// scalar returns the value of a constant of one element.
+func scalar(v Value) (float64, bool) {
+	if v.Const == nil {
+		return 0, false
+	}
+	switch {
+	case len(v.Const.Floats) == 1:
+		return v.Const.Floats[0], true
+	case len(v.Const.Ints) == 1:
+		return float64(v.Const.Ints[0]), true
+	}
+	return 0, false
+}
+
+// lastAxis reports whether axis names the last of rank axes.
+func lastAxis(axis int64, rank int) bool { return rank > 0 && (axis == -1 || axis == int64(rank-1)) }
+
+// intAttr returns n's int attribute name, or def when n does not set it.
+func intAttr(n *Node, name string, def int64) int64 {
+	if a, ok := n.Attrs[name]; ok && a.Kind() == kernels.AttrInt {
+		return a.Int()
+	}
+	return def
+}
+
+// axesOf returns the axes of a Reduce, Squeeze or Unsqueeze node: its constant input 1
+// (opset 13 on for Squeeze/Unsqueeze, 18 on for ReduceMean) or its axes attribute.
+func axesOf(n *Node) ([]int64, bool) {
+	if len(n.Inputs) > 1 && n.Inputs[1].Name != "" {
+		if c := n.Inputs[1].Const; c != nil && c.Ints != nil {
+			return c.Ints, true
+		}
+		return nil, false
+	}
+	if a, ok := n.Attrs["axes"]; ok && a.Kind() == kernels.AttrInts {
+		return a.Ints(), true
+	}
+	return nil, false
+}
+
+// rmsNorm fuses [Cast,] Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul, [Cast,] Mul(scale).
+func (g *fusion) rmsNorm(i int) (Node, []int, bool) {
+	last := &g.nodes[i]
+	pairs, ok := binary(last, "Mul")
+	if !ok {
+		return Node{}, nil, false
+	}
+	for _, pr := range pairs {
+		scale, normed := pr[0], pr[1]
+		chain := []int{}
+		y := normed
+		castBack := false
+		if j, c, ok := g.inner(normed, "Cast"); ok {
+			chain, y, castBack = append(chain, j), c.Inputs[0], true
+		}
+		jm, mul, ok := g.inner(y, "Mul")
+		if !ok {
+			continue
+		}
+		for _, mp := range [][2]Value{{mul.Inputs[0], mul.Inputs[1]}, {mul.Inputs[1], mul.Inputs[0]}} {
+			xf, r := mp[0], mp[1]
+			jr, rec, ok := g.inner(r, "Reciprocal")
+			if !ok {
+				continue
+			}
+			js, sq, ok := g.inner(rec.Inputs[0], "Sqrt")
+			if !ok {
+				continue
+			}
+			ja, add, ok := g.inner(sq.Inputs[0], "Add")
+			if !ok {
+				continue
+			}
+			eps, jmean, mean, found := 0.0, 0, (*Node)(nil), false
+			for _, ap := range [][2]Value{{add.Inputs[0], add.Inputs[1]}, {add.Inputs[1], add.Inputs[0]}} {
+				if e, ok := scalar(ap[1]); ok {
+					if jj, m, ok := g.inner(ap[0], "ReduceMean"); ok {
+						eps, jmean, mean, found = e, jj, m, true
+						break
+					}
+				}
+			}
+			if !found || intAttr(mean, "keepdims", 1) != 1 {
+				continue
+			}
+			if axes, ok := axesOf(mean); !ok || len(axes) != 1 || !lastAxis(axes[0], xf.Info.Rank()) {
+				continue
+			}
+			jp, pow, ok := g.inner(mean.Inputs[0], "Pow")
+			if !ok || len(pow.Inputs) != 2 || pow.Inputs[0].Name != xf.Name {
+				continue
+			}
+			if e, ok := scalar(pow.Inputs[1]); !ok || e != 2 {
+				continue
+			}
+			x := xf
+			body := []int{jm, jr, js, ja, jmean, jp}
+			if castBack {
+				// The float32 input comes from a Cast of x that only the chain reads.
+				jc, ok := g.maker[xf.Name]
+				if !ok || g.gone[jc] || g.nodes[jc].Op != "Cast" || g.reads[xf.Name] != 2 {
+					continue
+				}
+				x = g.nodes[jc].Inputs[0]
+				if x.Info.DType != normed.Info.DType || xf.Info.DType != Float32 {
+					continue
+				}
+				body = append(body, jc)
+			} else if x.Info.DType != Float32 {
+				continue
+			}
+			rank := x.Info.Rank()
+			if rank == 0 || scale.Info.DType != x.Info.DType || !slices.Equal(scale.Info.Shape, x.Info.Shape[rank-1:]) {
+				continue
+			}
+			out := last.Outputs[0]
+			if out.Info.DType != x.Info.DType || !slices.Equal(out.Info.Shape, x.Info.Shape) {
+				continue
+			}
+			n := Node{
+				Name: last.Name, Op: "SimplifiedLayerNormalization", Opset: last.Opset,
+				Attrs: map[string]Attribute{
+					"axis": IntAttr(-1), "epsilon": FloatAttr(float32(eps)), "stash_type": IntAttr(1),
+				},
+				Inputs: []Value{x, scale}, Outputs: []Value{out},
+			}
+			return n, append(chain, body...), true
+		}
+	}
+	return Node{}, nil, false
+}
+
+// sliceOf returns the start and end of a Slice of x's last axis with step 1.
+func sliceOf(n *Node) (start, end int64, ok bool) {
+	if len(n.Inputs) < 4 {
+		return 0, 0, false
+	}
+	get := func(i int) (int64, bool) {
+		c := n.Inputs[i].Const
+		if c == nil || len(c.Ints) != 1 {
+			return 0, false
+		}
+		return c.Ints[0], true
+	}
+	s, ok1 := get(1)
+	e, ok2 := get(2)
+	ax, ok3 := get(3)
+	if !ok1 || !ok2 || !ok3 || !lastAxis(ax, n.Inputs[0].Info.Rank()) {
+		return 0, 0, false
+	}
+	if len(n.Inputs) > 4 && n.Inputs[4].Name != "" {
+		if st, ok := get(4); !ok || st != 1 {
+			return 0, 0, false
+		}
+	}
+	return s, e, true
+}
+
+// rotateHalf fuses Mul(x, cos) + Mul(Concat(Neg(Slice(x, h:)), Slice(x, :h)), sin).
+func (g *fusion) rotateHalf(i int) (Node, []int, bool) {
+	last := &g.nodes[i]
+	pairs, ok := binary(last, "Add")
+	if !ok {
+		return Node{}, nil, false
+	}
+	for _, pr := range pairs {
+		j1, m1, ok1 := g.inner(pr[0], "Mul")
+		j2, m2, ok2 := g.inner(pr[1], "Mul")
+		if !ok1 || !ok2 {
+			continue
+		}
+		for _, sp := range [][2]Value{{m2.Inputs[0], m2.Inputs[1]}, {m2.Inputs[1], m2.Inputs[0]}} {
+			cat, sin := sp[0], sp[1]
+			jc, c, ok := g.inner(cat, "Concat")
+			if !ok || len(c.Inputs) != 2 || !lastAxis(intAttr(c, "axis", 0), cat.Info.Rank()) {
+				continue
+			}
+			jn, neg, ok := g.inner(c.Inputs[0], "Neg")
+			if !ok {
+				continue
+			}
+			js2, s2, ok := g.inner(neg.Inputs[0], "Slice")
+			if !ok {
+				continue
+			}
+			js1, s1, ok := g.inner(c.Inputs[1], "Slice")
+			if !ok {
+				continue
+			}
+			x := s1.Inputs[0]
+			if s2.Inputs[0].Name != x.Name {
+				continue
+			}
+			rank := x.Info.Rank()
+			if rank == 0 {
+				continue
+			}
+			d := x.Info.Shape[rank-1]
+			if d <= 0 || d%2 != 0 {
+				continue
+			}
+			a1, b1, ok1 := sliceOf(s1)
+			a2, b2, ok2 := sliceOf(s2)
+			if !ok1 || !ok2 || a1 != 0 || b1 != d/2 || a2 != d/2 || b2 < d {
+				continue
+			}
+			var cos Value
+			switch {
+			case m1.Inputs[0].Name == x.Name:
+				cos = m1.Inputs[1]
+			case m1.Inputs[1].Name == x.Name:
+				cos = m1.Inputs[0]
+			default:
+				continue
+			}
+			n := Node{Name: last.Name, Op: "cudaep.RotateHalf", Opset: 1, Inputs: []Value{x, cos, sin}, Outputs: []Value{last.Outputs[0]}}
+			return n, []int{j1, j2, jc, jn, js1, js2}, true
+		}
+	}
+	return Node{}, nil, false
+}
+
+// siluMul fuses Mul(Mul(a, Sigmoid(a)), b).
+func (g *fusion) siluMul(i int) (Node, []int, bool) {
+	last := &g.nodes[i]
+	pairs, ok := binary(last, "Mul")
+	if !ok {
+		return Node{}, nil, false
+	}
+	for _, pr := range pairs {
+		jt, t, ok := g.inner(pr[0], "Mul")
+		if !ok {
+			continue
+		}
+		for _, tp := range [][2]Value{{t.Inputs[0], t.Inputs[1]}, {t.Inputs[1], t.Inputs[0]}} {
+			a := tp[0]
+			js, sig, ok := g.inner(tp[1], "Sigmoid")
+			if !ok || sig.Inputs[0].Name != a.Name {
+				continue
+			}
+			n := Node{Name: last.Name, Op: "cudaep.SiluMul", Opset: 1, Inputs: []Value{a, pr[1]}, Outputs: []Value{last.Outputs[0]}}
+			return n, []int{jt, js}, true
+		}
+	}
+	return Node{}, nil, false
+}
+
+// repeatKV returns the key or value tensor v was repeated from by Unsqueeze(axis 2), Expand
+// and Reshape (Hugging Face's repeat_kv), with the chain's nodes, or v itself and none.
+func (g *fusion) repeatKV(v Value) (Value, []int, bool) {
+	jr, r, ok := g.inner(v, "Reshape")
+	if !ok {
+		return v, nil, v.Info.Rank() == 4
+	}
+	je, e, ok := g.inner(r.Inputs[0], "Expand")
+	if !ok {
+		return Value{}, nil, false
+	}
+	ju, u, ok := g.inner(e.Inputs[0], "Unsqueeze")
+	if !ok {
+		return Value{}, nil, false
+	}
+	if axes, ok := axesOf(u); !ok || len(axes) != 1 || axes[0] != 2 {
+		return Value{}, nil, false
+	}
+	kv := u.Inputs[0]
+	ks, es, rs := kv.Info.Shape, e.Outputs[0].Info.Shape, v.Info.Shape
+	if len(ks) != 4 || len(es) != 5 || len(rs) != 4 || !static(kv.Info) || !static(e.Outputs[0].Info) {
+		return Value{}, nil, false
+	}
+	// [B, Hkv, T, D] → [B, Hkv, g, T, D] → [B, Hkv·g, T, D]
+	if es[0] != ks[0] || es[1] != ks[1] || es[3] != ks[2] || es[4] != ks[3] ||
+		rs[0] != ks[0] || rs[1] != ks[1]*es[2] || rs[2] != ks[2] || rs[3] != ks[3] {
+		return Value{}, nil, false
+	}
+	return kv, []int{jr, je, ju}, true
+}
+
+// attention fuses MatMul(Softmax(Add(Mul(MatMul(q, Transpose(K)), scale), mask)), V), with
+// repeat_kv on K and V.
+func (g *fusion) attention(i int) (Node, []int, bool) {
+	last := &g.nodes[i]
+	if last.Op != "MatMul" || len(last.Inputs) != 2 || last.Outputs[0].Info.Rank() != 4 {
+		return Node{}, nil, false
+	}
+	jsm, sm, ok := g.inner(last.Inputs[0], "Softmax")
+	if !ok || last.Opset < 13 || !lastAxis(intAttr(sm, "axis", -1), sm.Inputs[0].Info.Rank()) {
+		return Node{}, nil, false
+	}
+	chain := []int{jsm}
+	logits := sm.Inputs[0]
+	var mask *Value
+	if ja, add, ok := g.inner(logits, "Add"); ok {
+		for _, ap := range [][2]Value{{add.Inputs[0], add.Inputs[1]}, {add.Inputs[1], add.Inputs[0]}} {
+			if j, _, ok := g.maker2(ap[0]); ok && (g.nodes[j].Op == "Mul" || g.nodes[j].Op == "Div" || g.nodes[j].Op == "MatMul") {
+				m := ap[1]
+				mask, logits = &m, ap[0]
+				chain = append(chain, ja)
+				break
+			}
+		}
+		if mask == nil {
+			return Node{}, nil, false
+		}
+	}
+	scale := 1.0
+	for _, op := range []string{"Mul", "Div"} {
+		jm, m, ok := g.inner(logits, op)
+		if !ok {
+			continue
+		}
+		found := false
+		for _, mp := range [][2]Value{{m.Inputs[0], m.Inputs[1]}, {m.Inputs[1], m.Inputs[0]}} {
+			if op == "Div" && mp[1].Name != m.Inputs[1].Name {
+				continue
+			}
+			if s, ok := scalar(mp[1]); ok && s != 0 {
+				if op == "Div" {
+					s = 1 / s
+				}
+				scale, logits, found = s, mp[0], true
+				break
+			}
+		}
+		if !found {
+			return Node{}, nil, false
+		}
+		chain = append(chain, jm)
+		break
+	}
+	jqk, qk, ok := g.inner(logits, "MatMul")
+	if !ok {
+		return Node{}, nil, false
+	}
+	jt, tr, ok := g.inner(qk.Inputs[1], "Transpose")
+	if !ok {
+		return Node{}, nil, false
+	}
+	if a, ok := tr.Attrs["perm"]; !ok || !slices.Equal(a.Ints(), []int64{0, 1, 3, 2}) {
+		return Node{}, nil, false
+	}
+	k, kchain, ok := g.repeatKV(tr.Inputs[0])
+	if !ok {
+		return Node{}, nil, false
+	}
+	v, vchain, ok := g.repeatKV(last.Inputs[1])
+	if !ok {
+		return Node{}, nil, false
+	}
+	q := qk.Inputs[0]
+	if q.Info.Rank() != 4 || q.Info.DType != k.Info.DType || v.Info.DType != k.Info.DType {
+		return Node{}, nil, false
+	}
+	chain = append(chain, jqk, jt)
+	chain = append(chain, kchain...)
+	chain = append(chain, vchain...)
+	ins := []Value{q, k, v}
+	if mask != nil {
+		ins = append(ins, *mask)
+	}
+	n := Node{
+		Name: last.Name, Op: "Attention", Opset: 23,
+		Attrs:  map[string]Attribute{"scale": FloatAttr(float32(scale))},
+		Inputs: ins, Outputs: []Value{last.Outputs[0]},
+	}
+	return n, chain, true
+}
+
+// maker2 returns the live node that makes v, whatever its readers.
+func (g *fusion) maker2(v Value) (int, *Node, bool) {
+	j, ok := g.maker[v.Name]
+	if !ok || g.gone[j] {
+		return 0, nil, false
+	}
+	return j, &g.nodes[j], true
+}
+
+// broadcasting are the ops whose inputs broadcast multidirectionally.
+var broadcasting = map[string]bool{"Add": true, "Sub": true, "Mul": true, "Div": true, "Where": true}
+
+// dropExpand drops an Expand that node i, a broadcasting op, reads and that only it reads,
+// when i's inputs broadcast to i's output shape without it.
+func (g *fusion) dropExpand(i int) (Node, []int, bool) {
+	n := g.nodes[i]
+	if !broadcasting[n.Op] || len(n.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	for a, v := range n.Inputs {
+		je, e, ok := g.inner(v, "Expand")
+		if !ok {
+			continue
+		}
+		ins := slices.Clone(n.Inputs)
+		ins[a] = e.Inputs[0]
+		shapes := make([][]int64, len(ins))
+		for b, in := range ins {
+			if !static(in.Info) {
+				return Node{}, nil, false
+			}
+			shapes[b] = in.Info.Shape
+		}
+		out, err := broadcastShapes(shapes)
+		if err != nil || !slices.Equal(out, n.Outputs[0].Info.Shape) {
+			continue
+		}
+		n.Inputs = ins
+		return n, []int{je}, true
+	}
+	return Node{}, nil, false
+}
+
+// broadcastShapes returns the ONNX multidirectional broadcast of shapes.
+func broadcastShapes(shapes [][]int64) ([]int64, error) {
+	rank := 0
+	for _, s := range shapes {
+		rank = max(rank, len(s))
+	}
+	out := make([]int64, rank)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		for i, d := range s {
+			o := &out[rank-len(s)+i]
+			switch {
+			case d == *o || d == 1:
+			case *o == 1:
+				*o = d
+			default:
+				return nil, fmt.Errorf("ep: shapes %v do not broadcast", shapes)
+			}
+		}
+	}
+	return out, nil
+}
