@@ -499,4 +499,16 @@ func TestAttentionExecuteAllocatesNothing(t *testing.T) {
 		assert.Zero(t, allocs, "%s: allocations per Execute", r.k.Name())
 		require.NoError(t, f.stream.Synchronize())
 	}
+	for _, c := range []attnCase{attnCases[0], attnCases[8]} { // ONNX Attention: decode and prefill
+		r := f.newAttn(c, kernels.BFloat16)
+		outs := []kernels.Tensor{r.out}
+		require.NoError(t, r.k.Execute(r.ins, outs))
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := r.k.Execute(r.ins, outs); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, allocs, "%s: allocations per Execute", r.k.Name())
+		require.NoError(t, f.stream.Synchronize())
+	}
 }

@@ -1,7 +1,7 @@
 // Package kernels runs ONNX operators (MatMul, Gemm, elementwise arithmetic, comparisons and
-// activations, normalizations, reductions, data movement, Softmax, NonZero, and ONNX Runtime's
-// com.microsoft transformer ops, attention included) on a cudadrv stream, from embedded PTX and
-// cuBLAS.
+// activations, normalizations, reductions, data movement, Softmax, NonZero, Attention, ONNX
+// Runtime's com.microsoft transformer ops and fusions of its own) on a cudadrv stream, from
+// embedded PTX and cuBLAS.
 //
 // # Overview
 //
@@ -30,6 +30,7 @@
 //	Abs, Sqrt, Reciprocal,
 //	Exp, Log, Erf, Sin, Cos
 //	Gelu                      float                        >= 20   approximate "none" or "tanh"
+//	Attention                 float; mask float or bool    >= 23   4-D Q [B,Hq,S,D], K [B,Hkv,T,D], V [B,Hkv,T,Dv] (Hkv divides Hq; D, Dv <= 256); attn_mask of rank <= 4 broadcasting to [B,Hq,S,T]; scale, is_causal (upper-left), q_num_heads and kv_num_heads checked, softcap 0, qk_matmul_output_mode 0; Y only (no past or present caches, no nonpad_kv_seqlen); see # Attention
 //	Softmax                   float                        >= 1    axis (negative allowed); opset < 13 flattens from axis
 //	LayerNormalization        float                        >= 17   axis (negative allowed), epsilon, stash_type 1; Scale and B of the normalized shape; outputs Y and float32 Mean and InvStdDev (always written)
 //	SimplifiedLayerNormalization float (X and scale alike) >= 1    ONNX Runtime's RMSNorm in the default domain: axis, epsilon, stash_type 1; outputs Y and float32 inv_std_var
@@ -83,6 +84,15 @@
 // CUDA graphs (lengths are read on the device). A rotary position outside the cos/sin caches
 // yields NaN, and new tokens beyond the present capacity are dropped: seqlens_k is device data,
 // which Execute cannot check.
+//
+// ONNX's Attention (opset 23) computes softmax(Q·Kᵀ·scale + mask)·V in float32, query head h
+// reading key and value head h/(Hq/Hkv). A bool mask's false and, with is_causal, a key after
+// the query's row are −∞; a row with every key at −∞ is NaN, as in ONNX's reference
+// implementation. Fewer than 16 query rows (decode) take a split path like
+// GroupQueryAttention's decode, its partial results in the same Library-owned scratch; more
+// take a prefill path of 16-row tiles, which skips the key tiles that a causal end or an
+// exported mask's lowest-float entries (below −1e30) leave without weight. Both capture into
+// CUDA graphs.
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is

@@ -7,12 +7,15 @@ type (
 	RotaryRef = rotaryRef
 	// GQARef is the problem RefGQA solves.
 	GQARef = gqaRef
+	// AttnRef is the problem RefAttention solves.
+	AttnRef = attnRef
 )
 
 // References of the attention ops (reference_attention.go).
 var (
-	RefRotary = refRotary
-	RefGQA    = refGQA
+	RefRotary    = refRotary
+	RefGQA       = refGQA
+	RefAttention = refAttention
 )
 
 // GQAPlan returns, for a GroupQueryAttention kernel, "decode" and its split count or
@@ -26,4 +29,17 @@ func GQAPlan(k Kernel) (string, int) {
 		return "decode", int(g.splits)
 	}
 	return "prefill", int(g.keyTile)
+}
+
+// AttentionPlan returns, for an Attention kernel, "decode" and its split count or "prefill"
+// and its key tile; "" for other kernels.
+func AttentionPlan(k Kernel) (string, int) {
+	a, ok := k.(*attentionKernel)
+	switch {
+	case !ok:
+		return "", 0
+	case a.decode:
+		return "decode", int(a.splits)
+	}
+	return "prefill", int(a.keyTile)
 }

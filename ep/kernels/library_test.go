@@ -230,7 +230,7 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 	outs[0].Shape[0] = 99
 	assert.Equal(t, []int64{2, 3}, k.Outputs()[0].Shape, "Outputs returns a copy")
 	assert.True(t, k.CaptureSupport().IsSupported())
-	assert.Equal(t, []string{"Abs", "Add", "Cast", "Concat", "ConstantOfShape", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gather", "Gelu",
+	assert.Equal(t, []string{"Abs", "Add", "Attention", "Cast", "Concat", "ConstantOfShape", "Cos", "Div", "Equal", "Erf", "Exp", "Expand", "Gather", "Gelu",
 		"Gemm", "Greater", "Identity", "LayerNormalization", "Less", "Log", "MatMul", "Mul", "Neg", "NonZero", "Pow", "Range", "Reciprocal",
 		"ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "SimplifiedLayerNormalization", "Sin", "Slice", "Softmax",
 		"Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where",

@@ -234,3 +234,79 @@ func refGQA(a gqaRef) (out, presentK, presentV []float64) {
 	}
 	return out, presentK, presentV
 }
+
+// attnKeys is how many keys query row s of ONNX's Attention sees: all kvSeq, or with
+// is_causal the keys 0 … s (the upper-left alignment).
+func attnKeys(s, kvSeq int, causal bool) int {
+	if causal {
+		return min(s+1, kvSeq)
+	}
+	return kvSeq
+}
+
+// attnRef is the problem refAttention solves: ONNX's Attention of Q [B, Hq, S, D], K [B, Hkv,
+// T, D] and V [B, Hkv, T, Dv] (row-major values and shapes), with the mask Mask of shape
+// MaskShape (nil for none; for a bool mask, BoolMask and values 1 for true and 0 for false),
+// is_causal, and Scale (0: the default 1/√D).
+type attnRef struct {
+	Q, K, V                []float64
+	QShape, KShape, VShape []int64
+	Mask                   []float64
+	MaskShape              []int64
+	BoolMask               bool
+	Causal                 bool
+	Scale                  float64
+}
+
+// refAttention returns Attention's output Y [B, Hq, S, Dv] (unrounded): query row s of head h
+// scores key j of head h / (Hq/Hkv) as q·k·scale plus the mask's element broadcast to (b, h,
+// s, j) (a false bool: −∞); with Causal, keys after s are −∞ too; the scores' softmax weighs
+// the values. A row whose scores are all −∞ is NaN (its softmax is 0/0), as in ONNX's
+// reference implementation.
+func refAttention(a attnRef) []float64 {
+	batch, heads, seq, dk := int(a.QShape[0]), int(a.QShape[1]), int(a.QShape[2]), int(a.QShape[3])
+	kvHeads, kvSeq, dv := int(a.KShape[1]), int(a.KShape[2]), int(a.VShape[3])
+	scale := a.Scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(dk))
+	}
+	out := make([]float64, batch*heads*seq*dv)
+	scores := make([]float64, kvSeq)
+	for b := range batch {
+		for h := range heads {
+			kvh := h / (heads / kvHeads)
+			kb, vb := (b*kvHeads+kvh)*kvSeq*dk, (b*kvHeads+kvh)*kvSeq*dv
+			for s := range seq {
+				qr := a.Q[((b*heads+h)*seq+s)*dk:]
+				for j := range scores {
+					if a.Causal && j > s {
+						scores[j] = math.Inf(-1)
+						continue
+					}
+					dot := 0.0
+					for d := range dk {
+						dot += qr[d] * a.K[kb+j*dk+d]
+					}
+					scores[j] = dot * scale
+					if a.Mask != nil {
+						m := a.Mask[refIndex(a.MaskShape, []int64{int64(b), int64(h), int64(s), int64(j)})]
+						switch {
+						case !a.BoolMask:
+							scores[j] += m
+						case m == 0:
+							scores[j] = math.Inf(-1)
+						}
+					}
+				}
+				refSoftmaxLine(scores, scores)
+				y := out[((b*heads+h)*seq+s)*dv:]
+				for j, p := range scores {
+					for d := range dv {
+						y[d] += p * a.V[vb+j*dv+d]
+					}
+				}
+			}
+		}
+	}
+	return out
+}

@@ -13,8 +13,11 @@ func init() {
 			m["cudaep_rotary_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRotary(l, dt) }
 			m["cudaep_gqa_append_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAAppend(l, dt) }
 			m["cudaep_gqa_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQADecode(l, dt) }
-			m["cudaep_gqa_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAReduce(l, dt) }
+			m["cudaep_gqa_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSplitReduce(l, dt, 0) }
 			m["cudaep_gqa_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAPrefill(l, dt) }
+			m["cudaep_attn_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnDecode(l, dt) }
+			m["cudaep_attn_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSplitReduce(l, dt, math.NaN()) }
+			m["cudaep_attn_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnPrefill(l, dt) }
 		}
 	})
 }
@@ -273,8 +276,10 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 	return nil
 }
 
-// simGQAReduce is cudaep_gqa_reduce_<t>(out, part, rows, headSize, splits).
-func simGQAReduce(l *cudadrv.KernelLaunch, dt DType) error {
+// simSplitReduce is cudaep_gqa_reduce_<t> and cudaep_attn_reduce_<t>(out, part, rows,
+// headSize, splits): the splits' partial results of each row combined, a row without weight
+// (all of its keys masked) being empty (GroupQueryAttention 0, Attention NaN).
+func simSplitReduce(l *cudadrv.KernelLaunch, dt DType, empty float64) error {
 	rows, D, splits := int(l.U64Arg(2)), int(l.U64Arg(3)), int(l.U32Arg(4))
 	if splits < 1 || D < 1 {
 		return fmt.Errorf("%s: %d splits, head size %d", l.Name, splits, D)
@@ -304,7 +309,7 @@ func simGQAReduce(l *cudadrv.KernelLaunch, dt DType) error {
 				sum += float64(p[1]) * w
 				a += float64(p[2+i]) * w
 			}
-			v := 0.0
+			v := empty
 			if sum > 0 {
 				v = a / sum
 			}
@@ -370,6 +375,198 @@ func simGQAPrefill(l *cudadrv.KernelLaunch, dt DType) error {
 						v += p * pv.float(base+int64(j*D+i))
 					}
 					out.setFloat(dst+int64(i), v)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simAttnShape is what the Attention kernels share of their arguments: (first, q, k, v, mask,
+// heads, kvHeads, seq, kvSeq, dk, dv, maskStrides[4], maskKind, causal, scale, last), the
+// batch being the grid's Z extent.
+type simAttnShape struct {
+	batch, heads, kvHeads, seq, kvSeq, dk, dv int
+	maskStrides                               [4]int64
+	maskKind                                  uint32
+	causal                                    bool
+	scale                                     float64
+}
+
+// simAttnArgs reads and checks the shared arguments and the block.
+func simAttnArgs(l *cudadrv.KernelLaunch) (simAttnShape, error) {
+	g := simAttnShape{batch: int(l.Grid.Z), heads: int(l.U64Arg(5)), kvHeads: int(l.U64Arg(6)), seq: int(l.U64Arg(7)),
+		kvSeq: int(l.U64Arg(8)), dk: int(l.U64Arg(9)), dv: int(l.U64Arg(10)), maskKind: l.U32Arg(15),
+		causal: l.U32Arg(16) != 0, scale: float64(l.F32Arg(17))}
+	for i := range g.maskStrides {
+		g.maskStrides[i] = l.I64Arg(11 + i)
+	}
+	if l.Block != (cudadrv.Dim3{X: gqaThreads, Y: 1, Z: 1}) {
+		return g, fmt.Errorf("%s: block %v: the kernel needs %d threads", l.Name, l.Block, gqaThreads)
+	}
+	switch {
+	case g.kvHeads < 1 || g.heads%g.kvHeads != 0 || g.seq < 1 || g.kvSeq < 1:
+		return g, fmt.Errorf("%s: %d heads, %d kv heads, %d rows, %d keys", l.Name, g.heads, g.kvHeads, g.seq, g.kvSeq)
+	case g.dk < 1 || g.dk > gqaMaxHead || g.dv < 1 || g.dv > gqaMaxHead:
+		return g, fmt.Errorf("%s: head sizes %d and %d", l.Name, g.dk, g.dv)
+	case g.maskKind > attnBoolMask || l.U32Arg(16) > 1:
+		return g, fmt.Errorf("%s: mask kind %d, causal %d", l.Name, g.maskKind, l.U32Arg(16))
+	}
+	return g, nil
+}
+
+// simAttnInputs returns views of q, k and v and the mask's term of (b, h, s, j).
+func simAttnInputs(l *cudadrv.KernelLaunch, dt DType, g simAttnShape) (q, k, v simTensor, bias func(b, h, s, j int) float64, err error) {
+	views, err := simViewsOf(l, []int{1, 2, 3}, []DType{dt, dt, dt},
+		[]int{g.batch * g.heads * g.seq * g.dk, g.batch * g.kvHeads * g.kvSeq * g.dk, g.batch * g.kvHeads * g.kvSeq * g.dv})
+	if err != nil {
+		return
+	}
+	q, k, v = views[0], views[1], views[2]
+	bias = func(int, int, int, int) float64 { return 0 }
+	if g.maskKind == attnNoMask {
+		return
+	}
+	extent := int64(1)
+	for i, d := range []int{g.batch, g.heads, g.seq, g.kvSeq} {
+		if g.maskStrides[i] < 0 {
+			return q, k, v, nil, fmt.Errorf("%s: negative mask stride", l.Name)
+		}
+		extent += int64(d-1) * g.maskStrides[i]
+	}
+	mdt := dt
+	if g.maskKind == attnBoolMask {
+		mdt = Bool
+	}
+	mask, err := simView(l, l.PtrArg(4), mdt, int(extent))
+	if err != nil {
+		return
+	}
+	st := g.maskStrides
+	bias = func(b, h, s, j int) float64 {
+		i := int64(b)*st[0] + int64(h)*st[1] + int64(s)*st[2] + int64(j)*st[3]
+		if g.maskKind == attnAddMask {
+			return mask.float(i)
+		}
+		if mask.b8[i] != 0 {
+			return 0
+		}
+		return math.Inf(-1)
+	}
+	return
+}
+
+// simAttnScores fills scores with row s of head h's scores of keys 0 … len(scores)-1.
+func simAttnScores(scores []float64, q, k simTensor, bias func(b, h, s, j int) float64, g simAttnShape, b, h, s int) {
+	qb := int64(((b*g.heads+h)*g.seq + s) * g.dk)
+	kb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dk)
+	for j := range scores {
+		dot := 0.0
+		for d := range int64(g.dk) {
+			dot += q.float(qb+d) * k.float(kb+int64(j*g.dk)+d)
+		}
+		scores[j] = dot*g.scale + bias(b, h, s, j)
+	}
+}
+
+// simAttnDecode is cudaep_attn_decode_<t>(part, q, k, v, mask, heads, kvHeads, seq, kvSeq, dk,
+// dv, maskStrides[4], maskKind, causal, scale, splits), grid (splits, heads * seq, batch): each
+// block's partial result (max, sum of exponentials, weighted values) of its share of the keys,
+// whole tiles of 32 as the kernel splits them.
+func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
+	g, err := simAttnArgs(l)
+	if err != nil {
+		return err
+	}
+	splits := int(l.U32Arg(18))
+	if splits < 1 || int(l.Grid.X) != splits || int(l.Grid.Y) != g.heads*g.seq {
+		return fmt.Errorf("%s: grid %v for %d splits, %d rows of %d heads", l.Name, l.Grid, splits, g.seq, g.heads)
+	}
+	part, err := l.Float32s(l.PtrArg(0), g.batch*g.heads*g.seq*splits*(g.dv+2))
+	if err != nil {
+		return err
+	}
+	q, k, v, bias, err := simAttnInputs(l, dt, g)
+	if err != nil {
+		return err
+	}
+	acc := make([]float64, g.dv)
+	for b := range g.batch {
+		for h := range g.heads {
+			vb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dv)
+			for s := range g.seq {
+				end := attnKeys(s, g.kvSeq, g.causal)
+				chunk := ((end+splits-1)/splits + 31) / 32 * 32
+				scores := make([]float64, end)
+				simAttnScores(scores, q, k, bias, g, b, h, s)
+				for sp := range splits {
+					m, sum := math.Inf(-1), 0.0
+					clear(acc)
+					for j := sp * chunk; j < min(sp*chunk+chunk, end); j++ {
+						sc := scores[j]
+						if math.IsInf(sc, -1) {
+							continue // weighs exp(-inf) = 0
+						}
+						mn := max(m, sc)
+						corr, p := math.Exp(m-mn), math.Exp(sc-mn)
+						sum = sum*corr + p
+						for d := range g.dv {
+							acc[d] = acc[d]*corr + p*v.float(vb+int64(j*g.dv+d))
+						}
+						m = mn
+					}
+					out := part[(((b*g.heads+h)*g.seq+s)*splits+sp)*(g.dv+2):]
+					out[0], out[1] = float32(m), float32(sum)
+					for d := range g.dv {
+						out[2+d] = float32(acc[d])
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simAttnPrefill is cudaep_attn_prefill_<t>(out, q, k, v, mask, heads, kvHeads, seq, kvSeq,
+// dk, dv, maskStrides[4], maskKind, causal, scale, keyTile), grid (ceil(seq / 16), heads,
+// batch): every query row's attention over the keys it sees (NaN for a row whose keys are
+// all masked). It checks the grid and that the dynamic shared memory covers the kernel's
+// tiles.
+func simAttnPrefill(l *cudadrv.KernelLaunch, dt DType) error {
+	g, err := simAttnArgs(l)
+	if err != nil {
+		return err
+	}
+	bk := int(l.U32Arg(18))
+	need := 4 * (gqaPrefillTile*g.dk + bk*int(attnKeyStride(int64(g.dk))) + bk*g.dv + gqaPrefillTile*32)
+	if bk < 1 || bk > 32 || int(l.SharedMem) < need || need > gqaSharedLimit {
+		return fmt.Errorf("%s: key tile %d with %d bytes of shared memory (the tiles need %d)", l.Name, bk, l.SharedMem, need)
+	}
+	if int(l.Grid.X) != (g.seq+gqaPrefillTile-1)/gqaPrefillTile || int(l.Grid.Y) != g.heads {
+		return fmt.Errorf("%s: grid %v for %d rows of %d heads", l.Name, l.Grid, g.seq, g.heads)
+	}
+	out, err := simView(l, l.PtrArg(0), dt, g.batch*g.heads*g.seq*g.dv)
+	if err != nil {
+		return err
+	}
+	q, k, v, bias, err := simAttnInputs(l, dt, g)
+	if err != nil {
+		return err
+	}
+	for b := range g.batch {
+		for h := range g.heads {
+			vb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dv)
+			for s := range g.seq {
+				scores := make([]float64, attnKeys(s, g.kvSeq, g.causal))
+				simAttnScores(scores, q, k, bias, g, b, h, s)
+				refSoftmaxLine(scores, scores)
+				dst := int64(((b*g.heads+h)*g.seq + s) * g.dv)
+				for d := range int64(g.dv) {
+					y := 0.0
+					for j, p := range scores {
+						y += p * v.float(vb+int64(j*g.dv)+d)
+					}
+					out.setFloat(dst+d, y)
 				}
 			}
 		}

@@ -1,5 +1,6 @@
-// Attention kernels of package kernels (rotary.go and attention.go launch them,
-// sim_attention.go mirrors them): com.microsoft's RotaryEmbedding, and GroupQueryAttention as
+// Attention kernels of package kernels (rotary.go, attention.go and onnx_attention.go launch
+// them, sim_attention.go mirrors them): ONNX's Attention (opset 23, at the end of the file),
+// com.microsoft's RotaryEmbedding, and GroupQueryAttention as
 // an append pass (rotary on the new keys, the new keys and values written into the present
 // cache), then either the decode pass (one query token; the cache is split across thread
 // blocks, each writes a partial softmax result, and a reduce pass combines them) or the
@@ -160,6 +161,46 @@ __device__ __forceinline__ float gqa_query(const T* qrow, u64 d, u64 rot, unsign
 	return to_float(from_float<T>(rotated(qrow, d, rot, interleaved, cosc, sinc, pos, max_pos)));
 }
 
+// attn_write_partial is the end of a split-K decode block (gqa_decode, attn_decode): it merges
+// the ATTN_WARPS warps' running softmax states (each warp's maximum m, sum of exponentials l
+// and weighted sums acc, dimension lane + 32 * i in acc[i], of n <= ATTN_MAX_HEAD dimensions)
+// through shared memory and writes the block's partial result at out: the maximum, the sum of
+// exp(score - max) and n sums of exp(score - max) * value (an empty state: -inf, 0, zeros).
+__device__ __forceinline__ void attn_write_partial(float* out, float m, float l, const float* acc, u64 n) {
+	__shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
+	__shared__ float wacc[ATTN_WARPS][ATTN_MAX_HEAD];
+	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (lane == 0) {
+		wm[warp] = m;
+		wl[warp] = l;
+	}
+#pragma unroll
+	for (int i = 0; i < ATTN_PER_LANE; ++i) {
+		const u64 d = lane + 32 * i;
+		if (d < n) wacc[warp][d] = acc[i];
+	}
+	__syncthreads();
+	float M = NEG_INF, wt[ATTN_WARPS];
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, wm[w]);
+	float L = 0.0f;
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; ++w) {
+		wt[w] = wm[w] == NEG_INF ? 0.0f : expf(wm[w] - M);
+		L += wl[w] * wt[w];
+	}
+	if (threadIdx.x == 0) {
+		out[0] = M;
+		out[1] = L;
+	}
+	for (u64 d = threadIdx.x; d < n; d += blockDim.x) {
+		float a = 0.0f;
+#pragma unroll
+		for (int w = 0; w < ATTN_WARPS; ++w) a += wacc[w][d] * wt[w];
+		out[2 + d] = a;
+	}
+}
+
 // gqa_decode is the split pass of one query token per (batch, head): grid (splits, seq *
 // heads, batch), ATTN_WARPS warps. Block (sp, y, b) takes chunk sp of the keys query (s, h) =
 // (y / heads, y % heads) sees, split evenly among the splits at run time, and writes its
@@ -172,8 +213,6 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 	const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, u64 head_size, u64 cap, u64 rot,
 	u64 max_pos, unsigned interleaved, float scale, unsigned splits) {
 	__shared__ float qs[ATTN_MAX_HEAD];
-	__shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
-	__shared__ float wacc[ATTN_WARPS][ATTN_MAX_HEAD];
 	const u64 D = head_size, b = blockIdx.z, h = blockIdx.y % heads, s = blockIdx.y / heads, kvh = h / (heads / kv_heads);
 	const unsigned sp = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	i64 past, tot_b;
@@ -208,42 +247,16 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 		}
 		m = mn;
 	}
-	if (lane == 0) {
-		wm[warp] = m;
-		wl[warp] = l;
-	}
-#pragma unroll
-	for (int i = 0; i < ATTN_PER_LANE; ++i) {
-		const u64 d = lane + 32 * i;
-		if (d < D) wacc[warp][d] = acc[i];
-	}
-	__syncthreads();
-	float M = NEG_INF, wt[ATTN_WARPS];
-#pragma unroll
-	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, wm[w]);
-	float L = 0.0f;
-#pragma unroll
-	for (int w = 0; w < ATTN_WARPS; ++w) {
-		wt[w] = wm[w] == NEG_INF ? 0.0f : expf(wm[w] - M);
-		L += wl[w] * wt[w];
-	}
-	float* out = part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (D + 2);
-	if (threadIdx.x == 0) {
-		out[0] = M;
-		out[1] = L;
-	}
-	for (u64 d = threadIdx.x; d < D; d += blockDim.x) {
-		float a = 0.0f;
-#pragma unroll
-		for (int w = 0; w < ATTN_WARPS; ++w) a += wacc[w][d] * wt[w];
-		out[2 + d] = a;
-	}
+	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (D + 2), m, l, acc, D);
 }
 
-// gqa_reduce combines the splits' partial results of each of rows (batch * seq * heads) query
-// rows into out [batch, seq, heads * head_size]: one block per row (grid-stride).
+// gqa_reduce combines the splits' partial results of each of rows query rows into out, row r
+// at out[r * head_size] (GroupQueryAttention: rows batch * seq * heads of [batch, seq, heads *
+// head_size]; Attention: batch * heads * seq of [batch, heads, seq, v_head_size]): one block
+// per row (grid-stride). A row whose splits hold no weight (every key masked) is empty.
 template <typename T>
-__device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits) {
+__device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits,
+	float empty) {
 	const u64 stride = head_size + 2;
 	for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
 		const float* pr = part + row * splits * stride;
@@ -258,7 +271,7 @@ __device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, 
 				L += pr[sp * stride + 1] * w;
 				a += pr[sp * stride + 2 + d] * w;
 			}
-			out[row * head_size + d] = from_float<T>(L > 0.0f ? a / L : 0.0f);
+			out[row * head_size + d] = from_float<T>(L > 0.0f ? a / L : empty);
 		}
 	}
 }
@@ -362,6 +375,302 @@ __device__ __forceinline__ void gqa_prefill(T* out, const T* q, const T* kc, con
 	}
 }
 
+// ONNX Attention (opset 23), 4-D: Q [batch, heads, seq, dk], K [batch, kv_heads, kv_seq, dk],
+// V [batch, kv_heads, kv_seq, dv], Y [batch, heads, seq, dv]; query head h reads kv head h /
+// (heads / kv_heads). Row s of head h scores key j as dot(q, k_j) * scale + bias, the bias
+// being the mask's element (b, h, s, j) through the element strides msb, msh, mss, msj (0
+// where the mask repeats): its value (mask_kind 1, a float mask of T), 0 or -inf for a true
+// or false byte (kind 2), or 0 (kind 0, no mask); with causal, keys j > s are left out (the
+// upper-left alignment). The softmax over the keys runs in float32 with a running maximum; a
+// row that sees no key of finite score (every key masked) is NaN, as in ONNX's reference.
+
+// attn_bias is the mask's term for key j of the row whose mask elements start at mrow.
+template <typename T>
+__device__ __forceinline__ float attn_bias(const void* mask, unsigned kind, i64 mrow, i64 msj, i64 j) {
+	if (kind == 1) return to_float(((const T*)mask)[mrow + j * msj]);
+	if (kind == 2) return ((const u8*)mask)[mrow + j * msj] ? 0.0f : NEG_INF;
+	return 0.0f;
+}
+
+// attn_keys is how many keys row s sees: kv_seq, or with causal min(kv_seq, s + 1).
+__device__ __forceinline__ i64 attn_keys(u64 s, u64 kv_seq, unsigned causal) {
+	return (i64)(causal && s + 1 < kv_seq ? s + 1 : kv_seq);
+}
+
+// attn_dot is the dot product of the float32 query qs (shared memory: every lane reads the
+// same element, a broadcast) with the key row kr of dk elements, in 16-byte packs when vec.
+template <typename T>
+__device__ __forceinline__ float attn_dot(const float* qs, const T* kr, u64 dk, bool vec) {
+	float dot = 0.0f;
+	if (vec) {
+		const int V = 16 / sizeof(T);
+		const Pack<T>* kp = (const Pack<T>*)kr;
+		const u64 packs = dk / V;
+#pragma unroll 4
+		for (u64 p = 0; p < packs; ++p) {
+			const Pack<T> x = kp[p];
+#pragma unroll
+			for (int e = 0; e < V; ++e) dot += qs[p * V + e] * to_float(x.v[e]);
+		}
+	} else {
+		for (u64 d = 0; d < dk; ++d) dot += qs[d] * to_float(kr[d]);
+	}
+	return dot;
+}
+
+// attn_decode is the split pass for few query rows: grid (splits, heads * seq, batch),
+// ATTN_WARPS warps. Block (sp, y, b) takes row s = y % seq of head h = y / seq and chunk sp of
+// the keys it sees, split evenly among the splits at run time in whole warp tiles of 32 keys,
+// and writes its partial result (attn_write_partial) at part[((b * gridDim.y + y) * splits +
+// sp) * (dv + 2)]: partial row b * heads * seq + h * seq + s, Y's row order. A warp takes
+// tiles of 32 keys in turn, lane j scoring key j of the tile against the query (the whole key
+// row in 16-byte packs), then updates its running softmax once per tile and accumulates the
+// tile's values, each lane dv / 32 dimensions.
+template <typename T>
+__device__ __forceinline__ void attn_decode(float* part, const T* q, const T* k, const T* v, const void* mask, u64 heads,
+	u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, i64 msj, unsigned mask_kind,
+	unsigned causal, float scale, unsigned splits) {
+	__shared__ float qs[ATTN_MAX_HEAD];
+	const u64 b = blockIdx.z, h = blockIdx.y / seq, s = blockIdx.y % seq, kvh = h / (heads / kv_heads);
+	const unsigned sp = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const T* qrow = q + ((b * heads + h) * seq + s) * dk;
+	for (u64 d = threadIdx.x; d < dk; d += blockDim.x) qs[d] = to_float(qrow[d]);
+	__syncthreads();
+	const i64 kend = attn_keys(s, kv_seq, causal);
+	i64 chunk = (kend + splits - 1) / splits;
+	chunk = (chunk + 31) / 32 * 32;
+	const i64 start = chunk * sp, end = start + chunk < kend ? start + chunk : kend;
+	const T* kb = k + (b * kv_heads + kvh) * kv_seq * dk;
+	const T* vb = v + (b * kv_heads + kvh) * kv_seq * dv;
+	const i64 mrow = (i64)b * msb + (i64)h * msh + (i64)s * mss;
+	const bool vec = dk % (16 / sizeof(T)) == 0 && ((u64)k & 15) == 0;
+	float m = NEG_INF, l = 0.0f, acc[ATTN_PER_LANE];
+#pragma unroll
+	for (int i = 0; i < ATTN_PER_LANE; ++i) acc[i] = 0.0f;
+	for (i64 j0 = start + 32 * (i64)warp; j0 < end; j0 += 32 * ATTN_WARPS) {
+		const i64 j = j0 + lane;
+		float sc = NEG_INF;
+		if (j < end) sc = attn_dot(qs, kb + (u64)j * dk, dk, vec) * scale + attn_bias<T>(mask, mask_kind, mrow, msj, j);
+		const float mn = MaxOp::combine(m, warp_reduce<MaxOp>(sc));
+		if (mn == NEG_INF) continue; // every key so far is masked (the same in every lane)
+		const float p = expf(sc - mn), corr = expf(m - mn);
+		l = l * corr + warp_reduce<SumOp>(p);
+		m = mn;
+#pragma unroll
+		for (int i = 0; i < ATTN_PER_LANE; ++i) acc[i] *= corr;
+		const int nk = end - j0 < 32 ? (int)(end - j0) : 32;
+#pragma unroll 4
+		for (int jj = 0; jj < nk; ++jj) {
+			const float pj = __shfl_sync(0xffffffffu, p, jj);
+			const T* vr = vb + (u64)(j0 + jj) * dv;
+#pragma unroll
+			for (int i = 0; i < ATTN_PER_LANE; ++i) {
+				const u64 d = lane + 32 * i;
+				if (d < dv) acc[i] += pj * to_float(vr[d]);
+			}
+		}
+	}
+	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), m, l, acc, dv);
+}
+
+// F4 is four floats read or written at once in shared memory.
+struct __attribute__((aligned(16))) F4 {
+	float x, y, z, w;
+};
+
+// attn_kstride is the row stride of the prefill kernel's staged keys: dk + 4 when dk is a
+// multiple of 4 (rows stay 16-byte aligned for F4 reads, and 8 lanes of an F4 read hit 32
+// distinct banks), else dk + 1 (lane j reads row j: distinct banks).
+__device__ __forceinline__ unsigned attn_kstride(unsigned dk) { return dk % 4 == 0 ? dk + 4 : dk + 1; }
+
+// attn_stage copies rows key0 … key0 + bk - 1 of src (rows of n elements; rows from kmax on
+// are zeros) into dst (row stride ds) as float32, in 16-byte packs when vec.
+template <typename T>
+__device__ __forceinline__ void attn_stage(float* dst, unsigned ds, const T* src, unsigned n, i64 key0, i64 kmax,
+	unsigned bk, bool vec) {
+	if (vec) {
+		const unsigned V = 16 / sizeof(T), units = n / V;
+		for (unsigned e = threadIdx.x; e < bk * units; e += blockDim.x) {
+			const unsigned j = e / units, c = (e - j * units) * V;
+			float* o = dst + j * ds + c;
+			if (key0 + (i64)j < kmax) {
+				const Pack<T> p = *(const Pack<T>*)(src + (u64)(key0 + j) * n + c);
+#pragma unroll
+				for (unsigned t = 0; t < V; ++t) o[t] = to_float(p.v[t]);
+			} else {
+#pragma unroll
+				for (unsigned t = 0; t < V; ++t) o[t] = 0.0f;
+			}
+		}
+		return;
+	}
+	for (unsigned e = threadIdx.x; e < bk * n; e += blockDim.x) {
+		const unsigned j = e / n, d = e - j * n;
+		dst[j * ds + d] = key0 + (i64)j < kmax ? to_float(src[(u64)(key0 + j) * n + d]) : 0.0f;
+	}
+}
+
+// attn_prefill is the attention of many query rows: grid (ceil(seq / PF_TILE), heads, batch),
+// ATTN_WARPS warps, dynamic shared memory for PF_TILE * dk + bk * attn_kstride(dk) + bk * dv +
+// PF_TILE * 32 floats. Block (t, h, b) takes query rows [t * PF_TILE, t * PF_TILE + PF_TILE)
+// of head h (with causal, t counts from the last tile, so that the longest blocks start
+// first), PF_ROWS per warp, and walks the keys in tiles of bk (at most 32) staged in shared
+// memory: lane j scores key j of the tile against its warp's rows, reading each key element
+// once for all of them, the running softmax is updated per row, and each lane accumulates the
+// values of its dv / 32 dimensions for all rows (skipped by a warp whose weights in the tile
+// are all 0). A tile that no row of the block needs is skipped: past every row's causal end,
+// or, with a mask, when every row that sees it already has a maximum above -1e29 and the mask
+// gives it no key above -1e30 (a finite "minus infinity" such as an exported causal mask's
+// lowest float: those keys weigh exp(score - max) = 0 exactly, for scores below 1e29).
+template <typename T>
+__device__ __forceinline__ void attn_prefill(T* out, const T* q, const T* k, const T* v, const void* mask, u64 heads,
+	u64 kv_heads, u64 seq, u64 kv_seq, u64 dk64, u64 dv64, i64 msb, i64 msh, i64 mss, i64 msj, unsigned mask_kind,
+	unsigned causal, float scale, unsigned bk) {
+	extern __shared__ float smem[];
+	const unsigned dk = (unsigned)dk64, dv = (unsigned)dv64, ksd = attn_kstride(dk);
+	const unsigned tile = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+	const u64 b = blockIdx.z, h = blockIdx.y, kvh = h / (heads / kv_heads), s0 = (u64)tile * PF_TILE;
+	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	float* qs = smem;
+	float* ks = qs + PF_TILE * dk;
+	float* vs = ks + bk * ksd;
+	float* ps = vs + bk * dv;
+	for (unsigned e = threadIdx.x; e < PF_TILE * dk; e += blockDim.x) {
+		const unsigned r = e / dk, d = e - r * dk;
+		const u64 s = s0 + r;
+		qs[e] = s < seq ? to_float(q[((b * heads + h) * seq + s) * dk + d]) : 0.0f;
+	}
+	const u64 last = (s0 + PF_TILE < seq ? s0 + PF_TILE : seq) - 1;
+	const i64 kmax = attn_keys(last, kv_seq, causal);
+	float m[PF_ROWS], l[PF_ROWS], acc[PF_ROWS][ATTN_PER_LANE];
+	i64 kend[PF_ROWS], mrow[PF_ROWS];
+#pragma unroll
+	for (int r = 0; r < PF_ROWS; ++r) {
+		const u64 s = s0 + warp * PF_ROWS + r;
+		kend[r] = s < seq ? attn_keys(s, kv_seq, causal) : 0;
+		mrow[r] = (i64)b * msb + (i64)h * msh + (i64)s * mss;
+		m[r] = NEG_INF;
+		l[r] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < ATTN_PER_LANE; ++i) acc[r][i] = 0.0f;
+	}
+	const T* kb = k + (b * kv_heads + kvh) * kv_seq * dk;
+	const T* vb = v + (b * kv_heads + kvh) * kv_seq * dv;
+	const unsigned V = 16 / sizeof(T);
+	const bool kvec = dk % V == 0 && ((u64)k & 15) == 0, vvec = dv % V == 0 && ((u64)v & 15) == 0;
+	for (i64 kt = 0; kt < kmax; kt += bk) {
+		// Does a row of the block need this tile? (The vote is also the barrier after the previous
+		// tile's readers and, the first time, after qs is written.)
+		int need = 0;
+#pragma unroll
+		for (int r = 0; r < PF_ROWS; ++r) {
+			if (kt >= kend[r]) continue;
+			if (mask_kind == 0 || !(m[r] > -1e29f)) {
+				need = 1;
+			} else if (lane < bk && kt + (i64)lane < kend[r] &&
+				attn_bias<T>(mask, mask_kind, mrow[r], msj, kt + (i64)lane) > -1e30f) {
+				need = 1;
+			}
+		}
+		if (!__syncthreads_or(need)) continue;
+		attn_stage(ks, ksd, kb, dk, kt, kmax, bk, kvec);
+		attn_stage(vs, dv, vb, dv, kt, kmax, bk, vvec);
+		__syncthreads();
+		float dots[PF_ROWS];
+#pragma unroll
+		for (int r = 0; r < PF_ROWS; ++r) dots[r] = 0.0f;
+		if (lane < bk) {
+			const float* kr = ks + lane * ksd;
+			const float* qw = qs + warp * PF_ROWS * dk;
+			if (dk % 4 == 0) {
+				for (unsigned d = 0; d < dk; d += 4) {
+					const F4 kd = *(const F4*)(kr + d);
+#pragma unroll
+					for (int r = 0; r < PF_ROWS; ++r) {
+						const F4 qd = *(const F4*)(qw + r * dk + d);
+						dots[r] += qd.x * kd.x + qd.y * kd.y + qd.z * kd.z + qd.w * kd.w;
+					}
+				}
+			} else {
+				for (unsigned d = 0; d < dk; ++d) {
+					const float kd = kr[d];
+#pragma unroll
+					for (int r = 0; r < PF_ROWS; ++r) dots[r] += qw[r * dk + d] * kd;
+				}
+			}
+		}
+		int any = 0;
+#pragma unroll
+		for (int r = 0; r < PF_ROWS; ++r) {
+			const i64 key = kt + (i64)lane;
+			float sc = NEG_INF;
+			if (lane < bk && key < kend[r]) sc = dots[r] * scale + attn_bias<T>(mask, mask_kind, mrow[r], msj, key);
+			const float mn = MaxOp::combine(m[r], warp_reduce<MaxOp>(sc));
+			float p = 0.0f;
+			if (mn != NEG_INF) {
+				p = expf(sc - mn);
+				const float corr = expf(m[r] - mn);
+				l[r] = l[r] * corr + warp_reduce<SumOp>(p);
+#pragma unroll
+				for (int i = 0; i < ATTN_PER_LANE; ++i) acc[r][i] *= corr;
+				m[r] = mn;
+			}
+			any |= p != 0.0f;
+			ps[(warp * PF_ROWS + r) * 32 + lane] = p;
+		}
+		__syncwarp();
+		if (__any_sync(0xffffffffu, any)) {
+			const float* pw = ps + warp * PF_ROWS * 32;
+			for (unsigned j = 0; j < bk; ++j) {
+				float pj[PF_ROWS];
+#pragma unroll
+				for (int r = 0; r < PF_ROWS; ++r) pj[r] = pw[r * 32 + j];
+#pragma unroll
+				for (int i = 0; i < ATTN_PER_LANE; ++i) {
+					const unsigned d = lane + 32 * i;
+					if (d < dv) {
+						const float vd = vs[j * dv + d];
+#pragma unroll
+						for (int r = 0; r < PF_ROWS; ++r) acc[r][i] += pj[r] * vd;
+					}
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < PF_ROWS; ++r) {
+		const u64 s = s0 + warp * PF_ROWS + r;
+		if (s >= seq) continue;
+		T* orow = out + ((b * heads + h) * seq + s) * dv;
+#pragma unroll
+		for (int i = 0; i < ATTN_PER_LANE; ++i) {
+			const unsigned d = lane + 32 * i;
+			if (d < dv) orow[d] = from_float<T>(l[r] > 0.0f ? acc[r][i] / l[r] : QNAN);
+		}
+	}
+}
+
+#define ONNX_ATTENTION(sfx, T) \
+	extern "C" __global__ void cudaep_attn_decode_##sfx(float* part, const T* q, const T* k, const T* v, \
+		const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, \
+		i64 msj, unsigned mask_kind, unsigned causal, float scale, unsigned splits) { \
+		attn_decode<T>(part, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, mask_kind, causal, \
+			scale, splits); \
+	} \
+	extern "C" __global__ void cudaep_attn_reduce_##sfx(T* out, const float* part, u64 rows, u64 dv, unsigned splits) { \
+		gqa_reduce<T>(out, part, rows, dv, splits, QNAN); \
+	} \
+	extern "C" __global__ void cudaep_attn_prefill_##sfx(T* out, const T* q, const T* k, const T* v, \
+		const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, \
+		i64 msj, unsigned mask_kind, unsigned causal, float scale, unsigned bk) { \
+		attn_prefill<T>(out, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, mask_kind, causal, \
+			scale, bk); \
+	}
+
+ONNX_ATTENTION(f32, float)
+ONNX_ATTENTION(f16, half_t)
+ONNX_ATTENTION(bf16, bf16_t)
+
 #define ATTENTION(sfx, T) \
 	extern "C" __global__ void cudaep_rotary_##sfx(T* out, const T* x, const i64* pos, const T* cosc, const T* sinc, \
 		u64 batch, u64 seq, u64 heads, u64 head_size, u64 rot, u64 max_pos, unsigned transposed, unsigned interleaved, \
@@ -382,7 +691,7 @@ __device__ __forceinline__ void gqa_prefill(T* out, const T* q, const T* kc, con
 	} \
 	extern "C" __global__ void cudaep_gqa_reduce_##sfx(T* out, const float* part, u64 rows, u64 head_size, \
 		unsigned splits) { \
-		gqa_reduce<T>(out, part, rows, head_size, splits); \
+		gqa_reduce<T>(out, part, rows, head_size, splits, 0.0f); \
 	} \
 	extern "C" __global__ void cudaep_gqa_prefill_##sfx(T* out, const T* q, const T* kc, const T* vc, \
 		const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, \

@@ -30,3 +30,7 @@ __device__ float cosf(float);
 __device__ float rsqrtf(float);
 __device__ float __uint_as_float(unsigned);
 __device__ unsigned __float_as_uint(float);
+__device__ void __syncwarp(unsigned mask = 0xffffffffu);
+__device__ int __any_sync(unsigned, int);
+__device__ float __shfl_sync(unsigned, float, int);
+__device__ int __syncthreads_or(int);
