@@ -119,8 +119,10 @@ type torchResults struct {
 
 // TestOpBenchTable measures, never asserts, memory-bound ops on 256 MiB tensors (float32 and
 // float16) in bytes per second against the H200's peak and against PyTorch on the same shapes
-// (from torch_ops.py, run just before in the same job), and float16/bfloat16 MatMul at M = 1,
-// 16, 512 and 4096 (K = N = 4096) against cublasGemmEx called directly on the same buffers.
+// (from torch_ops.py, run just before in the same job), the cudaep ops SiluMul and RotateHalf
+// on tensors of the same size, bfloat16 Attention of a Llama decoder's shapes (decode at T =
+// 4096, prefill at 512 and 2048) in TFLOP/s, and float16/bfloat16 MatMul at M = 1, 16, 512
+// and 4096 (K = N = 4096) against cublasGemmEx called directly on the same buffers.
 // Device time comes from events around a batch of calls; the median of the samples is
 // reported, ours and the raw baseline alternating.
 func TestOpBenchTable(t *testing.T) {
@@ -310,6 +312,12 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		run("transpose/"+sfx, fmt.Sprintf("Transpose %s[%d,%d] perm [1,0]", sfx, side, n/side),
 			kernels.Spec{Op: "Transpose", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, side, n/side)}}, 2*tb)
+		run("silumul/"+sfx, fmt.Sprintf("cudaep.SiluMul %s[%d] · [%d]", sfx, n, n),
+			kernels.Spec{Op: "cudaep.SiluMul", Opset: 1, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb)
+		rows := n / (32 * 64)
+		run("rotatehalf/"+sfx, fmt.Sprintf("cudaep.RotateHalf %s[1,32,%d,64] with cos, sin [1,1,%d,64]", sfx, rows, rows),
+			kernels.Spec{Op: "cudaep.RotateHalf", Opset: 1, Inputs: []kernels.TensorInfo{info(dt, 1, 32, rows, 64), info(dt, 1, 1, rows, 64), info(dt, 1, 1, rows, 64)}},
+			2*tb+2*tb/32)
 		if os.Getenv(EnvOpBenchVariants) == "1" {
 			lnSpec := kernels.Spec{Op: "LayerNormalization", Opset: 17, Inputs: []kernels.TensorInfo{rowsInfo, info(dt, hidden), info(dt, hidden)}}
 			tol := 1e-5
@@ -340,6 +348,41 @@ func TestOpBenchTable(t *testing.T) {
 		src, dst := f.alloc(info(kernels.Float32, tensorBytes/4)), f.alloc(info(kernels.Float32, tensorBytes/4))
 		o, _ := measure(batch, func() error { return f.stream.CopyDtoDAsync(dst.Ptr, src.Ptr, uint64(tensorBytes)) }, nil)
 		rep.Rows = append(rep.Rows, opBenchRow{ID: "copy", Title: fmt.Sprintf("cuMemcpyDtoDAsync of %d MiB (reference)", tensorBytes>>20), Bytes: 2 * float64(tensorBytes), OursMs: o})
+	}
+
+	// Attention as a Llama decoder runs it (bfloat16, 32 query heads, 8 key-value heads, head
+	// size 64): decode against a long cache with its mask, prefill with is_causal and with a
+	// mask (the fill's values: no key tile is skipped, the mask's worst case).
+	attnSeqs := [][2]int64{{1, 4096}, {2048, 2048}, {512, 512}}
+	if sim {
+		attnSeqs = [][2]int64{{1, 256}, {64, 64}, {32, 32}}
+	}
+	for i, st := range attnSeqs {
+		dt, seq, kv := kernels.BFloat16, st[0], st[1]
+		spec := kernels.Spec{Op: "Attention", Opset: 23, Attrs: map[string]kernels.Attribute{},
+			Inputs: []kernels.TensorInfo{info(dt, 1, 32, seq, 64), info(dt, 1, 8, kv, 64), info(dt, 1, 8, kv, 64)}}
+		flop := 4 * 32 * float64(seq*kv) * 64
+		what := "mask [1,1,S,T]"
+		if i == 1 {
+			spec.Attrs["is_causal"] = kernels.IntAttr(1)
+			flop, what = flop/2, "is_causal"
+		} else {
+			spec.Inputs = append(spec.Inputs, info(dt, 1, 1, seq, kv))
+		}
+		id := fmt.Sprintf("attention/bf16/s%d/t%d", seq, kv)
+		if !rowFilter.MatchString(id) {
+			continue
+		}
+		k := f.get(spec)
+		ins, outs := inputs(spec), f.outputs(k)
+		o, _ := measure(batch, func() error { return k.Execute(ins, outs) }, nil)
+		var moved float64
+		for _, in := range spec.Inputs {
+			moved += float64(in.Bytes())
+		}
+		path, n := kernels.AttentionPlan(k)
+		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: fmt.Sprintf("Attention bf16 Q [1,32,%d,64], K, V [1,8,%d,64], %s [%s %d]", seq, kv, what, path, n),
+			Bytes: moved + float64(k.Outputs()[0].Bytes()), FLOP: flop, OursMs: o})
 	}
 
 	// GEMM: ep MatMul against GemmEx on the same buffers.
