@@ -1,0 +1,392 @@
+package ep_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+	"github.com/cudaep/cudaep/ep"
+)
+
+// graphBuilder writes node lists the way an exporter does, inferring each output's shape from
+// the kernel the provider builds for the node.
+type graphBuilder struct {
+	t      *testing.T
+	p      *ep.Provider
+	nodes  []ep.Node
+	inputs []ep.Value // the graph's inputs, filled with random data by run
+	n      int
+}
+
+func newGraph(t *testing.T, p *ep.Provider) *graphBuilder { return &graphBuilder{t: t, p: p} }
+
+func (g *graphBuilder) input(name string, dt ep.DType, shape ...int64) ep.Value {
+	v := ep.Value{Name: name, Info: ep.TensorInfo{DType: dt, Shape: shape}}
+	g.inputs = append(g.inputs, v)
+	return v
+}
+
+// floats is a constant floating-point tensor.
+func (g *graphBuilder) floats(dt ep.DType, shape []int64, vals ...float64) ep.Value {
+	g.n++
+	c := ep.FloatsConst(vals...)
+	return ep.Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: dt, Shape: shape}, Const: &c}
+}
+
+// ints is a constant int64 vector.
+func (g *graphBuilder) ints(vals ...int64) ep.Value {
+	g.n++
+	c := ep.IntsConst(vals...)
+	return ep.Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: ep.Int64, Shape: []int64{int64(len(vals))}}, Const: &c}
+}
+
+// op appends a node and returns its (first) output.
+func (g *graphBuilder) op(op string, attrs map[string]ep.Attribute, ins ...ep.Value) ep.Value {
+	g.t.Helper()
+	g.n++
+	opset := 18
+	if op == "Attention" {
+		opset = 23
+	}
+	n := ep.Node{Name: fmt.Sprintf("%s_%d", op, g.n), Op: op, Opset: opset, Attrs: attrs, Inputs: ins}
+	k, err := g.p.GetKernel(nodeSpec(n))
+	require.NoError(g.t, err, "node %s", n.Name)
+	out := ep.Value{Name: fmt.Sprintf("v%d", g.n), Info: k.Outputs()[0]}
+	n.Outputs = []ep.Value{out}
+	g.nodes = append(g.nodes, n)
+	return out
+}
+
+func nodeSpec(n ep.Node) ep.Spec {
+	spec := ep.Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: 1, Consts: map[int]ep.Const{}}
+	for i, v := range n.Inputs {
+		spec.Inputs = append(spec.Inputs, v.Info)
+		if v.Const != nil {
+			spec.Consts[i] = *v.Const
+		}
+	}
+	return spec
+}
+
+// encode writes vals as dt's bytes.
+func encode(dt ep.DType, vals []float64) []byte {
+	b := make([]byte, 0, len(vals)*8)
+	for _, v := range vals {
+		switch dt {
+		case ep.Float32:
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(v)))
+		case ep.BFloat16:
+			b = binary.LittleEndian.AppendUint16(b, cudadrv.BFloat16Bits(float32(v)))
+		case ep.Float16:
+			b = binary.LittleEndian.AppendUint16(b, cudadrv.Float16Bits(float32(v)))
+		case ep.Int64:
+			b = binary.LittleEndian.AppendUint64(b, uint64(int64(v)))
+		default:
+			panic("encode: dtype " + dt.String())
+		}
+	}
+	return b
+}
+
+// decode reads dt's bytes as float64s.
+func decode(dt ep.DType, b []byte) []float64 {
+	var out []float64
+	for len(b) > 0 {
+		switch dt {
+		case ep.Float32:
+			out = append(out, float64(math.Float32frombits(binary.LittleEndian.Uint32(b))))
+			b = b[4:]
+		case ep.BFloat16:
+			out = append(out, float64(cudadrv.BFloat16Value(binary.LittleEndian.Uint16(b))))
+			b = b[2:]
+		case ep.Float16:
+			out = append(out, float64(cudadrv.Float16Value(binary.LittleEndian.Uint16(b))))
+			b = b[2:]
+		default:
+			panic("decode: dtype " + dt.String())
+		}
+	}
+	return out
+}
+
+// run executes nodes kernel by kernel on data (by input name) and returns the value named out.
+func run(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float64, out string) []float64 {
+	t.Helper()
+	vals, bufs := map[string]ep.Tensor{}, map[string]*ep.Buffer{}
+	put := func(v ep.Value, host []float64) {
+		b := alloc(t, p, uint64(max(v.Info.Bytes(), 1)))
+		require.NoError(t, p.CopyToDevice(b, 0, encode(v.Info.DType, host)))
+		vals[v.Name], bufs[v.Name] = ep.Tensor{TensorInfo: v.Info, Ptr: b.Ptr()}, b
+	}
+	for _, n := range nodes {
+		var ins []ep.Tensor
+		for _, v := range n.Inputs {
+			if _, ok := vals[v.Name]; !ok {
+				switch {
+				case v.Const != nil && v.Const.Ints != nil:
+					f := make([]float64, len(v.Const.Ints))
+					for i, x := range v.Const.Ints {
+						f[i] = float64(x)
+					}
+					put(v, f)
+				case v.Const != nil:
+					put(v, v.Const.Floats)
+				default:
+					d, ok := data[v.Name]
+					require.True(t, ok, "no data for %s", v.Name)
+					put(v, d)
+				}
+			}
+			ins = append(ins, vals[v.Name])
+		}
+		k, err := p.GetKernel(nodeSpec(n))
+		require.NoError(t, err, "node %s", n.Name)
+		var outs []ep.Tensor
+		for i, info := range k.Outputs() {
+			b := alloc(t, p, uint64(max(info.Bytes(), 1)))
+			outs = append(outs, ep.Tensor{TensorInfo: info, Ptr: b.Ptr()})
+			if i == 0 {
+				vals[n.Outputs[0].Name], bufs[n.Outputs[0].Name] = outs[0], b
+			}
+		}
+		require.NoError(t, k.Execute(ins, outs), "node %s", n.Name)
+	}
+	res, ok := vals[out]
+	require.True(t, ok, "nothing makes %s", out)
+	b := make([]byte, res.Bytes())
+	require.NoError(t, p.CopyToHost(b, bufs[out], 0))
+	return decode(res.DType, b)
+}
+
+// randomData fills every graph input with distinct non-zero values in (-1, 1).
+func (g *graphBuilder) randomData() map[string][]float64 {
+	data := map[string][]float64{}
+	for _, v := range g.inputs {
+		f := drivertest.RandomFloat32(int(v.Info.NumElements()))
+		d := make([]float64, len(f))
+		for i, x := range f {
+			d[i] = float64(x)
+		}
+		data[v.Name] = d
+	}
+	return data
+}
+
+// ops lists the ops of nodes in order.
+func ops(nodes []ep.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.Op)
+	}
+	return out
+}
+
+// assertFusedSame checks that fusing g's nodes yields want's ops and the same value of out as
+// the unfused nodes, within tol relative to the largest magnitude.
+func assertFusedSame(t *testing.T, g *graphBuilder, out ep.Value, want []string, tol float64) []ep.Node {
+	t.Helper()
+	fused := g.p.Fuse(g.nodes, []string{out.Name})
+	require.Equal(t, want, ops(fused))
+	data := g.randomData()
+	ref := run(t, g.p, g.nodes, data, out.Name)
+	got := run(t, g.p, fused, data, out.Name)
+	require.Len(t, got, len(ref))
+	scale := 0.0
+	for _, r := range ref {
+		scale = math.Max(scale, math.Abs(r))
+	}
+	require.Positive(t, scale)
+	for i := range ref {
+		require.InDelta(t, ref[i], got[i], tol*scale, "element %d", i)
+	}
+	return fused
+}
+
+// rmsNormChain writes torch.onnx's RMSNorm of x with scale w: in float32 for a float32 x, else
+// between Casts.
+func rmsNormChain(g *graphBuilder, x, w ep.Value) ep.Value {
+	xf := x
+	if x.Info.DType != ep.Float32 {
+		xf = g.op("Cast", map[string]ep.Attribute{"to": ep.IntAttr(int64(ep.Float32))}, x)
+	}
+	p := g.op("Pow", nil, xf, g.floats(ep.Float32, nil, 2))
+	m := g.op("ReduceMean", map[string]ep.Attribute{"keepdims": ep.IntAttr(1)}, p, g.ints(-1))
+	a := g.op("Add", nil, m, g.floats(ep.Float32, nil, 1e-5))
+	s := g.op("Sqrt", nil, a)
+	r := g.op("Reciprocal", nil, s)
+	y := g.op("Mul", nil, xf, r)
+	if x.Info.DType != ep.Float32 {
+		y = g.op("Cast", map[string]ep.Attribute{"to": ep.IntAttr(int64(x.Info.DType))}, y)
+	}
+	return g.op("Mul", nil, w, y)
+}
+
+func TestFuseRMSNorm(t *testing.T) {
+	for _, tc := range []struct {
+		dt  ep.DType
+		tol float64
+	}{{ep.Float32, 1e-5}, {ep.BFloat16, 2e-2}, {ep.Float16, 2e-3}} {
+		t.Run(tc.dt.String(), func(t *testing.T) {
+			p := newProvider(t)
+			g := newGraph(t, p)
+			x := g.input("x", tc.dt, 2, 3, 64)
+			w := g.input("w", tc.dt, 64)
+			out := rmsNormChain(g, x, w)
+			fused := assertFusedSame(t, g, out, []string{"SimplifiedLayerNormalization"}, tc.tol)
+			assert.Equal(t, []string{"x", "w"}, []string{fused[0].Inputs[0].Name, fused[0].Inputs[1].Name})
+			assert.InDelta(t, 1e-5, fused[0].Attrs["epsilon"].Float(), 1e-12)
+		})
+	}
+}
+
+func TestFuseLeavesChainsWhoseIntermediatesOthersRead(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	x := g.input("x", ep.Float32, 2, 64)
+	w := g.input("w", ep.Float32, 64)
+	out := rmsNormChain(g, x, w)
+	mean := g.nodes[1].Outputs[0] // ReduceMean's output
+	unfused := ops(g.nodes)
+
+	// The mean is a graph output: the chain must stay.
+	assert.Equal(t, unfused, ops(p.Fuse(g.nodes, []string{out.Name, mean.Name})))
+	// A node outside the chain reads the mean.
+	extra := g.op("Relu", nil, mean)
+	assert.Equal(t, append(unfused, "Relu"), ops(p.Fuse(g.nodes, []string{out.Name, extra.Name})))
+}
+
+func TestFuseLeavesNearMisses(t *testing.T) {
+	for name, build := range map[string]func(g *graphBuilder) ep.Value{
+		"cube instead of square": func(g *graphBuilder) ep.Value {
+			x, w := g.input("x", ep.Float32, 2, 64), g.input("w", ep.Float32, 64)
+			pw := g.op("Pow", nil, x, g.floats(ep.Float32, nil, 3))
+			m := g.op("ReduceMean", map[string]ep.Attribute{"keepdims": ep.IntAttr(1)}, pw, g.ints(-1))
+			a := g.op("Add", nil, m, g.floats(ep.Float32, nil, 1e-5))
+			r := g.op("Reciprocal", nil, g.op("Sqrt", nil, a))
+			return g.op("Mul", nil, w, g.op("Mul", nil, x, r))
+		},
+		"mean over the first axis": func(g *graphBuilder) ep.Value {
+			x, w := g.input("x", ep.Float32, 64, 64), g.input("w", ep.Float32, 64)
+			pw := g.op("Pow", nil, x, g.floats(ep.Float32, nil, 2))
+			m := g.op("ReduceMean", map[string]ep.Attribute{"keepdims": ep.IntAttr(1)}, pw, g.ints(0))
+			a := g.op("Add", nil, m, g.floats(ep.Float32, nil, 1e-5))
+			r := g.op("Reciprocal", nil, g.op("Sqrt", nil, a))
+			return g.op("Mul", nil, w, g.op("Mul", nil, x, r))
+		},
+		"rotate by a third": func(g *graphBuilder) ep.Value {
+			x := g.input("x", ep.Float32, 1, 2, 3, 12)
+			cos, sin := g.input("cos", ep.Float32, 1, 1, 3, 12), g.input("sin", ep.Float32, 1, 1, 3, 12)
+			a := g.op("Slice", nil, x, g.ints(0), g.ints(4), g.ints(-1), g.ints(1))
+			b := g.op("Slice", nil, x, g.ints(4), g.ints(12), g.ints(-1), g.ints(1))
+			c := g.op("Concat", map[string]ep.Attribute{"axis": ep.IntAttr(-1)}, g.op("Neg", nil, b), a)
+			return g.op("Add", nil, g.op("Mul", nil, x, cos), g.op("Mul", nil, c, sin))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newProvider(t)
+			g := newGraph(t, p)
+			out := build(g)
+			assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+		})
+	}
+}
+
+func TestFuseLeavesUnknownShapes(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	x := g.input("x", ep.Float32, 2, 64)
+	w := g.input("w", ep.Float32, 64)
+	out := rmsNormChain(g, x, w)
+	for i := range g.nodes {
+		for j := range g.nodes[i].Inputs {
+			if g.nodes[i].Inputs[j].Name == "x" {
+				g.nodes[i].Inputs[j].Info.Shape = []int64{-1, 64}
+			}
+		}
+	}
+	assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+}
+
+// rotaryChain writes Hugging Face's x·cos + rotate_half(x)·sin as torch.onnx exports it.
+func rotaryChain(g *graphBuilder, x, cos, sin ep.Value) ep.Value {
+	d := x.Info.Shape[x.Info.Rank()-1]
+	a := g.op("Slice", nil, x, g.ints(0), g.ints(d/2), g.ints(-1), g.ints(1))
+	b := g.op("Slice", nil, x, g.ints(d/2), g.ints(math.MaxInt64), g.ints(-1), g.ints(1))
+	c := g.op("Concat", map[string]ep.Attribute{"axis": ep.IntAttr(-1)}, g.op("Neg", nil, b), a)
+	return g.op("Add", nil, g.op("Mul", nil, x, cos), g.op("Mul", nil, c, sin))
+}
+
+func TestFuseRotateHalf(t *testing.T) {
+	for _, dt := range []ep.DType{ep.Float32, ep.BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			p := newProvider(t)
+			g := newGraph(t, p)
+			x := g.input("x", dt, 1, 4, 3, 16)
+			cos, sin := g.input("cos", dt, 1, 1, 3, 16), g.input("sin", dt, 1, 1, 3, 16)
+			out := rotaryChain(g, x, cos, sin)
+			tol := 1e-6
+			if dt != ep.Float32 {
+				tol = 2e-2
+			}
+			assertFusedSame(t, g, out, []string{"cudaep.RotateHalf"}, tol)
+		})
+	}
+}
+
+func TestFuseSiluMul(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	a, b := g.input("a", ep.Float32, 2, 96), g.input("b", ep.Float32, 2, 96)
+	out := g.op("Mul", nil, g.op("Mul", nil, a, g.op("Sigmoid", nil, a)), b)
+	assertFusedSame(t, g, out, []string{"cudaep.SiluMul"}, 1e-6)
+}
+
+func TestFuseDropsAnExpandTheWhereBroadcasts(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	// The cache update torch.onnx writes for a static cache: the new key expanded to the
+	// cache's shape, then chosen where the position matches.
+	k := g.input("k", ep.Float32, 1, 2, 1, 8)
+	past := g.input("past", ep.Float32, 1, 2, 6, 8)
+	pos := g.input("pos", ep.Float32, 1, 1, 6, 1)
+	hit := g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.5))
+	ke := g.op("Expand", nil, k, g.ints(1, 2, 6, 8))
+	out := g.op("Where", nil, hit, ke, past)
+	assertFusedSame(t, g, out, []string{"Greater", "Where"}, 0)
+}
+
+// attentionChain writes Hugging Face's eager attention with repeat_kv as torch.onnx exports it.
+func attentionChain(g *graphBuilder, q, k, v, mask ep.Value, scale float64) ep.Value {
+	rep := func(x ep.Value, groups int64) ep.Value {
+		s := x.Info.Shape
+		u := g.op("Unsqueeze", nil, x, g.ints(2))
+		e := g.op("Expand", nil, u, g.ints(s[0], s[1], groups, s[2], s[3]))
+		return g.op("Reshape", nil, e, g.ints(s[0], s[1]*groups, s[2], s[3]))
+	}
+	groups := q.Info.Shape[1] / k.Info.Shape[1]
+	kt := g.op("Transpose", map[string]ep.Attribute{"perm": ep.IntsAttr(0, 1, 3, 2)}, rep(k, groups))
+	s := g.op("Mul", nil, g.op("MatMul", nil, q, kt), g.floats(q.Info.DType, nil, scale))
+	pr := g.op("Softmax", map[string]ep.Attribute{"axis": ep.IntAttr(-1)}, g.op("Add", nil, s, mask))
+	return g.op("MatMul", nil, pr, rep(v, groups))
+}
+
+func TestFuseAttention(t *testing.T) {
+	for _, s := range []int64{1, 5} {
+		t.Run(fmt.Sprintf("S=%d", s), func(t *testing.T) {
+			p := newProvider(t)
+			g := newGraph(t, p)
+			q := g.input("q", ep.Float32, 1, 8, s, 16)
+			k, v := g.input("k", ep.Float32, 1, 2, 7, 16), g.input("v", ep.Float32, 1, 2, 7, 16)
+			mask := g.input("mask", ep.Float32, 1, 1, s, 7)
+			out := attentionChain(g, q, k, v, mask, 0.25)
+			fused := assertFusedSame(t, g, out, []string{"Attention"}, 1e-5)
+			assert.InDelta(t, 0.25, fused[0].Attrs["scale"].Float(), 1e-7)
+		})
+	}
+}
