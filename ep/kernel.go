@@ -37,6 +37,13 @@ var (
 	TensorAttr = kernels.TensorAttr
 )
 
+// Float16Value and BFloat16Value decode the bits of an IEEE binary16 and a bfloat16 value, for
+// hosts that read 16-bit constants into Spec.Consts.
+var (
+	Float16Value  = cudadrv.Float16Value
+	BFloat16Value = cudadrv.BFloat16Value
+)
+
 // Constant-input constructors, for Spec.Consts.
 var (
 	IntsConst   = kernels.IntsConst

@@ -273,12 +273,13 @@ class OrtDecoder:
     """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): each
     step's present buffers become the next step's past (two sets, swapped)."""
 
-    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None):
+    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None):
         """Either path may be None (a decoder that only prefills, or only decodes);
-        prefill_options are the prefill session's CudaEp options."""
+        prefill_options and decode_options are the sessions' further CudaEp options."""
         self.r, self.cfg, self.m = runner, cfg, m
         self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
-        self.decode = runner.session(decode_path, enable_cuda_graph=int(graph)) if decode_path else None
+        self.decode = (runner.session(decode_path, enable_cuda_graph=int(graph), **(decode_options or {}))
+                       if decode_path else None)
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
         self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(2)]
@@ -373,10 +374,18 @@ def device_busy_ms(fn, n):
             for _ in range(n):
                 fn()
             torch.cuda.synchronize()
-        spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
-                       if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start)
+        events = [e for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start]
+        spans = sorted((e.time_range.start, e.time_range.end) for e in events)
         if not spans:
             return None
+        # The kernels that take the most time, per call: where the step's GPU time goes.
+        by_name = {}
+        for e in events:
+            t, c = by_name.get(e.name, (0.0, 0))
+            by_name[e.name] = (t + e.time_range.end - e.time_range.start, c + 1)
+        top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:12]
+        log("  top device operations per call: " + "; ".join(
+            f"{name[:60]} {t / 1e3 / n:.3f} ms x{c / n:.0f}" for name, (t, c) in top))
         busy, small, cur_s, cur_e = 0.0, 0.0, spans[0][0], spans[0][1]
         for a, b in spans[1:]:
             if a > cur_e:
@@ -675,9 +684,14 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
         else:
             path = make_decode_only(args, cfg, model, m)
         ort_rows = {}
-        for graph in (False, True):
+        # (label, CUDA graph, further options): fusion=off shows what fusing the exported chains
+        # gives, measured in the same run.
+        arms = (("ORT + CudaEp, eager (IOBinding)", False, {}),
+                ("ORT + CudaEp, enable_cuda_graph=1, fusion=off (IOBinding)", True, {"fusion": "off"}),
+                ("ORT + CudaEp, enable_cuda_graph=1 (IOBinding)", True, {}))
+        for label, graph, opts in arms:
             try:
-                d = OrtDecoder(runner, cfg, None, path, m, graph)
+                d = OrtDecoder(runner, cfg, None, path, m, graph, decode_options=opts)
                 try:
                     d.fill_random(7)
                 except Exception as e:  # timing only: the contents do not change the work
@@ -694,23 +708,22 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                     d.decode.run_with_iobinding(b[k[0] & 1])
                     k[0] += 1
 
-                ort_rows[graph] = median_ms(ort_step, n)
+                ort_rows[label] = median_ms(ort_step, n)
                 if graph:
                     gpu = device_busy_ms(ort_step, 20)
                     if gpu is not None:
-                        log(f"context {ctx}: ORT + CudaEp graph step {ort_rows[graph]:.3f} ms wall, GPU busy "
+                        log(f"context {ctx}: {label}: step {ort_rows[label]:.3f} ms wall, GPU busy "
                             f"{gpu[0]:.3f} ms per step in {gpu[1]:.0f} kernels and copies, {gpu[2]:.3f} ms of gaps "
-                            f"under 10 us between them: {ort_rows[graph] - gpu[0] - gpu[2]:.3f} ms per step outside "
+                            f"under 10 us between them: {ort_rows[label] - gpu[0] - gpu[2]:.3f} ms per step outside "
                             f"the GPU's work")
-                        results.setdefault("host_outside_gpu", {})[ctx] = dict(wall_ms=ort_rows[graph], gpu_ms=gpu[0],
-                                                                              ops=gpu[1], small_gaps_ms=gpu[2])
+                        results.setdefault("host_outside_gpu", {}).setdefault(str(ctx), {})[label] = dict(
+                            wall_ms=ort_rows[label], gpu_ms=gpu[0], ops=gpu[1], small_gaps_ms=gpu[2])
                 del d
             except Exception as e:
-                log(f"ORT decode at context {ctx} (graph={graph}) failed: {str(e)[:600]}")
-                ort_rows[graph] = float("nan")
+                log(f"ORT decode at context {ctx} ({label}) failed: {str(e)[:600]}")
+                ort_rows[label] = float("nan")
         best = min(t for _, t in torch_rows)
-        for label, t in torch_rows + [("ORT + CudaEp, eager (IOBinding)", ort_rows[False]),
-                                      ("ORT + CudaEp, enable_cuda_graph=1 (IOBinding)", ort_rows[True])]:
+        for label, t in torch_rows + list(ort_rows.items()):
             rows.append(dict(row=f"decode ms/token, context {ctx} (cache {m})", arm=label, ms=t,
                              bw_eff=step_bytes / (t * 1e-3) / PEAK_BYTES_PER_S if t == t else None,
                              vs_torch_graph=t / t_graph if t == t else None))

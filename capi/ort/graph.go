@@ -139,7 +139,7 @@ func readConst(vi *C.OrtValueInfo, v value) (*ep.Const, error) {
 		return nil, nil
 	}
 	switch v.dtype {
-	case ep.Int64, ep.Int32, ep.Bool, ep.Float32, ep.Float64:
+	case ep.Int64, ep.Int32, ep.Bool, ep.Float32, ep.Float64, ep.Float16, ep.BFloat16:
 	default:
 		return nil, nil
 	}
@@ -163,8 +163,8 @@ func readConst(vi *C.OrtValueInfo, v value) (*ep.Const, error) {
 	return &c, nil
 }
 
-// constOf converts a tensor's bytes (int64, int32, bool, float32 or float64, at most
-// maxConstElements elements) to the kernels' Const; ok is false for anything else.
+// constOf converts a tensor's bytes (int64, int32, bool, float16, bfloat16, float32 or float64,
+// at most maxConstElements elements) to the kernels' Const; ok is false for anything else.
 func constOf(info ep.TensorInfo, data unsafe.Pointer, bytes uint64) (ep.Const, bool) {
 	var c ep.Const
 	n := elementCount(info.Shape)
@@ -193,11 +193,20 @@ func constOf(info ep.TensorInfo, data unsafe.Pointer, bytes uint64) (ep.Const, b
 		}
 	case ep.Float64:
 		c = ep.FloatsConst(unsafe.Slice((*float64)(data), n)...)
+	case ep.Float16, ep.BFloat16:
+		decode := ep.Float16Value
+		if info.DType == ep.BFloat16 {
+			decode = ep.BFloat16Value
+		}
+		c.Floats = make([]float64, n)
+		for i, x := range unsafe.Slice((*uint16)(data), n) {
+			c.Floats[i] = float64(decode(x))
+		}
 	default:
 		return c, false
 	}
 	if n == 0 { // an empty constant: a non-nil, empty slice of the right kind
-		if info.DType == ep.Float32 || info.DType == ep.Float64 {
+		if isFloatType(info.DType) {
 			c.Floats = []float64{}
 		} else {
 			c.Ints = []int64{}
@@ -367,6 +376,11 @@ func elementCount(shape []int64) int64 {
 		n *= d
 	}
 	return n
+}
+
+// isFloatType reports whether a constant of dtype d holds Floats (else Ints).
+func isFloatType(d ep.DType) bool {
+	return d == ep.Float32 || d == ep.Float64 || d == ep.Float16 || d == ep.BFloat16
 }
 
 // epNode is nd as ep.Provider.Fuse and the plans read it: its op and opset as the kernels know

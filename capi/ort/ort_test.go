@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,8 +23,13 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	assert.True(t, o.cudaGraph)
 	assert.True(t, o.provider.TF32)
 	assert.Equal(t, "off", o.paging)
+	assert.True(t, o.fusion, "fusion is on by default")
+	o, err = parseOptions(map[string]string{"ep.cudaep.fusion": "off"})
+	require.NoError(t, err)
+	assert.False(t, o.fusion)
 
 	for key, value := range map[string]string{
+		"ep.cudaep.fusion":              "1",
 		"ep.cudaep.no_such_key":         "1",
 		"ep.cudaep.backend":             "opencl",
 		"ep.cudaep.device_id":           "minus one",
@@ -214,6 +220,26 @@ func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 
 // TestKernelOpNamesContribOpsByDomain: ONNX-domain ops keep their type and the graph's opset,
 // com.microsoft ops reach the kernels prefixed with their domain, other domains are not claimed.
+// TestConstOfReadsSixteenBitFloats: a float16 or bfloat16 constant (an exported attention's
+// scale, say) reaches the kernels and the fusion as its values.
+func TestConstOfReadsSixteenBitFloats(t *testing.T) {
+	for _, tc := range []struct {
+		dt   ep.DType
+		bits []uint16
+		want []float64
+	}{
+		{ep.Float16, []uint16{0x3c00, 0xb800, 0x3400}, []float64{1, -0.5, 0.25}},
+		{ep.BFloat16, []uint16{0x3f80, 0xbf00, 0x3e00}, []float64{1, -0.5, 0.125}},
+	} {
+		c, ok := constOf(ep.TensorInfo{DType: tc.dt, Shape: []int64{3}}, unsafe.Pointer(&tc.bits[0]), 6)
+		require.True(t, ok, "%s", tc.dt)
+		assert.Equal(t, tc.want, c.Floats, "%s", tc.dt)
+		assert.Nil(t, c.Ints)
+		_, ok = constOf(ep.TensorInfo{DType: tc.dt, Shape: []int64{3}}, unsafe.Pointer(&tc.bits[0]), 4)
+		assert.False(t, ok, "%s: a byte count that disagrees with the shape", tc.dt)
+	}
+}
+
 func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
 	op, ok := kernelOp(&node{op: "Relu"}, 17)
 	assert.True(t, ok)
