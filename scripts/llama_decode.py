@@ -136,13 +136,13 @@ class Prefill(torch.nn.Module):
 
 
 class Decode(torch.nn.Module):
-    def __init__(self, model, cfg, m):
+    def __init__(self, model, cfg, m, dtype=None):
         super().__init__()
-        self.model, self.cfg, self.m = model, cfg, m
+        self.model, self.cfg, self.m, self.dtype = model, cfg, m, dtype or MODEL_DTYPE
 
     def forward(self, input_ids, cache_position, *past):
         kv = StaticKV(past, pos=cache_position)
-        out = self.model(input_ids=input_ids, attention_mask=additive_mask(cache_position, self.m, MODEL_DTYPE),
+        out = self.model(input_ids=input_ids, attention_mask=additive_mask(cache_position, self.m, self.dtype),
                          position_ids=cache_position.view(1, 1), cache_position=cache_position,
                          past_key_values=kv, use_cache=True)
         return (out.logits.float(), *kv.kv)
@@ -158,9 +158,14 @@ def kv_names(cfg, prefix):
     return [f"{prefix}_{kind}_{l}" for l in range(cfg.num_hidden_layers) for kind in ("key", "value")]
 
 
+REUSE = False  # --reuse-exports: keep a model.onnx an earlier run of the same arguments wrote
+
+
 def export(module, inputs, in_names, out_names, path, how):
     """torch.onnx.export with weights as external data; `how` is 'dynamo' or 'torchscript'.
     Returns (seconds, the exporter used)."""
+    if REUSE and os.path.exists(path):
+        return 0.0, "reused"
     module.eval()
     t0 = time.perf_counter()
     errors = []
@@ -436,10 +441,14 @@ def main():
     ap.add_argument("--bench", default="", help="benchmark rows to run, comma-separated: decode128, decode2048, prefill512")
     ap.add_argument("--skip-check", action="store_true", help="skip the correctness checks (and their two exports)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--reuse-exports", action="store_true",
+                    help="reuse the graphs in WORK from an earlier run with the same arguments (the weights are seeded)")
     ap.add_argument("--export-only", metavar="TGZ", help="export the two graphs, pack them into TGZ and stop")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"],
                     help="the model's dtype (float32 only with --export-only)")
     args = ap.parse_args()
+    global REUSE
+    REUSE = args.reuse_exports
     args.lib = os.path.abspath(args.lib)
     global MODEL_DTYPE
     MODEL_DTYPE = getattr(torch, args.dtype)
@@ -523,9 +532,8 @@ def main():
             logits_bf16 = ref_bf16[0].cpu().numpy()
             # The float32 reference: the same weights in float32 (a copy; the bf16 model stays).
             m32 = copy.deepcopy(model).float()
-            logits_f32 = Prefill(m32, cfg, M, torch.float32)(ids_t)[0].cpu().numpy()
-            del m32
-            torch.cuda.empty_cache()
+            ref_f32 = Prefill(m32, cfg, M, torch.float32)(ids_t)
+            logits_f32 = ref_f32[0].cpu().numpy()
         t0 = time.perf_counter()
         logits_ort = dec.run_prefill(prompt)
         log(f"ORT prefill ({P} tokens) first run {1e3 * (time.perf_counter() - t0):.1f} ms")
@@ -578,23 +586,42 @@ def main():
             log(f"greedy decode: first divergence at token {same} of {T}: ORT {tok_ort[same]} (margin {marg_ort[same]:.4f}), "
                 f"PyTorch {tok_pt[same]} (margin {marg_pt[same]:.4f}, bf16 spacing at the top logit "
                 f"{bf16_ulp(top_logit[same]):.4f})")
+        # The float32 model fed the same tokens: at each step, how far PyTorch bf16's logits are
+        # from float32's (the bf16 noise of this model at this step).
+        with torch.no_grad():
+            kv32, d32, noise = list(ref_f32[1:]), Decode(m32, cfg, M, torch.float32), []
+            logits32 = []
+            for i in range(T - 1):
+                out = d32(torch.tensor([[tok_pt[i]]], device="cuda"), torch.tensor([P + i], device="cuda"), *kv32)
+                kv32 = list(out[1:])
+                l32 = out[0][0, -1].float().cpu().numpy()
+                logits32.append(l32)
+                noise.append(float(np.max(np.abs(logits_pt[i] - l32))))
+            del m32, d32, kv32, ref_f32
+            torch.cuda.empty_cache()
         # Teacher-forced: ORT decodes PyTorch's tokens, so every step is compared, not only those
-        # before the first divergence. A next token may differ only where PyTorch's top two
-        # logits are within two bf16 spacings of each other (a tie at bf16's resolution).
+        # before the first divergence. A next token may differ only where the two tokens are tied
+        # within bf16's resolution: PyTorch's top-2 margin within two bf16 spacings, or the two
+        # tokens' float32 logits closer than PyTorch bf16's own distance from float32 at that step.
         dec.run_prefill(prompt)
         agree, explained, unexplained, worst = 0, 0, [], 0.0
         for i in range(T - 1):
             l = dec.step(tok_pt[i], P + i)[0, -1]
             want = logits_pt[i]
             worst = max(worst, float(np.max(np.abs(l - want))) / scale)
-            if int(np.argmax(l)) == tok_pt[i + 1]:
+            ours = int(np.argmax(l))
+            gap32 = abs(float(logits32[i][ours] - logits32[i][tok_pt[i + 1]]))
+            if ours == tok_pt[i + 1]:
                 agree += 1
-            elif marg_pt[i + 1] <= 2 * bf16_ulp(float(np.max(want))):
+            elif marg_pt[i + 1] <= 2 * bf16_ulp(float(np.max(want))) or gap32 <= noise[i]:
                 explained += 1
+                log(f"  step {i + 1}: ORT {ours}, PyTorch bf16 {tok_pt[i + 1]}: PyTorch's top-2 margin "
+                    f"{marg_pt[i + 1]:.4f}, the two tokens' float32 logits {gap32:.4f} apart, PyTorch bf16 within "
+                    f"{noise[i]:.4f} of float32 at this step")
             else:
-                unexplained.append((i + 1, int(np.argmax(l)), tok_pt[i + 1], marg_pt[i + 1]))
+                unexplained.append((i + 1, ours, tok_pt[i + 1], marg_pt[i + 1], gap32, noise[i]))
         log(f"teacher-forced decode, {T - 1} steps: {agree} next tokens identical to PyTorch bf16, {explained} differ at a "
-            f"bf16 tie (PyTorch's top-2 margin within 2 bf16 spacings), {len(unexplained)} differ otherwise "
+            f"bf16 tie (within 2 bf16 spacings, or closer in float32 than bf16's noise), {len(unexplained)} differ otherwise "
             f"{unexplained[:4]}; logits max |diff| / std over the steps {worst:.4f}")
         if unexplained:
             failures.append(f"teacher-forced tokens differ beyond bf16 ties at {len(unexplained)} steps")
@@ -741,11 +768,14 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
     path = make_prefill_only(args, cfg, model, P, m)
     prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, P), dtype=np.int64)
     for label, opts in (("ORT + CudaEp, weights resident", {}),
+                        ("ORT + CudaEp, weights resident, fusion=off", {"fusion": "off"}),
                         ("ORT + CudaEp, paging=on, weight_budget_bytes = 25 % of the weights",
                          {"paging": "on", "weight_budget_bytes": weight_bytes // 4})):
         try:
             d = OrtDecoder(runner, cfg, path, None, m, False, prefill_options=opts)
             t = median_ms(lambda: d.run_prefill(prompt), 10, warm=2)
+            if not opts.get("paging"):
+                device_busy_ms(lambda: d.run_prefill(prompt), 3)  # logs the top kernels
             rows.append(dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3),
                              vs_torch=t_pt / t))
             del d

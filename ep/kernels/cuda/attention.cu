@@ -418,6 +418,104 @@ __device__ __forceinline__ float attn_dot(const float* qs, const T* kr, u64 dk, 
 	return dot;
 }
 
+// attn_decode_packed is attn_decode for key and value rows of the same length n that are whole
+// 16-byte packs, with G = n / (16 / sizeof(T)) a power of two up to 32 (a 64-element bf16 row:
+// G = 8): a group of G lanes holds one key row (lane p of the group its pack p), so a warp reads
+// 32 / G whole key rows and value rows per step, each a coalesced 16-byte load per lane, and
+// keeps one running softmax per group (identical in its G lanes). Two steps' rows are loaded
+// before either is used, so the loads of the next keys overlap the arithmetic of these. At the
+// end the groups merge through warp shuffles, the warps through shared memory, and the block
+// writes its partial result in attn_write_partial's layout. Same keys and scores as
+// attn_decode; only the order of the float32 sums differs.
+template <typename T>
+__device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, const T* kb, const T* vb,
+	const void* mask, unsigned mask_kind, i64 mrow, i64 msj, i64 start, i64 end, unsigned n, float scale) {
+	const int V = 16 / sizeof(T);
+	const unsigned G = n / V, per = 32 / G, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const unsigned slot = lane / G, pk = lane % G;
+	float qv[V];
+#pragma unroll
+	for (int e = 0; e < V; ++e) qv[e] = qs[pk * V + e];
+	float m = NEG_INF, l = 0.0f, acc[V];
+#pragma unroll
+	for (int e = 0; e < V; ++e) acc[e] = 0.0f;
+	const i64 step = (i64)per * ATTN_WARPS;
+	for (i64 j0 = start + (i64)warp * per; j0 < end; j0 += 2 * step) {
+		Pack<T> kx[2], vx[2];
+		bool ok[2];
+#pragma unroll
+		for (int u = 0; u < 2; ++u) {
+			const i64 j = j0 + u * step + slot;
+			ok[u] = j < end;
+			if (ok[u]) {
+				kx[u] = *(const Pack<T>*)(kb + (u64)j * n + pk * V);
+				vx[u] = *(const Pack<T>*)(vb + (u64)j * n + pk * V);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < 2; ++u) {
+			float dot = 0.0f;
+			if (ok[u]) {
+#pragma unroll
+				for (int e = 0; e < V; ++e) dot += qv[e] * to_float(kx[u].v[e]);
+			}
+			for (unsigned o = G / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+			const i64 j = j0 + u * step + slot;
+			const float sc = ok[u] ? dot * scale + attn_bias<T>(mask, mask_kind, mrow, msj, j) : NEG_INF;
+			const float mn = fmaxf(m, sc);
+			if (mn == NEG_INF) continue; // this group's keys so far are all masked
+			const float corr = m == NEG_INF ? 0.0f : expf(m - mn), p = sc == NEG_INF ? 0.0f : expf(sc - mn);
+			l = l * corr + p;
+#pragma unroll
+			for (int e = 0; e < V; ++e) acc[e] = acc[e] * corr + (p == 0.0f ? 0.0f : p * to_float(vx[u].v[e]));
+			m = mn;
+		}
+	}
+	// Merge the groups of the warp (lanes pk, pk + G, ... hold the same dimensions).
+	for (unsigned o = G; o < 32; o *= 2) {
+		const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+		const float M = fmaxf(m, m2);
+		const float c1 = m == NEG_INF ? 0.0f : expf(m - M), c2 = m2 == NEG_INF ? 0.0f : expf(m2 - M);
+		l = l * c1 + l2 * c2;
+#pragma unroll
+		for (int e = 0; e < V; ++e) {
+			const float a2 = __shfl_xor_sync(0xffffffffu, acc[e], o);
+			acc[e] = acc[e] * c1 + a2 * c2;
+		}
+		m = M;
+	}
+	__shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
+	__shared__ float wacc[ATTN_WARPS][ATTN_MAX_HEAD];
+	if (lane == 0) {
+		wm[warp] = m;
+		wl[warp] = l;
+	}
+	if (lane < G) {
+#pragma unroll
+		for (int e = 0; e < V; ++e) wacc[warp][pk * V + e] = acc[e];
+	}
+	__syncthreads();
+	float M = NEG_INF, wt[ATTN_WARPS];
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, wm[w]);
+	float L = 0.0f;
+#pragma unroll
+	for (int w = 0; w < ATTN_WARPS; ++w) {
+		wt[w] = wm[w] == NEG_INF ? 0.0f : expf(wm[w] - M);
+		L += wl[w] * wt[w];
+	}
+	if (threadIdx.x == 0) {
+		out[0] = M;
+		out[1] = L;
+	}
+	for (unsigned d = threadIdx.x; d < n; d += blockDim.x) {
+		float a = 0.0f;
+#pragma unroll
+		for (int w = 0; w < ATTN_WARPS; ++w) a += wacc[w][d] * wt[w];
+		out[2 + d] = a;
+	}
+}
+
 // attn_decode is the split pass for few query rows: grid (splits, heads * seq, batch),
 // ATTN_WARPS warps. Block (sp, y, b) takes row s = y % seq of head h = y / seq and chunk sp of
 // the keys it sees, split evenly among the splits at run time in whole warp tiles of 32 keys,
@@ -444,6 +542,12 @@ __device__ __forceinline__ void attn_decode(float* part, const T* q, const T* k,
 	const T* vb = v + (b * kv_heads + kvh) * kv_seq * dv;
 	const i64 mrow = (i64)b * msb + (i64)h * msh + (i64)s * mss;
 	const bool vec = dk % (16 / sizeof(T)) == 0 && ((u64)k & 15) == 0;
+	const unsigned groups = (unsigned)dk / (16 / sizeof(T));
+	if (vec && dv == dk && ((u64)v & 15) == 0 && groups <= 32 && (groups & (groups - 1)) == 0) {
+		attn_decode_packed<T>(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), qs, kb, vb, mask,
+			mask_kind, mrow, msj, start, end, (unsigned)dk, scale);
+		return;
+	}
 	float m = NEG_INF, l = 0.0f, acc[ATTN_PER_LANE];
 #pragma unroll
 	for (int i = 0; i < ATTN_PER_LANE; ++i) acc[i] = 0.0f;
