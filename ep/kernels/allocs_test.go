@@ -24,6 +24,7 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		{Op: "Softmax", Opset: 13, Inputs: []kernels.TensorInfo{f32Info(8, 16, 4)}, Attrs: map[string]kernels.Attribute{"axis": kernels.IntAttr(1)}},
 		{Op: "Identity", Opset: 21, Inputs: []kernels.TensorInfo{f32Info(64, 32)}},
 		{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{f32Info(2, 1, 8, 16), f32Info(3, 16, 4)}},
+		{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{f32Info(1, 1, 1024), f32Info(1024, 64)}}, // GEMV, K split
 		{Op: "Gemm", Opset: 13, Inputs: []kernels.TensorInfo{f32Info(8, 16), f32Info(4, 16), f32Info(8, 1)}, Attrs: map[string]kernels.Attribute{"transB": kernels.IntAttr(1)}},
 		{Op: "NonZero", Opset: 13, Inputs: []kernels.TensorInfo{f32Info(64, 32)}},
 		{Op: "LayerNormalization", Opset: 17, Inputs: []kernels.TensorInfo{f32Info(64, 32), f32Info(32), f32Info(32)}},

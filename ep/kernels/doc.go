@@ -20,7 +20,7 @@
 // knows: float32, float16, bfloat16, float64, int32, int64 and bool.
 //
 //	op                        dtypes                       opsets  notes
-//	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores
+//	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores; one row of A against a 2-D B (decode's M = 1) through a GEMV kernel of its own; see # MatMul
 //	Gemm                      float                        >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
 //	Add, Sub, Mul, Div        float, int32, int64          >= 7    numpy broadcasting, at most 6 dimensions after merging; both inputs alike; integers wrap, Div truncates toward zero, x/0 = 0
 //	Pow                       float (both inputs alike)    >= 7    numpy broadcasting, at most 6 dimensions after merging
@@ -93,6 +93,23 @@
 // take a prefill path of 16-row tiles, which skips the key tiles that a causal end or an
 // exported mask's lowest-float entries (below −1e30) leave without weight. Both capture into
 // CUDA graphs.
+//
+// # MatMul
+//
+// MatMul runs cuBLAS (cublasSgemm for float32, honouring the TF32 choice; cublasGemmEx with
+// float32 accumulation for float16 and bfloat16), except when A has exactly one row once its
+// leading dimensions are flattened (the product of all its dimensions but the last is 1: [K],
+// [1,K], [1,1,K], …), B is 2-D [K,N] (no batch) and N is a multiple of 8 for float16 and
+// bfloat16, 4 for float32 (B's rows whole 16-byte packs). That is every projection of a
+// decoder's decode step, where cuBLAS reads B at about half the memory's rate; a GEMV kernel
+// of this package computes it instead, in float32 with one rounding on store: 256-thread
+// blocks, each over a tile of 256 columns (128 of float32) and a chunk of K, 16-byte loads of
+// B, and K split across blocks when the column tiles alone would not fill the GPU. The chunks'
+// partial sums go to Library-owned scratch and are added in a fixed order by the last block
+// of each tile, found with per-tile counters that each launch leaves zero: one launch, no
+// host synchronization, results bit-identical from run to run and in CUDA graph replays.
+// Execute falls back to cuBLAS for a B that is not 16-byte aligned. Get takes the scratch and
+// counters of a split (see [Library.Get]).
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is

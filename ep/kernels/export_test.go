@@ -37,14 +37,19 @@ func ModuleEntries() map[string][]string {
 func ForceVariant(family, v string) string { return forceVariant(family, v) }
 
 // LaunchVariant returns the kernel that k's Execute launches for these tensors: the
-// register layernorm or the batched 2-D transpose KernelVariant names, or its fallback for
-// addresses it cannot use ("old", "tile64"); KernelVariant for other kernels.
+// register layernorm, the batched 2-D transpose or the GEMV KernelVariant names, or its
+// fallback for addresses it cannot use ("old", "tile64", "cublas"); KernelVariant for other
+// kernels.
 func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 	switch k := k.(type) {
 	case *transpose2dKernel:
 		return k.launchVariant(inputs, outputs)
 	case *normKernel:
 		return k.launchVariant(inputs, outputs)
+	case *matmulKernel:
+		if k.gemv != nil && !k.gemv.usable(inputs[1].Ptr) {
+			return "cublas"
+		}
 	}
 	return KernelVariant(k)
 }
@@ -52,9 +57,10 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 // NormBlock returns a normalization kernel's block width (threads per row) for aligned tensors.
 func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 
-// KernelVariant returns the variant a Transpose, normalization or same-shape float binary
-// kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's variant, the
-// normalization's variant, the binary's grid ("flat", "stride"); "" for other kernels.
+// KernelVariant returns the variant a Transpose, normalization, same-shape float binary or
+// MatMul kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's
+// variant, the normalization's variant, the binary's grid ("flat", "stride"), MatMul's "gemv"
+// or "cublas"; "" for other kernels.
 func KernelVariant(k Kernel) string {
 	switch k := k.(type) {
 	case *transposeKernel:
@@ -65,8 +71,34 @@ func KernelVariant(k Kernel) string {
 		return k.variant
 	case *binaryKernel:
 		return k.variant
+	case *matmulKernel:
+		return k.variant
 	}
 	return ""
+}
+
+// GemvGrid returns a MatMul kernel's GEMV grid: column tiles, chunks of K and rows a chunk;
+// zeros for a kernel without the GEMV path.
+func GemvGrid(k Kernel) (tiles, chunks uint32, rows uint64) {
+	if m, ok := k.(*matmulKernel); ok && m.gemv != nil {
+		return m.gemv.grid.X, m.gemv.grid.Y, m.gemv.rows
+	}
+	return 0, 0, 0
+}
+
+// GemvCounters returns the address of a MatMul kernel's GEMV arrival counters (one uint32 per
+// column tile), 0 when it does not split K.
+func GemvCounters(k Kernel) cudadrv.DevicePtr {
+	if m, ok := k.(*matmulKernel); ok && m.gemv != nil {
+		return m.gemv.counters
+	}
+	return 0
+}
+
+// GemvGeometry is gemvGeometry: the GEMV grid Get plans for K × N elements of dt on a device
+// of sms SMs.
+func GemvGeometry(k, n int64, dt DType, sms int) (tiles, chunks, rows int64) {
+	return gemvGeometry(k, n, dt, sms)
 }
 
 // ElementwiseGrid returns the grid and block a binary or unary elementwise kernel launches on;

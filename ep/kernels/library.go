@@ -76,6 +76,7 @@ type Library struct {
 
 	scratchMu sync.Mutex
 	scratch   []*cudadrv.DeviceBuffer // see scratchBuffer; freed by Close
+	counters  []*cudadrv.DeviceBuffer // see counterBuffer; freed by Close
 }
 
 // ErrClosed is returned by Library.Get, Kernel.Execute and a second Library.Close once the
@@ -159,12 +160,14 @@ func (l *Library) Close() error {
 	err := l.unload()
 	l.scratchMu.Lock()
 	defer l.scratchMu.Unlock()
-	for _, b := range l.scratch {
-		if ferr := b.Free(); ferr != nil && err == nil {
-			err = ferr
+	for _, bufs := range [][]*cudadrv.DeviceBuffer{l.scratch, l.counters} {
+		for _, b := range bufs {
+			if ferr := b.Free(); ferr != nil && err == nil {
+				err = ferr
+			}
 		}
 	}
-	l.scratch = nil
+	l.scratch, l.counters = nil, nil
 	return err
 }
 
@@ -173,11 +176,11 @@ func (l *Library) Close() error {
 const minScratch = 1 << 16
 
 // scratchBuffer returns the address of a device buffer of at least size bytes for a kernel's
-// intermediate results (GroupQueryAttention's split-K partials). Buffers belong to the Library
-// and live until Close, so that a CUDA graph captured from a kernel never holds a freed
-// address; kernels share them, which is safe because every kernel of a Library runs on its
-// one stream, in order (a graph captured from them must be replayed on that stream, or
-// ordered with it). The context must be bound on the calling OS thread: Get calls it for the
+// intermediate results (the split-K partials of GroupQueryAttention, Attention and the
+// GEMV). Buffers belong to the Library and live until Close, so that a CUDA graph captured
+// from a kernel never holds a freed address; kernels share them, which is safe because every
+// kernel of a Library runs on its one stream, in order (a graph captured from them must be
+// replayed on that stream, or ordered with it). The context must be bound on the calling OS thread: Get calls it for the
 // kernels that need scratch, before any capture.
 func (l *Library) scratchBuffer(size uint64) (cudadrv.DevicePtr, error) {
 	l.scratchMu.Lock()
@@ -203,6 +206,44 @@ func (l *Library) scratchBuffer(size uint64) (cudadrv.DevicePtr, error) {
 		return 0, fmt.Errorf("kernels: allocate %d bytes of kernel scratch: %w", n, err)
 	}
 	l.scratch = append(l.scratch, b)
+	return b.Ptr(), nil
+}
+
+// minCounters is the smallest counter buffer counterBuffer allocates, in counters.
+const minCounters = 1024
+
+// counterBuffer returns the address of at least n uint32 counters that are zero whenever no
+// kernel of the Library is running: they are zeroed on the Library's stream when allocated,
+// and every kernel that uses them (the split-K GEMV's per-tile arrival counts) must leave the
+// ones it used zero when it finishes. Like scratchBuffer's buffers they belong to the Library
+// until Close and are shared by its kernels, which run in order on its one stream; they are
+// kept apart from the scratch buffers, whose contents other kernels overwrite. The context
+// must be bound on the calling OS thread and no capture may be live on the stream: Get calls
+// it, and the zeroing is queued on the stream before any kernel that reads the counters.
+func (l *Library) counterBuffer(n uint64) (cudadrv.DevicePtr, error) {
+	l.scratchMu.Lock()
+	defer l.scratchMu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	for _, b := range l.counters {
+		if b.Size() >= 4*n {
+			return b.Ptr(), nil
+		}
+	}
+	size := uint64(4 * minCounters)
+	for size < 4*n {
+		size *= 2
+	}
+	b, err := l.rt.Context.Alloc(size)
+	if err != nil {
+		return 0, fmt.Errorf("kernels: allocate %d bytes of kernel counters: %w", size, err)
+	}
+	if err := l.rt.Stream.Memset8Async(b.Ptr(), 0, size); err != nil {
+		_ = b.Free()
+		return 0, fmt.Errorf("kernels: zero the kernel counters: %w", err)
+	}
+	l.counters = append(l.counters, b)
 	return b.Ptr(), nil
 }
 
@@ -261,9 +302,11 @@ func SupportedOps() []string {
 
 // Get returns the kernel for spec, with its output dtypes and shapes inferred. It is safe for
 // concurrent use and does not touch the device, except that a kernel that needs scratch
-// memory (GroupQueryAttention with one query token: its split-K partial results) gets it
-// here, from buffers the Library owns until Close: the Library's context must be bound on
-// the calling OS thread then, and no capture may be live on it.
+// memory (GroupQueryAttention and Attention with one query token: their split-K partial
+// results; MatMul with one row of A when it splits K: its partial sums and arrival counters)
+// gets it here, from buffers the Library owns until Close: the Library's context must be
+// bound on the calling OS thread then, and no capture may be live on it (new counters are
+// zeroed on the Library's stream).
 //
 // # Errors
 //

@@ -50,10 +50,13 @@ func blasType(d DType) cudadrv.BLASDataType {
 }
 
 // matmulKernel is MatMul: one GEMM, or strided-batched GEMMs over the broadcast batch, planned
-// at Get time.
+// at Get time; or, when A has one row (gemvApplies), the GEMV kernel, with the GEMMs kept for
+// a B whose address the GEMV cannot load from.
 type matmulKernel struct {
 	kernelBase
-	calls []gemmCall
+	calls   []gemmCall
+	gemv    *gemvPlan // nil: cuBLAS only
+	variant string    // "gemv" or "cublas" (variants.go, family "matmul")
 }
 
 func checkBLAS(l *Library, s opSpec) error {
@@ -74,7 +77,9 @@ func checkBLASSizes(s opSpec, m, k, n int64) error {
 
 // buildMatMul builds MatMul with numpy matmul semantics: a 1-D A is a row [1,K] and a 1-D B a
 // column [K,1] (the unit dimension is dropped from the output), and the batch dimensions
-// (all but the last two) broadcast.
+// (all but the last two) broadcast. A product of one row of A (every dimension but the last
+// 1) with a matrix B whose rows are whole 16-byte packs runs the GEMV kernel (gemv.go);
+// every other product cuBLAS.
 func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkInputCount(2, 2); err != nil {
 		return nil, err
@@ -130,7 +135,14 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 	if !ok {
 		return nil, s.errorf("broadcasting the batch dimensions %s of input 0 (A) with %s of input 1 (B) needs more than %d separate GEMM calls", shapeString(aBatch), shapeString(bBatch), maxGemmCalls)
 	}
-	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), calls: calls}
+	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), calls: calls, variant: "cublas"}
+	if gemvApplies(s.Inputs[0].Shape, s.Inputs[1].Shape, dt) {
+		g, err := newGemvPlan(l, dt, k, n)
+		if err != nil {
+			return nil, err
+		}
+		kern.gemv, kern.variant = g, "gemv"
+	}
 	return kern, nil
 }
 
@@ -233,10 +245,14 @@ func progression(batch, str []int64, from int) (step int64, ok bool) {
 	return step, true
 }
 
-// Execute queues the planned GEMMs.
+// Execute queues the GEMV, or the planned GEMMs when there is none or B's address does not
+// suit it.
 func (k *matmulKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
+	}
+	if k.gemv != nil && k.gemv.usable(inputs[1].Ptr) {
+		return k.gemv.launch(k.lib.rt.Stream, outputs[0].Ptr, inputs[0].Ptr, inputs[1].Ptr)
 	}
 	h := k.lib.rt.BLAS
 	for i := range k.calls {

@@ -121,8 +121,9 @@ type torchResults struct {
 // float16) in bytes per second against the H200's peak and against PyTorch on the same shapes
 // (from torch_ops.py, run just before in the same job), the cudaep ops SiluMul and RotateHalf
 // on tensors of the same size, bfloat16 Attention of a Llama decoder's shapes (decode at T =
-// 4096, prefill at 512 and 2048) in TFLOP/s, and float16/bfloat16 MatMul at M = 1, 16, 512
-// and 4096 (K = N = 4096) against cublasGemmEx called directly on the same buffers.
+// 4096, prefill at 512 and 2048) in TFLOP/s, float16/bfloat16 MatMul at M = 1, 16, 512
+// and 4096 (K = N = 4096) against cublasGemmEx called directly on the same buffers, and
+// MatMul at M = 1 (the GEMV path) at a Llama decoder's projection shapes against the same.
 // Device time comes from events around a batch of calls; the median of the samples is
 // reported, ours and the raw baseline alternating.
 func TestOpBenchTable(t *testing.T) {
@@ -419,6 +420,52 @@ func TestOpBenchTable(t *testing.T) {
 		}
 	}
 
+	// Decode's projections, MatMul [1,1,K]×[K,N] at Llama-3.2-1B's shapes (attention output,
+	// key and value, MLP up and down, LM head): the GEMV path against cublasGemmEx on the same
+	// buffers, and with EnvOpBenchVariants ep's MatMul with cuBLAS forced ("matmul" family)
+	// beside the GEMV, the outputs compared within one rounding of the largest output.
+	gemvShapes := [][2]int64{{2048, 2048}, {2048, 512}, {2048, 8192}, {8192, 2048}, {2048, 32000}}
+	if sim {
+		gemvShapes = [][2]int64{{256, 256}, {128, 64}, {64, 512}}
+	}
+	for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
+		size := float64(dt.Size())
+		for _, kn := range gemvShapes {
+			kk, n := kn[0], kn[1]
+			id := fmt.Sprintf("matmul/%s/m1/k%dn%d", dt, kk, n)
+			spec := kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(dt, 1, 1, kk), info(dt, kk, n)}}
+			title := fmt.Sprintf("MatMul %s [1,1,%d]x[%d,%d]", dt, kk, kk, n)
+			moved := size * float64(kk+kk*n+n)
+			if rowFilter.MatchString(id) {
+				k := f.get(spec)
+				a, b := fill(spec.Inputs[0]), fill(spec.Inputs[1])
+				y := f.outputs(k)[0]
+				typ := cudadrv.BLASFloat16
+				if dt == kernels.BFloat16 {
+					typ = cudadrv.BLASBFloat16
+				}
+				p := &cudadrv.GemmParams{TransA: cudadrv.OpN, TransB: cudadrv.OpN, M: int(n), N: 1, K: int(kk),
+					Alpha: 1, A: b.Ptr, B: a.Ptr, C: y.Ptr, LDA: int(n), LDB: int(kk), LDC: int(n), Type: typ}
+				ins, outs := []kernels.Tensor{a, b}, []kernels.Tensor{y}
+				o, r := measure(10*batch, func() error { return k.Execute(ins, outs) }, func() error { return f.blas.GemmEx(p) })
+				tiles, chunks, rows := kernels.GemvGrid(k)
+				rep.Rows = append(rep.Rows, opBenchRow{ID: id,
+					Title: fmt.Sprintf("%s [%s: %d tiles x %d chunks of %d rows]", title, kernels.LaunchVariant(k, ins, outs), tiles, chunks, rows),
+					Bytes: moved, FLOP: 2 * float64(kk*n), OursMs: o, RawLabel: "cublasGemmEx (Go cudadrv, same buffers)", RawMs: r})
+			}
+			if os.Getenv(EnvOpBenchVariants) == "1" {
+				// fill's values are in [0.25, 1.25): every output is below K·1.25², and the two
+				// float32 sums differ by far less than one rounding to dt there.
+				mant := 7.0
+				if dt == kernels.Float16 {
+					mant = 10
+				}
+				tol := math.Exp2(math.Floor(math.Log2(float64(kk)*1.25*1.25)) - mant)
+				variants("matmul", id, title, spec, moved, tol, "cublas", "")
+			}
+		}
+	}
+
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		om := median(r.OursMs)
@@ -445,7 +492,7 @@ func TestOpBenchTable(t *testing.T) {
 	if sim {
 		sb.WriteString("SIMULATED DEVICE: not performance numbers\n")
 	}
-	fmt.Fprintf(&sb, "%-26s %10s %9s %7s %10s %8s %10s %10s %8s\n", "row", "ours ms", "GB/s", "of peak", "torch GB/s", "vs torch", "TFLOP/s", "raw TFLOP", "vs raw")
+	fmt.Fprintf(&sb, "%-36s %10s %9s %7s %10s %8s %10s %10s %8s\n", "row", "ours ms", "GB/s", "of peak", "torch GB/s", "vs torch", "TFLOP/s", "raw TFLOP", "vs raw")
 	for _, r := range rep.Rows {
 		opt := func(v float64, format string) string {
 			if v == 0 || math.IsNaN(v) {
@@ -453,12 +500,12 @@ func TestOpBenchTable(t *testing.T) {
 			}
 			return fmt.Sprintf(format, v)
 		}
-		fmt.Fprintf(&sb, "%-26s %10.4f %9.1f %7.3f %10s %8s %10s %10s %8s\n", r.ID, median(r.OursMs), r.OursGBps, r.OfPeak,
+		fmt.Fprintf(&sb, "%-36s %10.4f %9.1f %7.3f %10s %8s %10s %10s %8s\n", r.ID, median(r.OursMs), r.OursGBps, r.OfPeak,
 			opt(r.TorchGBps, "%.1f"), opt(r.OursOverTorch, "%.3f"), opt(r.OursTFLOPS, "%.1f"), opt(r.RawTFLOPS, "%.1f"), opt(r.OursOverRaw, "%.3f"))
 	}
 	for _, r := range rep.Rows {
 		if strings.Contains(r.Title, "] [") {
-			fmt.Fprintf(&sb, "%-26s %s\n", r.ID, r.Title)
+			fmt.Fprintf(&sb, "%-36s %s\n", r.ID, r.Title)
 		}
 	}
 	fmt.Print(sb.String())

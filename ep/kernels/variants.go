@@ -23,6 +23,10 @@ import "sync"
 //     sameShapeGrid). Baseline "stride": the same kernel on linearGrid, at most 8192 blocks,
 //     its grid-stride loop covering the rest. The unary ops keep linearGrid (flat lost for
 //     float16 Sigmoid on the H200) and have no variant.
+//   - "matmul" (MatMul with one row of A and a matrix B of whole 16-byte rows: gemvApplies in
+//     gemv.go): "gemv", cudaep_gemv_<t> (see cuda/gemv.cu). Baseline "cublas": the cuBLAS
+//     GEMM every other MatMul runs (cublasGemmEx for float16 and bfloat16, cublasSgemm for
+//     float32), which a B the GEMV cannot load from also gets.
 
 // forced holds the variant forced per family; see forceVariant.
 var forced struct {
@@ -31,7 +35,7 @@ var forced struct {
 }
 
 // forceVariant makes later Gets of family build baseline v ("nd" for "transpose2d", "old" for
-// "layernorm", "stride" for "elementwise"; "" goes back to the rule) and returns what was
+// "layernorm", "stride" for "elementwise", "cublas" for "matmul"; "" goes back to the rule) and returns what was
 // forced before; other names are ignored. For tests and the op benchmark only
 // (export_test.go); safe for concurrent use, but it affects every Library of the process.
 func forceVariant(family, v string) (previous string) {

@@ -34,3 +34,6 @@ __device__ void __syncwarp(unsigned mask = 0xffffffffu);
 __device__ int __any_sync(unsigned, int);
 __device__ float __shfl_sync(unsigned, float, int);
 __device__ int __syncthreads_or(int);
+__device__ void __threadfence(void);
+__device__ unsigned atomicAdd(unsigned*, unsigned);
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))

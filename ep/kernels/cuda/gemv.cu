@@ -1,0 +1,151 @@
+// GEMV kernels of package kernels: MatMul with one row, y[1,N] = a[1,K] · B[K,N], B row-major
+// (ONNX's layout), float32, float16 and bfloat16 (suffixes f32, f16, bf16), accumulated in
+// float32 and rounded once on store. gemv.go (gemvPlan) launches them when A has one row,
+// sim_gemv.go mirrors them for the simulated device, with the same argument list:
+//
+//	cudaep_gemv_<t>(T* y, const T* a, const T* b, float* partials, unsigned* counters,
+//	                u64 k, u64 n, u64 rows)
+//
+// The product is memory-bound: every element of B is read once and used once, so the kernel
+// is built to stream B at the memory's rate.
+//
+// Geometry. A lane loads 16 bytes of a row of B (V = 8 halves or 4 floats), a warp 32 such
+// packs: TC = 32·V consecutive columns (256 halves, 128 floats) of one row, one 512-byte
+// coalesced load. A block of 256 threads (8 warps) owns one column tile (blockIdx.x) and a
+// chunk of `rows` rows of K (blockIdx.y); warp w takes rows w, w+8, w+16, … of the chunk and
+// keeps GEMV_UNROLL (8) rows' loads in flight before it uses them (8 × 16 bytes a lane, 32 KiB
+// a block), so that a few blocks per SM cover the memory latency. Each lane accumulates V
+// float32 sums; the 8 warps' sums are added in shared memory, in warp order.
+//
+// Split K. With few tiles (N small) a grid of tiles alone would leave most SMs idle, so K is
+// split into gridDim.y chunks (gemv.go's gemvGeometry picks them: at most 4 blocks per SM,
+// the residency __launch_bounds__ below guarantees, so the grid runs in one wave; at most 32
+// chunks, of at least 64 rows each). Each block stores its tile's float32 partial sums
+// in partials[chunk][tiles·TC] (a Library scratch buffer: every launch overwrites the slots
+// it reads, so nothing needs zeroing), fences, and counts itself in counters[tile]. The block
+// that arrives last adds the chunks' partials in chunk order, converts and stores y, and puts
+// the counter back to 0, so the next launch (or a CUDA graph's replay) finds it zeroed. The
+// sum order is fixed, so results are bit-reproducible across runs and replays, which float
+// atomics into a zeroed workspace would not be. With one chunk (gridDim.y == 1) the block
+// stores y directly and never touches partials or counters (they may be 0 then).
+//
+// Requirements the Go side guarantees: b 16-byte aligned and n a multiple of V (whole packs
+// per row, so a lane's pack is either wholly inside a row or wholly past its end); counters
+// zero at launch for the first gridDim.x tiles when gridDim.y > 1; a block of 256 threads.
+
+#include "common.cuh"
+
+#define GEMV_THREADS 256
+#define GEMV_WARPS (GEMV_THREADS / 32)
+#define GEMV_UNROLL 8
+// GEMV_MIN_BLOCKS blocks stay resident per SM (at most 64 registers a thread).
+#define GEMV_MIN_BLOCKS 4
+
+// load_cg4 reads four floats at p from L2 (ld.global.cg: not from L1, which other blocks'
+// partial stores do not keep coherent).
+__device__ __forceinline__ void load_cg4(const float* p, float* v) {
+	asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+		: "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+		: "l"(p)
+		: "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a, const T* __restrict__ b, float* __restrict__ partials,
+	unsigned* __restrict__ counters, u64 k, u64 n, u64 rows) {
+	const int V = 16 / sizeof(T);  // elements of a pack
+	const int TC = 32 * V;         // columns of a tile
+	__shared__ float red[GEMV_WARPS * TC];
+	__shared__ unsigned last;
+	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const u64 tile = blockIdx.x, chunk = blockIdx.y;
+	const u64 col0 = tile * TC + (u64)lane * V;  // the lane's first column
+	const u64 r0 = chunk * rows, r1 = r0 + rows < k ? r0 + rows : k;
+
+	float acc[V];
+#pragma unroll
+	for (int j = 0; j < V; ++j) acc[j] = 0.0f;
+	if (col0 < n) {
+		const u64 stride = n / V;  // packs per row of B
+		const Pack<T>* p = (const Pack<T>*)(b + col0);
+		u64 r = r0 + warp;
+		for (; r + (GEMV_UNROLL - 1) * GEMV_WARPS < r1; r += GEMV_UNROLL * GEMV_WARPS) {
+			Pack<T> x[GEMV_UNROLL];
+			float av[GEMV_UNROLL];
+#pragma unroll
+			for (int u = 0; u < GEMV_UNROLL; ++u) {
+				x[u] = p[(r + u * GEMV_WARPS) * stride];
+				av[u] = to_float(a[r + u * GEMV_WARPS]);
+			}
+#pragma unroll
+			for (int u = 0; u < GEMV_UNROLL; ++u) {
+#pragma unroll
+				for (int j = 0; j < V; ++j) acc[j] += av[u] * to_float(x[u].v[j]);
+			}
+		}
+		for (; r < r1; r += GEMV_WARPS) {
+			const Pack<T> x = p[r * stride];
+			const float av = to_float(a[r]);
+#pragma unroll
+			for (int j = 0; j < V; ++j) acc[j] += av * to_float(x.v[j]);
+		}
+	}
+
+	// The 8 warps' sums of each column, added in warp order.
+#pragma unroll
+	for (int j = 0; j < V; ++j) red[warp * TC + lane * V + j] = acc[j];
+	__syncthreads();
+	const unsigned t = threadIdx.x;
+	const u64 col = tile * TC + t;
+	float sum = 0.0f;
+	if (t < TC) {
+#pragma unroll
+		for (int w = 0; w < GEMV_WARPS; ++w) sum += red[w * TC + t];
+	}
+	if (gridDim.y == 1) {
+		if (t < TC && col < n) y[col] = from_float<T>(sum);
+		return;
+	}
+
+	// Split K: publish the partial, then the last block of the tile finishes it.
+	const u64 ld = (u64)gridDim.x * TC;  // partials' row length: every tile whole
+	if (t < TC) partials[chunk * ld + col] = sum;
+	__threadfence();
+	__syncthreads();
+	if (t == 0) last = atomicAdd(&counters[tile], 1u) == gridDim.y - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+
+	// Thread t adds the 4 columns of group g = t % G over chunks s, s+S, s+2S, … (s = t / G),
+	// 16-byte loads; then the S slices are added in order for each column.
+	const unsigned G = TC / 4, S = GEMV_THREADS / G;
+	const unsigned g = t % G, s = t / G;
+	float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	const float* src = partials + tile * TC + g * 4;
+#pragma unroll 8
+	for (u64 c = s; c < gridDim.y; c += S) {
+		float v[4];
+		load_cg4(src + c * ld, v);
+#pragma unroll
+		for (int j = 0; j < 4; ++j) part[j] += v[j];
+	}
+#pragma unroll
+	for (int j = 0; j < 4; ++j) red[s * TC + g * 4 + j] = part[j];
+	__syncthreads();
+	if (t < TC) {
+		float total = 0.0f;
+		for (unsigned i = 0; i < S; ++i) total += red[i * TC + t];
+		if (col < n) y[col] = from_float<T>(total);
+	}
+	if (t == 0) counters[tile] = 0;
+}
+
+#define GEMV(sfx, T) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) cudaep_gemv_##sfx(T* y, const T* a, const T* b, float* partials, \
+		unsigned* counters, u64 k, u64 n, u64 rows) { \
+		gemv<T>(y, a, b, partials, counters, k, n, rows); \
+	}
+GEMV(f32, float)
+GEMV(f16, half_t)
+GEMV(bf16, bf16_t)
