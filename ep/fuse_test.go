@@ -389,4 +389,12 @@ func TestFuseAttention(t *testing.T) {
 			assert.InDelta(t, 0.25, fused[0].Attrs["scale"].Float(), 1e-7)
 		})
 	}
+	t.Run("a prompt stays unfused", func(t *testing.T) {
+		p := newProvider(t)
+		g := newGraph(t, p)
+		q := g.input("q", ep.Float32, 1, 8, 16, 16)
+		k, v := g.input("k", ep.Float32, 1, 2, 16, 16), g.input("v", ep.Float32, 1, 2, 16, 16)
+		out := attentionChain(g, q, k, v, g.input("mask", ep.Float32, 1, 1, 16, 16), 0.25)
+		assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+	})
 }
