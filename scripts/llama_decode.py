@@ -407,6 +407,28 @@ def device_busy_ms(fn, n):
         return None
 
 
+def pinned_h2d_bytes_per_s():
+    """The host-to-device rate of 256 MiB copies from pinned memory (median of 10): the link."""
+    n = 256 << 20
+    src = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    return n / (median_ms(lambda: dst.copy_(src, non_blocking=True), 10) * 1e-3)
+
+
+def ort_stats(lib):
+    """cudaep's ORT counters (CudaEpGetOrtStats through the repository's ctypes package, from the
+    library file ORT loaded), or None when they cannot be read."""
+    try:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        os.environ.setdefault("CUDAEP_LIBRARY", lib)
+        import cudaep
+
+        return cudaep.ort_stats()
+    except Exception as e:  # a diagnostic: its absence is reported, not fatal
+        log(f"(cudaep counters not read: {str(e)[:200]})")
+        return None
+
+
 def median_ms(fn, n, warm=3):
     for _ in range(warm):
         fn()
@@ -767,17 +789,35 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
         t_pt = median_ms(lambda: pre(ids), 10)
     path = make_prefill_only(args, cfg, model, P, m)
     prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, P), dtype=np.int64)
+    h2d = pinned_h2d_bytes_per_s()
+    log(f"pinned host-to-device copies (PyTorch, 256 MiB): {h2d / 1e9:.1f} GB/s")
+    results["pinned_h2d_gbps"] = h2d / 1e9
     for label, opts in (("ORT + CudaEp, weights resident", {}),
                         ("ORT + CudaEp, weights resident, fusion=off", {"fusion": "off"}),
-                        ("ORT + CudaEp, paging=on, weight_budget_bytes = 25 % of the weights",
-                         {"paging": "on", "weight_budget_bytes": weight_bytes // 4})):
+                        ("ORT + CudaEp, paging=auto, weight_budget_bytes = 25 % of the weights (the rest paged)",
+                         {"paging": "auto", "weight_budget_bytes": weight_bytes // 4}),
+                        ("ORT + CudaEp, paging=on (every weight paged)", {"paging": "on"})):
         try:
             d = OrtDecoder(runner, cfg, path, None, m, False, prefill_options=opts)
-            t = median_ms(lambda: d.run_prefill(prompt), 10, warm=2)
+            calls = [0]
+
+            def run():
+                calls[0] += 1
+                d.run_prefill(prompt)
+
+            before = ort_stats(args.lib)
+            t = median_ms(run, 10, warm=2)
+            after = ort_stats(args.lib)
+            row = dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3), vs_torch=t_pt / t)
+            if opts.get("paging") and after is not None:
+                paged = (after.paged_bytes - before.paged_bytes) / calls[0]
+                bound = paged / h2d * 1e3
+                row.update(paged_bytes_per_run=paged, link_bound_ms=bound, of_link_bound=bound / t)
+                log(f"prefill {P} ({label}): {paged / 1e9:.3f} GB paged per run of {weight_bytes / 1e9:.3f} GB, "
+                    f"{bound:.2f} ms at the pinned rate: {t:.2f} ms is {bound / t:.3f} of the link bound")
             if not opts.get("paging"):
-                device_busy_ms(lambda: d.run_prefill(prompt), 3)  # logs the top kernels
-            rows.append(dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3),
-                             vs_torch=t_pt / t))
+                device_busy_ms(run, 3)  # logs the top kernels
+            rows.append(row)
             del d
         except Exception as e:
             log(f"ORT prefill ({label}) failed: {str(e)[:600]}")

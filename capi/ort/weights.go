@@ -137,7 +137,9 @@ func (w *weights) closeFiles(p *ep.Provider) error {
 // copied from ORT's value once; external-data ones are read by cudaep from their file through
 // the provider's mappings (ORT never reads those bytes) and either loaded once, resident, or,
 // when the partition pages (option paging=on, or paging=auto with the weights over
-// weight_budget_bytes), streamed layer by layer through a double buffer during every run.
+// weight_budget_bytes), streamed layer by layer through a double buffer during every run,
+// except, under a budget with paging=auto, the layers that fit it beside the double buffer,
+// which stay resident (see pageLayers).
 func (s *session) loadWeights(g *C.OrtGraph, nodes []ep.Node) (*weights, error) {
 	var cpath *C.char
 	if err := errorOf(C.cudaep_ort_graph_model_path(g, &cpath), "read the model path"); err != nil {
@@ -194,8 +196,13 @@ func (s *session) loadWeights(g *C.OrtGraph, nodes []ep.Node) (*weights, error) 
 		}
 		return w, nil
 	}
-	if w.paged, err = s.pageLayers(nodes, exts); err != nil {
+	if w.paged, err = s.pageLayers(nodes, exts, w); err != nil {
 		return fail(err)
+	}
+	if w.paged == nil { // every layer fit the budget
+		if err := w.closeFiles(s.p); err != nil {
+			return fail(err)
+		}
 	}
 	return w, nil
 }
@@ -232,23 +239,80 @@ func (s *session) loadResident(e external) (tensorBuf, error) {
 }
 
 // pageLayers groups a paging partition's external-data initializers into one layer per node
-// that reads them, and makes the double buffer for the largest.
-func (s *session) pageLayers(nodes []ep.Node, exts map[string]external) (*pagedWeights, error) {
+// that reads them and makes the double buffer for the largest paged one. With a
+// weight_budget_bytes it keeps what fits resident: layers are taken largest first while the
+// resident bytes and the double buffer's two slots (twice the largest layer left to page)
+// stay within the budget; the rest is paged at every run. With paging=on, or no budget, every
+// layer is paged.
+func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weights) (*pagedWeights, error) {
 	if s.opts.cudaGraph {
 		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
 			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)
 	}
-	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
-	for name, e := range exts {
-		pw.infos[name] = e.info
+	type group struct {
+		node  int
+		names []string
+		bytes uint64
 	}
+	var groups []group
+	for i, nd := range nodes {
+		g := group{node: i}
+		for _, v := range nd.Inputs {
+			if e, ok := exts[v.Name]; ok && !slices.Contains(g.names, v.Name) {
+				g.names = append(g.names, v.Name)
+				g.bytes += e.region.Len
+			}
+		}
+		if len(g.names) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	resident := map[string]bool{}
+	if budget := s.opts.weightBytes; budget > 0 && s.opts.paging != "on" {
+		order := make([]int, len(groups))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return int64Cmp(groups[b].bytes, groups[a].bytes) })
+		kept := make([]bool, len(groups))
+		var held uint64
+		for _, gi := range order {
+			var extra uint64
+			for _, name := range groups[gi].names {
+				if !resident[name] {
+					extra += exts[name].region.Len
+				}
+			}
+			var slot uint64 // the largest layer still paged if this one is not
+			for _, gj := range order {
+				if gj != gi && !kept[gj] {
+					slot = groups[gj].bytes
+					break
+				}
+			}
+			if held+extra+ep.DoubleBufferSlots*slot > budget {
+				continue
+			}
+			kept[gi], held = true, held+extra
+			for _, name := range groups[gi].names {
+				if !resident[name] {
+					t, err := s.loadResident(exts[name])
+					if err != nil {
+						return nil, fmt.Errorf("initializer %q: %w", name, err)
+					}
+					w.resident[name], resident[name] = t, true
+				}
+			}
+		}
+	}
+	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
 	var largest uint64
 	largestNode := ""
-	for i, nd := range nodes {
+	for _, g := range groups {
 		var names []string
-		for _, v := range nd.Inputs {
-			if _, ok := exts[v.Name]; ok && !slices.Contains(names, v.Name) {
-				names = append(names, v.Name)
+		for _, name := range g.names {
+			if !resident[name] {
+				names = append(names, name)
 			}
 		}
 		if len(names) == 0 {
@@ -258,23 +322,27 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external) (*pagedW
 		slices.SortStableFunc(names, func(a, b string) int {
 			return exts[b].info.DType.Size() - exts[a].info.DType.Size()
 		})
-		l := layer{node: i, offsets: map[string]uint64{}}
+		l := layer{node: g.node, offsets: map[string]uint64{}}
 		var regions []ep.Region
 		var off uint64
 		for _, name := range names {
 			l.offsets[name] = off
 			regions = append(regions, exts[name].region)
+			pw.infos[name] = exts[name].info
 			off += exts[name].region.Len
 		}
 		lw, err := s.p.NewByteWeight(regions)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", nd.Name, err)
+			return nil, fmt.Errorf("node %s: %w", nodes[g.node].Name, err)
 		}
 		l.w = lw
 		pw.layers = append(pw.layers, l)
 		if off > largest {
-			largest, largestNode = off, nd.Name
+			largest, largestNode = off, nodes[g.node].Name
 		}
+	}
+	if len(pw.layers) == 0 {
+		return nil, nil // everything fit
 	}
 	if budget := s.opts.weightBytes; budget > 0 && largest > budget/ep.DoubleBufferSlots {
 		return nil, fmt.Errorf("%w: node %s reads %d bytes of weights; paging holds two such layers, over %sweight_budget_bytes=%d",
@@ -286,6 +354,17 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external) (*pagedW
 	}
 	pw.db = db
 	return pw, nil
+}
+
+// int64Cmp compares two byte counts.
+func int64Cmp(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // upload copies a tensor's bytes into a new device buffer.

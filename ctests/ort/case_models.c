@@ -291,7 +291,7 @@ static int expect_refused(ort_rt* rt, const char* dir, const char* file, const r
 }
 
 /* run_paged runs `runs` inputs of deep.onnx through test and ref and checks the outputs and that
- * every run streamed all DEEP_LAYERS layers (want_paged) or none. */
+ * every run streamed want_paged of the DEEP_LAYERS layers (the others resident, or none paged). */
 static int run_paged(ort_rt* rt, rt_session* test, rt_session* ref, int want_paged, const char* label) {
   static const int64_t batches[] = {1, 5, 64, 5};
   const int runs = (int)(sizeof batches / sizeof batches[0]);
@@ -310,10 +310,10 @@ static int run_paged(ort_rt* rt, rt_session* test, rt_session* ref, int want_pag
   f += rt_ep_stats(rt, &after) < 0;
   unsigned long long layers = after.paged_layers - before.paged_layers, bytes = after.paged_bytes - before.paged_bytes,
                      read = after.weight_file_bytes - before.weight_file_bytes;
-  unsigned long long want_layers = want_paged ? (unsigned long long)runs * DEEP_LAYERS : 0;
+  unsigned long long want_layers = (unsigned long long)runs * (unsigned long long)want_paged;
   char what[512];
   textf(what, sizeof what, "%s: %llu layers paged (%d runs x %d layers: %llu expected), %llu bytes", label, layers, runs,
-        DEEP_LAYERS, want_layers, bytes);
+        want_paged, want_layers, bytes);
   f += ok(layers == want_layers && bytes == want_layers * DEEP_LAYER_BYTES, what);
   textf(what, sizeof what, "%s: every paged byte was read from the file (%llu)", label, read);
   f += ok(read == bytes, what);
@@ -332,8 +332,11 @@ int case_paging(ort_rt* rt, int argc, char** argv) {
     const char *paging, *budget, *label;
     int paged;
   } ok_cases[] = {
-      {"on", "0", "paging=on", 1},
-      {"auto", "40000", "paging=auto under a 40000-byte budget (99840 bytes of weights)", 1},
+      {"on", "0", "paging=on", DEEP_LAYERS},
+      {"on", "70000", "paging=on under a budget: every layer still paged", DEEP_LAYERS},
+      {"auto", "40000", "paging=auto under a 40000-byte budget (99840 bytes of weights)", DEEP_LAYERS},
+      /* Two layers (33280 bytes) stay resident beside the two 16640-byte slots: 66560 <= 70000. */
+      {"auto", "70000", "paging=auto under a 70000-byte budget: two layers resident, four paged", DEEP_LAYERS - 2},
       {"auto", "100000", "paging=auto under a budget the weights fit", 0},
   };
   for (size_t c = 0; c < sizeof ok_cases / sizeof ok_cases[0]; c++) {
