@@ -8,7 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
@@ -104,14 +104,17 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	rm, gk := pt.direct(pl, ins, outs)
 	if s.opts.cudaGraph {
-		if _, ok := pl.graphs[directKey(pl, pt.direct(pl, ins, outs))]; !ok {
-			// This run captures: take the session alone.
+		if _, ok := pl.graphs[gk]; !ok {
+			// This run captures: take the session alone (and look again: another run may have
+			// captured meanwhile).
 			pt.mu.Unlock()
 			s.runs.RUnlock()
 			s.runs.Lock()
 			unlock = s.runs.Unlock
 			pt.mu.Lock()
+			rm, gk = pt.direct(pl, ins, outs)
 		}
 	}
 	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
@@ -126,7 +129,6 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return err
 		}
 	}
-	rm := pt.direct(pl, ins, outs)
 	for i, in := range ins {
 		n := in.info.Bytes()
 		if n == 0 {
@@ -141,7 +143,7 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return fmt.Errorf("copy input %q into the partition: %w", pt.inputs[i], err)
 		}
 	}
-	if err := pt.run(pl, rm); err != nil {
+	if err := pt.run(pl, rm, gk); err != nil {
 		return err
 	}
 	deviceOut := false
@@ -227,8 +229,24 @@ const maxDirectGraphs = 4
 // everything). It does so only for tensors in CudaEp memory on the partition's device, never
 // for a paging partition (its steps' addresses change per run), never when an output overlaps
 // another tensor of the run, and with CUDA graphs only for a set of addresses the plan has
-// captured or still may capture.
-func (pt *partition) direct(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]ep.DevicePtr {
+// captured or still may capture. With CUDA graphs it also returns the key of the graph for
+// these addresses (directKey).
+func (pt *partition) direct(pl *plan, ins, outs []hostTensor) (map[ep.DevicePtr]ep.DevicePtr, string) {
+	rm := pt.inPlace(pl, ins, outs)
+	if !pt.s.opts.cudaGraph {
+		return rm, ""
+	}
+	if rm != nil {
+		gk := directKey(pl, rm)
+		if _, ok := pl.graphs[gk]; ok || len(pl.graphs) < maxDirectGraphs {
+			return rm, gk
+		}
+	}
+	return nil, directKey(pl, nil)
+}
+
+// inPlace is direct's map, whatever graphs the plan holds.
+func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]ep.DevicePtr {
 	if pt.w.paged != nil {
 		return nil
 	}
@@ -272,31 +290,26 @@ func (pt *partition) direct(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]e
 	if len(rm) == 0 {
 		return nil
 	}
-	if pt.s.opts.cudaGraph {
-		if _, ok := pl.graphs[directKey(pl, rm)]; !ok && len(pl.graphs) >= maxDirectGraphs {
-			return nil
-		}
-	}
 	return rm
 }
 
 // directKey names a set of in-place addresses: the graph captured for it.
 func directKey(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) string {
-	var b strings.Builder
-	for _, t := range pl.inputs {
-		fmt.Fprintf(&b, "%x;", uint64(rm[t.buf.Ptr()]))
+	b := make([]byte, 0, 12*(len(pl.inputs)+len(pl.outputs)))
+	for _, ts := range [][]tensorBuf{pl.inputs, pl.outputs} {
+		for _, t := range ts {
+			b = strconv.AppendUint(b, uint64(rm[t.buf.Ptr()]), 16)
+			b = append(b, ';')
+		}
 	}
-	for _, t := range pl.outputs {
-		fmt.Fprintf(&b, "%x;", uint64(rm[t.buf.Ptr()]))
-	}
-	return b.String()
+	return string(b)
 }
 
 // run executes a plan: eagerly, or with CUDA graphs by capturing it on the first run with
-// these in-place addresses and replaying it afterwards (the plan's buffers are fixed, so a
-// replay reads this run's inputs). rm maps plan buffers to the ORT tensors read and written in
-// place (see direct).
-func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) error {
+// these in-place addresses (key gk) and replaying it afterwards (the plan's buffers are fixed,
+// so a replay reads this run's inputs). rm maps plan buffers to the ORT tensors read and
+// written in place (see direct).
+func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr, gk string) error {
 	p := pt.s.p
 	if pt.w.paged != nil {
 		return pt.w.paged.execute(pl)
@@ -304,7 +317,6 @@ func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) error {
 	if !pt.s.opts.cudaGraph {
 		return pl.execute(rm)
 	}
-	gk := directKey(pl, rm)
 	slot, ok := pl.graphs[gk]
 	if !ok {
 		kernels := make([]*ep.Kernel, len(pl.steps))
