@@ -73,8 +73,55 @@ __device__ __forceinline__ void bcast_offsets(Index i, const i64* d, const i64* 
 	i64 bs0, i64 bs1, i64 bs2, i64 bs3, i64 bs4, i64 bs5
 #define BCAST_ARGS d0, d1, d2, d3, d4, d5, as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5
 
+// bcast_packed reports whether a broadcast loop over D dimensions with K operands of E may run
+// in 16-byte packs of the output: the innermost extent is a whole number of packs, and every
+// operand either walks the innermost dimension contiguously (stride 1, outer strides whole packs,
+// its base 16-byte aligned) or repeats along it (stride 0: one element per pack).
+template <typename E, int D, int K>
+__device__ __forceinline__ bool bcast_packed(const void* out, const void* const* in, const i64* d, const i64* s) {
+	const int V = 16 / sizeof(E);
+	if (d[D - 1] % V != 0 || ((u64)out & 15) != 0) return false;
+#pragma unroll
+	for (int k = 0; k < K; ++k) {
+		const i64 inner = s[k * D + D - 1];
+		if (inner == 0) continue;
+		if (inner != 1 || ((u64)in[k] & 15) != 0) return false;
+#pragma unroll
+		for (int j = 0; j < D - 1; ++j)
+			if (s[k * D + j] % V != 0) return false;
+	}
+	return true;
+}
+
+// load_pack reads the pack of an operand at element offset off: 16 bytes when it walks the
+// innermost dimension (inner != 0), else its one element repeated.
+template <typename E>
+__device__ __forceinline__ Pack<E> load_pack(const E* p, i64 off, i64 inner) {
+	if (inner) return *(const Pack<E>*)(p + off);
+	Pack<E> r;
+	const E v = p[off];
+#pragma unroll
+	for (int e = 0; e < 16 / (int)sizeof(E); ++e) r.v[e] = v;
+	return r;
+}
+
 template <typename Fn, typename T, typename Index>
 __device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T* a, const T* b, Index n, const i64* d, const i64* s) {
+	const void* in[2] = {a, b};
+	if (sizeof(typename Fn::Out) == sizeof(T) && bcast_packed<T, 6, 2>(out, in, d, s)) {
+		// Whole packs: the offsets once per 16 bytes, 16-byte loads and stores.
+		const int V = 16 / sizeof(T);
+		for (Index p = (Index)blockIdx.x * blockDim.x + threadIdx.x; p < n / V; p += (Index)gridDim.x * blockDim.x) {
+			i64 off[2];
+			bcast_offsets<6, 2, Index>(p * V, d, s, off);
+			const Pack<T> x = load_pack<T>(a, off[0], s[5]), y = load_pack<T>(b, off[1], s[11]);
+			Pack<typename Fn::Out> r;
+#pragma unroll
+			for (int e = 0; e < V; ++e) r.v[e] = Fn::apply(x.v[e], y.v[e]);
+			*(Pack<typename Fn::Out>*)(out + p * V) = r;
+		}
+		return;
+	}
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
 		i64 off[2];
 		bcast_offsets<6, 2, Index>(i, d, s, off);
@@ -276,6 +323,21 @@ UNARY_ALL(cos, CosOp)
 // size: out[i] = c ? x : y.
 template <typename E, typename Index>
 __device__ __forceinline__ void where_loop(E* out, const u8* c, const E* x, const E* y, Index n, const i64* d, const i64* s) {
+	// Whole packs of X and Y (the condition read a byte at a time): the offsets once per 16 bytes.
+	const void* xy[2] = {x, y};
+	if (bcast_packed<E, 4, 2>(out, xy, d, s + 4)) {
+		const int V = 16 / sizeof(E);
+		for (Index p = (Index)blockIdx.x * blockDim.x + threadIdx.x; p < n / V; p += (Index)gridDim.x * blockDim.x) {
+			i64 off[3];
+			bcast_offsets<4, 3, Index>(p * V, d, s, off);
+			const Pack<E> xv = load_pack<E>(x, off[1], s[7]), yv = load_pack<E>(y, off[2], s[11]);
+			Pack<E> r;
+#pragma unroll
+			for (int e = 0; e < V; ++e) r.v[e] = c[off[0] + e * s[3]] ? xv.v[e] : yv.v[e];
+			*(Pack<E>*)(out + p * V) = r;
+		}
+		return;
+	}
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
 		i64 off[3];
 		bcast_offsets<4, 3, Index>(i, d, s, off);
