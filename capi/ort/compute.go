@@ -278,6 +278,10 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]
 	for j, out := range outs {
 		if pl.written[pl.outputs[j].buf] {
 			take(pl.outputs[j].buf, out, true)
+		} else if n := uint64(out.info.Bytes()); out.onGPU && n > 0 {
+			// Copied out once the kernels are queued, but it must not overlap a tensor they read.
+			addr := uint64(uintptr(out.data))
+			spans = append(spans, span{addr, addr + n, true})
 		}
 	}
 	for a, x := range spans {
