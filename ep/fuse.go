@@ -488,7 +488,7 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 	var mask *Value
 	if ja, add, ok := g.inner(logits, "Add"); ok {
 		for _, ap := range [][2]Value{{add.Inputs[0], add.Inputs[1]}, {add.Inputs[1], add.Inputs[0]}} {
-			if j, _, ok := g.maker2(ap[0]); ok && (g.nodes[j].Op == "Mul" || g.nodes[j].Op == "Div" || g.nodes[j].Op == "MatMul") {
+			if j, _, ok := g.producer(ap[0]); ok && (g.nodes[j].Op == "Mul" || g.nodes[j].Op == "Div" || g.nodes[j].Op == "MatMul") {
 				m := ap[1]
 				mask, logits = &m, ap[0]
 				chain = append(chain, ja)
@@ -570,8 +570,8 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 // (2026-12-01; its kernel 0.37 ms per layer).
 const maxFusedAttentionRows = 15
 
-// maker2 returns the live node that makes v, whatever its readers.
-func (g *fusion) maker2(v Value) (int, *Node, bool) {
+// producer returns the live node that makes v, whatever its readers.
+func (g *fusion) producer(v Value) (int, *Node, bool) {
 	j, ok := g.maker[v.Name]
 	if !ok || g.gone[j] {
 		return 0, nil, false

@@ -398,3 +398,43 @@ func TestFuseAttention(t *testing.T) {
 		assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
 	})
 }
+
+func TestFuseKeepsAnExpandTheOpNeeds(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	// Expanded to [2, 3, 8], the sum is [2, 3, 8]; without the Expand it would be [1, 3, 8].
+	a := g.input("a", ep.Float32, 1, 1, 8)
+	b := g.input("b", ep.Float32, 1, 3, 8)
+	out := g.op("Add", nil, g.op("Expand", nil, a, g.ints(2, 3, 8)), b)
+	assert.Equal(t, []string{"Expand", "Add"}, ops(p.Fuse(g.nodes, []string{out.Name})))
+}
+
+func TestKernelViewIsTheInputsBytesUnderAnotherShape(t *testing.T) {
+	p := newProvider(t)
+	perm := func(v ...int64) map[string]ep.Attribute { return map[string]ep.Attribute{"perm": ep.IntsAttr(v...)} }
+	for _, tc := range []struct {
+		name string
+		spec ep.Spec
+		view bool
+	}{
+		{"Reshape", ep.Spec{Op: "Reshape", Opset: 18, Inputs: []ep.TensorInfo{f32(2, 6), {DType: ep.Int64, Shape: []int64{2}}},
+			Consts: map[int]ep.Const{1: ep.IntsConst(3, 4)}}, true},
+		{"Unsqueeze", ep.Spec{Op: "Unsqueeze", Opset: 18, Inputs: []ep.TensorInfo{f32(2, 6), {DType: ep.Int64, Shape: []int64{1}}},
+			Consts: map[int]ep.Const{1: ep.IntsConst(0)}}, true},
+		{"Transpose of a length-1 axis", ep.Spec{Op: "Transpose", Opset: 18, Inputs: []ep.TensorInfo{f32(1, 1, 4, 8)},
+			Attrs: perm(0, 2, 1, 3)}, true},
+		{"Transpose that moves data", ep.Spec{Op: "Transpose", Opset: 18, Inputs: []ep.TensorInfo{f32(1, 2, 4, 8)},
+			Attrs: perm(0, 2, 1, 3)}, false},
+		{"Expand to the same shape", ep.Spec{Op: "Expand", Opset: 18, Inputs: []ep.TensorInfo{f32(2, 3), {DType: ep.Int64, Shape: []int64{2}}},
+			Consts: map[int]ep.Const{1: ep.IntsConst(2, 3)}}, true},
+		{"Expand that repeats", ep.Spec{Op: "Expand", Opset: 18, Inputs: []ep.TensorInfo{f32(1, 3), {DType: ep.Int64, Shape: []int64{2}}},
+			Consts: map[int]ep.Const{1: ep.IntsConst(2, 3)}}, false},
+		{"Cast to its own type", ep.Spec{Op: "Cast", Opset: 18, Inputs: []ep.TensorInfo{f32(5)},
+			Attrs: map[string]ep.Attribute{"to": ep.IntAttr(int64(ep.Float32))}}, true},
+		{"Relu", ep.Spec{Op: "Relu", Opset: 14, Inputs: []ep.TensorInfo{f32(5)}}, false},
+	} {
+		k, err := p.GetKernel(tc.spec)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.view, k.View(), tc.name)
+	}
+}

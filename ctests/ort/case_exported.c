@@ -175,6 +175,54 @@ static double ex_rel_to_max(const host_tensor* got, const host_tensor* want) {
   return worst / top;
 }
 
+/* EX_BUDGET keeps some of the float32 export's weights resident and pages the rest: the
+ * embedding table and the LM head (65,536 bytes each) and the norms' scales fit beside two slots
+ * of the largest projection (32,768 bytes); the projections do not. */
+#define EX_BUDGET "200000"
+
+/* ex_paged decodes the CPU session's tokens again with paging=auto under EX_BUDGET: every run's
+ * logits match the CPU session's as the resident ones did, and each run pages some layers but
+ * not all the weights. */
+static int ex_paged(ort_rt* rt, const char* dir, const rt_session_opts* base, const int64_t* prompt,
+                    const int64_t* tokens, const host_tensor* want) {
+  rt_session_opts o = *base;
+  add_ep_option(&o, "paging", "auto");
+  add_ep_option(&o, "weight_budget_bytes", EX_BUDGET);
+  static ex_gen g;
+  char why[2048] = "", what[2400];
+  CudaEpOrtStats before, after;
+  if (rt_ep_stats(rt, &before) < 0) return 1;
+  if (ex_open(rt, dir, "float32", &o, &g) < 0) return 1;
+  CudaEpOrtStats opened;
+  if (rt_ep_stats(rt, &opened) < 0) return 1;
+  int runs = 0;
+  for (int s = 0; s <= EX_STEPS && !why[0]; s++) {
+    int rc = s == 0 ? ex_prefill(rt, &g, prompt, why, sizeof why)
+                    : ex_step(rt, &g, tokens[s - 1], EX_PROMPT + s - 1, why, sizeof why);
+    if (rc < 0) break;
+    char d[1024];
+    if (compare_tensors(&g.logits, &want[s], EX_RTOL, EX_ATOL, d, sizeof d) < 0) {
+      textf(why, sizeof why, "step %d: logits differ from the CPU session's: %s", s, d);
+      break;
+    }
+    runs++;
+  }
+  ex_close(rt, &g);
+  int f = 0;
+  textf(what, sizeof what, "paging=auto, weight_budget_bytes=%s: %d of %d runs' logits match the CPU session%s%s",
+        EX_BUDGET, runs, EX_STEPS + 1, why[0] ? ": " : "", why);
+  f += ok(runs == EX_STEPS + 1, what);
+  if (rt_ep_stats(rt, &after) == 0) {
+    unsigned long long resident = opened.weight_file_bytes - before.weight_file_bytes;
+    unsigned long long layers = after.paged_layers - opened.paged_layers;
+    unsigned long long paged = (after.paged_bytes - opened.paged_bytes) / (unsigned long long)(runs ? runs : 1);
+    textf(what, sizeof what, "paging=auto under the budget: %llu bytes loaded resident at session creation, %llu "
+          "layers paged over %d runs, %llu bytes paged per run", resident, layers, runs, paged);
+    f += ok(resident > 0 && layers > 0 && paged > 0, what);
+  }
+  return f;
+}
+
 int case_exported(ort_rt* rt, int argc, char** argv) {
   (void)argc;
   unsigned long mark = rt_log_mark();
@@ -254,6 +302,7 @@ int case_exported(ort_rt* rt, int argc, char** argv) {
   f += ok(test.cache[0].ndims == 4 && test.cache[0].dims[2] == EX_CACHE, what);
   ex_close(rt, &test);
   ex_close(rt, &ref);
+  if (rt->ep_mode && matched == EX_STEPS + 1) f += ex_paged(rt, argv[1], &o, prompt, tokens, ref_logits);
 
   if (!rt->ep_mode) {
     printf("  -- bfloat16: not run without CudaEp (ORT's CPU EP has no bfloat16 MatMul)\n");
