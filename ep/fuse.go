@@ -55,17 +55,20 @@ type Value struct {
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
 	for i := range g.nodes {
-		if g.gone[i] {
-			continue
-		}
-		for _, rule := range fusionRules {
-			if n, chain, ok := rule(g, i); ok && g.builds(n) {
-				for _, j := range chain {
-					g.gone[j] = true
+		// Try the rules again after each fusion at i: the fused node may end another chain (a
+		// Where that read two Expands drops both). Each fusion removes nodes, so this ends.
+		for fused := !g.gone[i]; fused; {
+			fused = false
+			for _, rule := range fusionRules {
+				if n, chain, ok := rule(g, i); ok && g.builds(n) {
+					for _, j := range chain {
+						g.gone[j] = true
+					}
+					g.nodes[i] = n
+					g.index()
+					fused = true
+					break
 				}
-				g.nodes[i] = n
-				g.index()
-				break
 			}
 		}
 	}

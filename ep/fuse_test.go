@@ -438,3 +438,14 @@ func TestKernelViewIsTheInputsBytesUnderAnotherShape(t *testing.T) {
 		assert.Equal(t, tc.view, k.View(), tc.name)
 	}
 }
+
+func TestFuseDropsEveryExpandOfOneNode(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	a := g.input("a", ep.Float32, 1, 4)
+	b := g.input("b", ep.Float32, 3, 1)
+	c := g.input("c", ep.Float32, 3, 4)
+	hit := g.op("Greater", nil, c, g.floats(ep.Float32, nil, 0))
+	out := g.op("Where", nil, hit, g.op("Expand", nil, a, g.ints(3, 4)), g.op("Expand", nil, b, g.ints(3, 4)))
+	assertFusedSame(t, g, out, []string{"Greater", "Where"}, 0)
+}
