@@ -6,6 +6,7 @@ package ort
 import "C"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -273,7 +274,7 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return int64Cmp(groups[b].bytes, groups[a].bytes) })
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(groups[b].bytes, groups[a].bytes) })
 		kept := make([]bool, len(groups))
 		var held uint64
 		for _, gi := range order {
@@ -354,17 +355,6 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 	}
 	pw.db = db
 	return pw, nil
-}
-
-// int64Cmp compares two byte counts.
-func int64Cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // upload copies a tensor's bytes into a new device buffer.
