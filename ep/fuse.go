@@ -188,13 +188,23 @@ func (g *fusion) inner(v Value, op string) (int, *Node, bool) {
 	return j, n, true
 }
 
-// binary returns node n's two inputs when n is op with exactly two, in both orders.
-func binary(n *Node, op string) ([2][2]Value, bool) {
-	if n.Op != op || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
-		return [2][2]Value{}, false
+// orders returns node n's two inputs in both orders (none unless it has exactly two): the
+// commutative ops' chains match either way round.
+func orders(n *Node) [][2]Value {
+	if len(n.Inputs) != 2 {
+		return nil
 	}
 	a, b := n.Inputs[0], n.Inputs[1]
-	return [2][2]Value{{a, b}, {b, a}}, true
+	return [][2]Value{{a, b}, {b, a}}
+}
+
+// binary returns node n's two inputs in both orders when n is op with two inputs and one output.
+func binary(n *Node, op string) ([][2]Value, bool) {
+	if n.Op != op || len(n.Outputs) != 1 {
+		return nil, false
+	}
+	o := orders(n)
+	return o, o != nil
 }
 
 // scalar returns the value of a constant of one element.
@@ -256,7 +266,7 @@ func (g *fusion) rmsNorm(i int) (Node, []int, bool) {
 		if !ok {
 			continue
 		}
-		for _, mp := range [][2]Value{{mul.Inputs[0], mul.Inputs[1]}, {mul.Inputs[1], mul.Inputs[0]}} {
+		for _, mp := range orders(mul) {
 			xf, r := mp[0], mp[1]
 			jr, rec, ok := g.inner(r, "Reciprocal")
 			if !ok {
@@ -271,7 +281,7 @@ func (g *fusion) rmsNorm(i int) (Node, []int, bool) {
 				continue
 			}
 			eps, jmean, mean, found := 0.0, 0, (*Node)(nil), false
-			for _, ap := range [][2]Value{{add.Inputs[0], add.Inputs[1]}, {add.Inputs[1], add.Inputs[0]}} {
+			for _, ap := range orders(add) {
 				if e, ok := scalar(ap[1]); ok {
 					if jj, m, ok := g.inner(ap[0], "ReduceMean"); ok {
 						eps, jmean, mean, found = e, jj, m, true
@@ -368,7 +378,7 @@ func (g *fusion) rotateHalf(i int) (Node, []int, bool) {
 		if !ok1 || !ok2 {
 			continue
 		}
-		for _, sp := range [][2]Value{{m2.Inputs[0], m2.Inputs[1]}, {m2.Inputs[1], m2.Inputs[0]}} {
+		for _, sp := range orders(m2) {
 			cat, sin := sp[0], sp[1]
 			jc, c, ok := g.inner(cat, "Concat")
 			if !ok || len(c.Inputs) != 2 || !lastAxis(intAttr(c, "axis", 0), cat.Info.Rank()) {
@@ -431,7 +441,7 @@ func (g *fusion) siluMul(i int) (Node, []int, bool) {
 		if !ok {
 			continue
 		}
-		for _, tp := range [][2]Value{{t.Inputs[0], t.Inputs[1]}, {t.Inputs[1], t.Inputs[0]}} {
+		for _, tp := range orders(t) {
 			a := tp[0]
 			js, sig, ok := g.inner(tp[1], "Sigmoid")
 			if !ok || sig.Inputs[0].Name != a.Name {
@@ -490,7 +500,7 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 	logits := sm.Inputs[0]
 	var mask *Value
 	if ja, add, ok := g.inner(logits, "Add"); ok {
-		for _, ap := range [][2]Value{{add.Inputs[0], add.Inputs[1]}, {add.Inputs[1], add.Inputs[0]}} {
+		for _, ap := range orders(add) {
 			if j, _, ok := g.producer(ap[0]); ok && (g.nodes[j].Op == "Mul" || g.nodes[j].Op == "Div" || g.nodes[j].Op == "MatMul") {
 				m := ap[1]
 				mask, logits = &m, ap[0]
@@ -509,7 +519,7 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 			continue
 		}
 		found := false
-		for _, mp := range [][2]Value{{m.Inputs[0], m.Inputs[1]}, {m.Inputs[1], m.Inputs[0]}} {
+		for _, mp := range orders(m) {
 			if op == "Div" && mp[1].Name != m.Inputs[1].Name {
 				continue
 			}
