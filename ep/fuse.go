@@ -52,6 +52,10 @@ type Value struct {
 //     rows (decode steps; see there why not prompts).
 //   - An Expand read only by a broadcasting elementwise op that broadcasts to the same shape
 //     without it (Add, Sub, Mul, Div, Where) is dropped.
+//   - MatMuls of one row A (a decode step's q, k and v projections of one hidden state, or its
+//     gate and up projections), up to four, each with a matrix that is not computed between
+//     the first and itself → cudaep.MatMulGroup: one GEMV launch over every matrix's tiles.
+//     (A node here is not a chain's last: the group takes the first MatMul's place.)
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
 	for i := range g.nodes {
@@ -89,6 +93,7 @@ var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).siluMul,
 	(*fusion).attention,
 	(*fusion).dropExpand,
+	(*fusion).matMulGroup,
 }
 
 // fusion is Fuse's working state: the nodes (fused ones replace their chain's last node), which
@@ -649,4 +654,34 @@ func broadcastShapes(shapes [][]int64) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxMatMulGroup is the most MatMuls a cudaep.MatMulGroup joins (its kernel's limit).
+const maxMatMulGroup = 4
+
+// matMulGroup joins MatMul i and the later live MatMuls that read its A into one
+// cudaep.MatMulGroup at i, in graph order, when each one's B is available at i (a graph input
+// or initializer, or made before i). The kernel must build: A with one row, each B a matrix of
+// A's dtype whose rows are whole 16-byte packs (its GEMV path).
+func (g *fusion) matMulGroup(i int) (Node, []int, bool) {
+	first := &g.nodes[i]
+	if first.Op != "MatMul" || len(first.Inputs) != 2 || len(first.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	a := first.Inputs[0]
+	n := Node{Name: first.Name, Op: "cudaep.MatMulGroup", Opset: 1, Inputs: []Value{a, first.Inputs[1]}, Outputs: first.Outputs}
+	var rest []int
+	for j := i + 1; j < len(g.nodes) && len(rest)+1 < maxMatMulGroup; j++ {
+		m := &g.nodes[j]
+		if g.gone[j] || m.Op != "MatMul" || len(m.Inputs) != 2 || len(m.Outputs) != 1 || m.Inputs[0].Name != a.Name {
+			continue
+		}
+		if at, made := g.maker[m.Inputs[1].Name]; made && at > i {
+			continue
+		}
+		rest = append(rest, j)
+		n.Inputs = append(n.Inputs, m.Inputs[1])
+		n.Outputs = append(n.Outputs, m.Outputs[0])
+	}
+	return n, rest, len(rest) > 0
 }

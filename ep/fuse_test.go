@@ -64,7 +64,7 @@ func (g *graphBuilder) op(op string, attrs map[string]ep.Attribute, ins ...ep.Va
 }
 
 func nodeSpec(n ep.Node) ep.Spec {
-	spec := ep.Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: 1, Consts: map[int]ep.Const{}}
+	spec := ep.Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: max(1, len(n.Outputs)), Consts: map[int]ep.Const{}}
 	for i, v := range n.Inputs {
 		spec.Inputs = append(spec.Inputs, v.Info)
 		if v.Const != nil {
@@ -151,8 +151,8 @@ func run(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float6
 		for i, info := range k.Outputs() {
 			b := alloc(t, p, uint64(max(info.Bytes(), 1)))
 			outs = append(outs, ep.Tensor{TensorInfo: info, Ptr: b.Ptr()})
-			if i == 0 {
-				vals[n.Outputs[0].Name], bufs[n.Outputs[0].Name] = outs[0], b
+			if i < len(n.Outputs) {
+				vals[n.Outputs[i].Name], bufs[n.Outputs[i].Name] = outs[i], b
 			}
 		}
 		require.NoError(t, k.Execute(ins, outs), "node %s", n.Name)
@@ -345,6 +345,54 @@ func TestFuseSiluMul(t *testing.T) {
 	a, b := g.input("a", ep.Float32, 2, 96), g.input("b", ep.Float32, 2, 96)
 	out := g.op("Mul", nil, g.op("Mul", nil, a, g.op("Sigmoid", nil, a)), b)
 	assertFusedSame(t, g, out, []string{"cudaep.SiluMul"}, 1e-6)
+}
+
+// TestFuseMatMulGroup: the MatMuls of one row with matrices known before the first of them
+// (q, k and v of a decode step) run as one cudaep.MatMulGroup with the same results; a
+// MatMul whose matrix is computed after the first, one of two rows, and one whose matrix's
+// rows are not whole 16-byte packs stay MatMuls.
+func TestFuseMatMulGroup(t *testing.T) {
+	p := newProvider(t)
+	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
+	t.Run("q, k and v", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, 1, 128)
+		wq, wk, wv := g.input("wq", ep.Float32, 128, 64), g.input("wk", ep.Float32, 128, 32), g.input("wv", ep.Float32, 128, 32)
+		q, k, v := g.op("MatMul", nil, x, wq), g.op("MatMul", nil, x, wk), g.op("MatMul", nil, x, wv)
+		out := g.op("Concat", concat, q, k, v)
+		fused := assertFusedSame(t, g, out, []string{"cudaep.MatMulGroup", "Concat"}, 1e-6)
+		assert.Equal(t, []string{q.Name, k.Name, v.Name}, names(fused[0].Outputs))
+		assert.Equal(t, []string{"x", "wq", "wk", "wv"}, names(fused[0].Inputs))
+	})
+	t.Run("a matrix computed after the first MatMul", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, 128)
+		q := g.op("MatMul", nil, x, g.input("wq", ep.Float32, 128, 64))
+		wk := g.op("Transpose", nil, g.input("wkT", ep.Float32, 32, 128))
+		k := g.op("MatMul", nil, x, wk)
+		v := g.op("MatMul", nil, x, g.input("wv", ep.Float32, 128, 32))
+		out := g.op("Concat", concat, q, k, v)
+		fused := assertFusedSame(t, g, out, []string{"cudaep.MatMulGroup", "Transpose", "MatMul", "Concat"}, 1e-6)
+		assert.Equal(t, []string{q.Name, v.Name}, names(fused[0].Outputs))
+	})
+	t.Run("two rows, or N not whole packs", func(t *testing.T) {
+		for _, c := range []struct{ rows, n int64 }{{2, 64}, {1, 6}} {
+			g := newGraph(t, p)
+			x := g.input("x", ep.Float32, c.rows, 128)
+			q := g.op("MatMul", nil, x, g.input("wq", ep.Float32, 128, c.n))
+			k := g.op("MatMul", nil, x, g.input("wk", ep.Float32, 128, c.n))
+			assertFusedSame(t, g, g.op("Concat", concat, q, k), []string{"MatMul", "MatMul", "Concat"}, 0)
+		}
+	})
+}
+
+// names lists vs' names.
+func names(vs []ep.Value) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Name)
+	}
+	return out
 }
 
 func TestFuseDropsAnExpandTheWhereBroadcasts(t *testing.T) {

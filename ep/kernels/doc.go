@@ -51,6 +51,7 @@
 //	com.microsoft.GroupQueryAttention float                >= 1    query [B,S,H·D], key and value [B,S,KVH·D], past_key and past_value [B,KVH,P,D], int32 seqlens_k and total_sequence_length, cos_cache and sin_cache with do_rotary; num_heads, kv_num_heads, scale, do_rotary, rotary_interleaved; local_window_size -1, softcap 0 only; D <= 256; see # Attention
 //	cudaep.RotateHalf         float (all inputs alike)     >= 1    Y = X·cos + rotate_half(X)·sin (Hugging Face's rotary embedding, rotate_half(X) = [−X₂, X₁] over the halves of the last dimension); X of rank >= 1 with an even last dimension, cos and sin of X's last dimension broadcasting to X's shape
 //	cudaep.SiluMul            float (both inputs alike)    >= 1    Y = A·sigmoid(A)·B, same shapes
+//	cudaep.MatMulGroup        float (all inputs alike)     >= 1    Y_i = MatMul(A, B_i) for 1 to 4 matrices in one GEMV launch; A with one row, each B_i [K, N_i] with whole 16-byte rows
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)

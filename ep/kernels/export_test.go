@@ -47,9 +47,16 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 	case *normKernel:
 		return k.launchVariant(inputs, outputs)
 	case *matmulKernel:
-		if k.gemv != nil && !k.gemv.usable(inputs[1].Ptr) {
+		if k.gemv != nil && !usable(inputs[1].Ptr) {
 			return "cublas"
 		}
+	case *matMulGroupKernel:
+		for _, b := range inputs[1:] {
+			if !usable(b.Ptr) {
+				return "parts"
+			}
+		}
+		return "gemv"
 	}
 	return KernelVariant(k)
 }
@@ -80,25 +87,36 @@ func KernelVariant(k Kernel) string {
 // GemvGrid returns a MatMul kernel's GEMV grid: column tiles, chunks of K and rows a chunk;
 // zeros for a kernel without the GEMV path.
 func GemvGrid(k Kernel) (tiles, chunks uint32, rows uint64) {
-	if m, ok := k.(*matmulKernel); ok && m.gemv != nil {
-		return m.gemv.grid.X, m.gemv.grid.Y, m.gemv.rows
+	if g := gemvOf(k); g != nil {
+		return g.grid.X, g.grid.Y, g.rows
 	}
 	return 0, 0, 0
+}
+
+// gemvOf returns the GEMV plan of a MatMul or cudaep.MatMulGroup kernel, nil if it has none.
+func gemvOf(k Kernel) *gemvPlan {
+	switch k := k.(type) {
+	case *matmulKernel:
+		return k.gemv
+	case *matMulGroupKernel:
+		return k.gemv
+	}
+	return nil
 }
 
 // GemvCounters returns the address of a MatMul kernel's GEMV arrival counters (one uint32 per
 // column tile), 0 when it does not split K.
 func GemvCounters(k Kernel) cudadrv.DevicePtr {
-	if m, ok := k.(*matmulKernel); ok && m.gemv != nil {
-		return m.gemv.counters
+	if g := gemvOf(k); g != nil {
+		return g.counters
 	}
 	return 0
 }
 
 // GemvGeometry is gemvGeometry: the GEMV grid Get plans for K × N elements of dt on a device
 // of sms SMs.
-func GemvGeometry(k, n int64, dt DType, sms int) (tiles, chunks, rows int64) {
-	return gemvGeometry(k, n, dt, sms)
+func GemvGeometry(k int64, ns []int64, dt DType, sms int) (tiles, chunks, rows int64) {
+	return gemvGeometry(k, ns, dt, sms)
 }
 
 // ElementwiseGrid returns the grid and block a binary or unary elementwise kernel launches on;

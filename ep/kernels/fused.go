@@ -12,6 +12,7 @@ import (
 func init() {
 	builders["cudaep.RotateHalf"] = builder{inputNames: []string{"X", "cos", "sin"}, build: buildRotateHalf}
 	builders["cudaep.SiluMul"] = builder{inputNames: []string{"A", "B"}, build: buildSiluMul}
+	builders["cudaep.MatMulGroup"] = builder{inputNames: []string{"A", "B0", "B1", "B2", "B3"}, build: buildMatMulGroup}
 }
 
 // fusedEntries lists the entry points of the cudaep ops in ptx/elementwise.ptx.
@@ -147,4 +148,86 @@ func buildSiluMul(l *Library, s opSpec) (Kernel, error) {
 	k.n = uint64(a.NumElements())
 	k.grid, k.variant = sameShapeGrid(a.DType, k.n)
 	return k, nil
+}
+
+// matMulGroupKernel is cudaep.MatMulGroup: the MatMuls of one row A with each of its matrices,
+// one GEMV launch for the group (gemvPlan), or each MatMul on its own when a matrix's address
+// does not suit the GEMV's 16-byte loads.
+type matMulGroupKernel struct {
+	kernelBase
+	parts  []*matmulKernel
+	gemv   *gemvPlan
+	ys, bs [gemvGroup]cudadrv.DevicePtr // Execute's addresses (no allocation per launch)
+}
+
+// buildMatMulGroup builds cudaep.MatMulGroup (any opset of the cudaep domain): inputs A, B0,
+// … B(n−1) with 1 <= n <= 4, outputs Y0 … Y(n−1), Y_i = MatMul(A, B_i) with ONNX MatMul's
+// shapes and dtypes. It is the decode step's q, k and v projections (or gate and up) of one
+// hidden state in one launch: A must have one row (every dimension but the last 1), and each
+// B_i must take MatMul's GEMV path (a matrix of A's dtype whose rows are whole 16-byte packs:
+// N_i a multiple of 8 for float16 and bfloat16, 4 for float32), because the group exists to
+// give that launch every matrix's column tiles. Anything else is refused (the graph keeps its
+// MatMuls).
+func buildMatMulGroup(l *Library, s opSpec) (Kernel, error) {
+	if n := len(s.Inputs); n < 2 || n > 1+gemvGroup {
+		return nil, s.errorf("got %d inputs, want A and 1 to %d matrices", n, gemvGroup)
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	n := len(s.Inputs) - 1
+	if s.NumOutputs > 0 && s.NumOutputs != n {
+		return nil, s.errorf("%d matrices make %d outputs; the node has %d", n, n, s.NumOutputs)
+	}
+	k := &matMulGroupKernel{}
+	var outs []TensorInfo
+	var ns []int64
+	for i := 1; i <= n; i++ {
+		part, err := buildMatMul(l, opSpec{Spec: &Spec{Op: "MatMul", Opset: 13, Inputs: []TensorInfo{s.Inputs[0], s.Inputs[i]}},
+			inputNames: []string{"A", "B"}})
+		if err != nil {
+			return nil, s.errorf("A and %s: %v", s.input(i), err)
+		}
+		m := part.(*matmulKernel)
+		if m.gemv == nil {
+			return nil, s.errorf("A %s and %s %s do not take the GEMV path (A with one row, B a matrix of whole 16-byte rows)",
+				shapeString(s.Inputs[0].Shape), s.input(i), shapeString(s.Inputs[i].Shape))
+		}
+		k.parts = append(k.parts, m)
+		outs = append(outs, m.Outputs()[0])
+		ns = append(ns, int64(m.gemv.ns[0]))
+	}
+	a := s.Inputs[0].Shape
+	g, err := newGemvPlan(l, s.Inputs[0].DType, a[len(a)-1], ns...)
+	if err != nil {
+		return nil, err
+	}
+	k.kernelBase, k.gemv = newBase(l, s, outs...), g
+	return k, nil
+}
+
+// Execute queues Y_i = A · B_i for the group: one GEMV launch when every B_i is 16-byte
+// aligned, else each MatMul on its own.
+func (k *matMulGroupKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	for i := range k.parts {
+		if !usable(inputs[1+i].Ptr) {
+			return k.executeParts(inputs, outputs)
+		}
+		k.ys[i], k.bs[i] = outputs[i].Ptr, inputs[1+i].Ptr
+	}
+	n := len(k.parts)
+	return k.gemv.launch(k.lib.rt.Stream, inputs[0].Ptr, k.ys[:n], k.bs[:n])
+}
+
+// executeParts runs each MatMul of the group on its own.
+func (k *matMulGroupKernel) executeParts(inputs, outputs []Tensor) error {
+	for i, m := range k.parts {
+		if err := m.Execute([]Tensor{inputs[0], inputs[1+i]}, outputs[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/cudaep/cudaep/cudadrv"
+import (
+	"fmt"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
 
 func init() {
 	modules = append(modules, ptxModule{"ptx/gemv.ptx", typedEntries([]string{"cudaep_gemv"}, floatTypes)})
@@ -34,22 +38,28 @@ const (
 	gemvMaxChunks = 32
 )
 
-// gemvGeometry returns the GEMV grid for K × N elements of dt on a device of sms SMs: tiles
-// of 32·V columns (ceil(N / tile)), and K split into chunks of rows rows (a multiple of
-// gemvRowStep, so every warp runs whole unrolled steps but in the last chunk). With
-// target = gemvBlocksPerSM · sms, K is split into floor(target / tiles) chunks, at most
-// gemvMaxChunks and none under gemvRowStep rows, so that tiles × chunks fills the GPU without
-// a second wave; from target / 2 tiles on (N > 67584 halves on 132 SMs) the tiles alone do,
-// with one chunk and no partial sums. On an H200 (132 SMs) that gives, for float16 and
-// bfloat16 at Llama-3.2-1B's decode shapes (K×N): 2048×2048 8 tiles × 32 chunks of 64 rows;
-// 2048×512 2 × 32 of 64; 2048×8192 32 × 16 of 128; 8192×2048 8 × 32 of 256; 2048×32000
-// 125 × 4 of 512.
-func gemvGeometry(k, n int64, dt DType, sms int) (tiles, chunks, rows int64) {
+// gemvGroup is the most matrices one GEMV launch takes (cuda/gemv.cu's y0…y3, b0…b3).
+const gemvGroup = 4
+
+// gemvGeometry returns the GEMV grid for a group of K × N_i matrices of dt (ns: the N_i) on
+// a device of sms SMs: tiles of 32·V columns (ceil(N_i / tile), summed over the group), and K
+// split into chunks of rows rows (a multiple of gemvRowStep, so every warp runs whole unrolled
+// steps but in the last chunk). With target = gemvBlocksPerSM · sms, K is split into
+// floor(target / tiles) chunks, at most gemvMaxChunks and none under gemvRowStep rows, so that
+// tiles × chunks fills the GPU without a second wave; from target / 2 tiles on (N > 67584
+// halves on 132 SMs) the tiles alone do, with one chunk and no partial sums. On an H200 (132
+// SMs) that gives, for float16 and bfloat16 at Llama-3.2-1B's decode shapes (K×N): 2048×2048
+// 8 tiles × 32 chunks of 64 rows; 2048×512 2 × 32 of 64; 2048×8192 32 × 16 of 128; 8192×2048
+// 8 × 32 of 256; 2048×32000 125 × 4 of 512; the group of q, k and v (2048×2048, 2048×512
+// twice) 12 × 32 of 64; gate and up (2048×8192 twice) 64 × 8 of 256.
+func gemvGeometry(k int64, ns []int64, dt DType, sms int) (tiles, chunks, rows int64) {
 	if sms < 1 {
 		sms = gemvDefaultSMs
 	}
 	tc := int64(32 * 16 / dt.Size())
-	tiles = (n + tc - 1) / tc
+	for _, n := range ns {
+		tiles += (n + tc - 1) / tc
+	}
 	chunks = int64(gemvBlocksPerSM*sms) / tiles
 	chunks = max(1, min(chunks, gemvMaxChunks, (k+gemvRowStep-1)/gemvRowStep))
 	rows = (k + chunks - 1) / chunks
@@ -58,23 +68,32 @@ func gemvGeometry(k, n int64, dt DType, sms int) (tiles, chunks, rows int64) {
 	return tiles, chunks, rows
 }
 
-// gemvPlan is one GEMV launch, cudaep_gemv_<t>(y, a, b, partials, counters, k, n, rows), with
-// its grid and, when K is split, the Library's scratch for the partial sums (chunks × tiles ×
-// tile float32s) and its counters (one per tile, left zero by every launch).
+// gemvPlan is one GEMV launch for a group of matrices sharing the row a,
+// cudaep_gemv_<t>(a, partials, counters, k, rows, y0…y3, b0…b3, n0…n3), with its grid and,
+// when K is split, the Library's scratch for the partial sums (chunks × tiles × tile
+// float32s) and its counters (one per tile, left zero by every launch).
 type gemvPlan struct {
 	fn                 *cudadrv.Function
-	k, n, rows         uint64
+	k, rows            uint64
+	ns                 []uint64 // the group's N_i, at most gemvGroup
 	grid               cudadrv.Dim3
 	partials, counters cudadrv.DevicePtr
 	args               cudadrv.KernelArgs
 }
 
-// newGemvPlan plans the GEMV of a [1,K] row and a [K,N] matrix of dt (N a multiple of
-// 16 / dt.Size()) for l's device, getting scratch and counters from l when K is split.
-func newGemvPlan(l *Library, dt DType, k, n int64) (*gemvPlan, error) {
-	tiles, chunks, rows := gemvGeometry(k, n, dt, l.rt.Context.Device().Multiprocessors())
-	g := &gemvPlan{fn: l.function("cudaep_gemv_" + dt.suffix()), k: uint64(k), n: uint64(n), rows: uint64(rows),
+// newGemvPlan plans the GEMV of a [1,K] row and the [K,N_i] matrices of dt (ns: 1 to
+// gemvGroup N_i, each a multiple of 16 / dt.Size()) for l's device, getting scratch and
+// counters from l when K is split.
+func newGemvPlan(l *Library, dt DType, k int64, ns ...int64) (*gemvPlan, error) {
+	if len(ns) == 0 || len(ns) > gemvGroup {
+		return nil, fmt.Errorf("kernels: a GEMV launch takes 1 to %d matrices, not %d", gemvGroup, len(ns))
+	}
+	tiles, chunks, rows := gemvGeometry(k, ns, dt, l.rt.Context.Device().Multiprocessors())
+	g := &gemvPlan{fn: l.function("cudaep_gemv_" + dt.suffix()), k: uint64(k), rows: uint64(rows),
 		grid: cudadrv.Dim3{X: uint32(tiles), Y: uint32(chunks), Z: 1}}
+	for _, n := range ns {
+		g.ns = append(g.ns, uint64(n))
+	}
 	if chunks == 1 {
 		return g, nil
 	}
@@ -101,14 +120,31 @@ func gemvApplies(a, b []int64, dt DType) bool {
 	return rows == 1 && len(b) == 2 && b[1]%int64(16/dt.Size()) == 0 && forcedVariant("matmul") != "cublas"
 }
 
-// usable reports whether the GEMV can read B at address b: its 16-byte loads need b 16-byte
-// aligned (always so for a tensor of its own; a view into another buffer may not be).
-func (g *gemvPlan) usable(b cudadrv.DevicePtr) bool { return b%16 == 0 }
+// usable reports whether the GEMV can read a matrix at address b: its 16-byte loads need b
+// 16-byte aligned (always so for a tensor of its own; a view into another buffer may not be).
+func usable(b cudadrv.DevicePtr) bool { return b%16 == 0 }
 
-// launch queues y = a · b.
-func (g *gemvPlan) launch(st *cudadrv.Stream, y, a, b cudadrv.DevicePtr) error {
+// launch queues y_i = a · b_i for the group (ys and bs: one address per matrix, in the plan's
+// order).
+func (g *gemvPlan) launch(st *cudadrv.Stream, a cudadrv.DevicePtr, ys, bs []cudadrv.DevicePtr) error {
 	args := &g.args
 	args.Reset()
-	args.Ptr(y).Ptr(a).Ptr(b).Ptr(g.partials).Ptr(g.counters).U64(g.k).U64(g.n).U64(g.rows)
+	args.Ptr(a).Ptr(g.partials).Ptr(g.counters).U64(g.k).U64(g.rows)
+	for _, addrs := range [][]cudadrv.DevicePtr{ys, bs} {
+		for i := range gemvGroup {
+			var p cudadrv.DevicePtr
+			if i < len(g.ns) {
+				p = addrs[i]
+			}
+			args.Ptr(p)
+		}
+	}
+	for i := range gemvGroup {
+		var n uint64
+		if i < len(g.ns) {
+			n = g.ns[i]
+		}
+		args.U64(n)
+	}
 	return st.Launch(g.fn, g.grid, cudadrv.Dim3{X: gemvThreads, Y: 1, Z: 1}, 0, args)
 }

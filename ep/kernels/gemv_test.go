@@ -35,9 +35,21 @@ func TestGemvGeometryAtLlamaShapes(t *testing.T) {
 		{2048, 256 * 265, 265, 1, 2048}, // enough tiles: no split
 	} {
 		for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
-			tiles, chunks, rows := kernels.GemvGeometry(c.k, c.n, dt, 132)
+			tiles, chunks, rows := kernels.GemvGeometry(c.k, []int64{c.n}, dt, 132)
 			assert.Equal(t, [3]int64{c.tiles, c.chunks, c.rows}, [3]int64{tiles, chunks, rows}, "%s %dx%d", dt, c.k, c.n)
 		}
+	}
+	// Groups: the tiles of every matrix, one after the other.
+	for _, c := range []struct {
+		k                    int64
+		ns                   []int64
+		tiles, chunks, rows int64
+	}{
+		{2048, []int64{2048, 512, 512}, 12, 32, 64}, // q, k and v
+		{2048, []int64{8192, 8192}, 64, 8, 256},     // gate and up
+	} {
+		tiles, chunks, rows := kernels.GemvGeometry(c.k, c.ns, kernels.BFloat16, 132)
+		assert.Equal(t, [3]int64{c.tiles, c.chunks, c.rows}, [3]int64{tiles, chunks, rows}, "bfloat16 %d×%v", c.k, c.ns)
 	}
 	for _, sms := range []int{0, 1, 46, 132} {
 		resident := int64(4 * sms)
@@ -48,7 +60,7 @@ func TestGemvGeometryAtLlamaShapes(t *testing.T) {
 			tc := int64(32 * 16 / dt.Size())
 			for _, k := range []int64{1, 37, 64, 65, 1000, 2048, 8192, 100000} {
 				for _, n := range []int64{8, 264, 512, 2048, 32000, 200000} {
-					tiles, chunks, rows := kernels.GemvGeometry(k, n, dt, sms)
+					tiles, chunks, rows := kernels.GemvGeometry(k, []int64{n}, dt, sms)
 					what := fmt.Sprintf("%d SMs, %s %dx%d: %d tiles, %d chunks of %d rows", sms, dt, k, n, tiles, chunks, rows)
 					assert.True(t, tiles*tc >= n && (tiles-1)*tc < n, what)
 					assert.True(t, rows%64 == 0 && chunks >= 1 && chunks <= 32, what)
@@ -170,16 +182,16 @@ func TestMatMulGemvUnalignedBFallsBackToCuBLAS(t *testing.T) {
 // buffer), one that does not split, and the first kernel again on another input.
 type gemvSequence struct {
 	steps []step
-	refs  map[int][]float64 // reference output of each GEMV step
+	refs  map[int][][]float64 // reference outputs of each GEMV step
 	gemvs []kernels.Kernel
 }
 
 func newGemvSequence(f *fixture) *gemvSequence {
-	seq := &gemvSequence{refs: map[int][]float64{}}
+	seq := &gemvSequence{refs: map[int][][]float64{}}
 	matmul := func(k kernels.Kernel, dt kernels.DType, aShape []int64, kk, n int64) {
 		a, b := f.randomTyped(dt, kk), f.randomTyped(dt, kk*n)
 		ref, _, _ := kernels.RefMatMul(a, aShape, b, []int64{kk, n})
-		seq.refs[len(seq.steps)] = ref
+		seq.refs[len(seq.steps)] = [][]float64{ref}
 		ins := []kernels.Tensor{f.uploadTyped(dt, aShape, a), f.uploadTyped(dt, []int64{kk, n}, b)}
 		seq.steps = append(seq.steps, step{k, ins, f.outputs(k)})
 		seq.gemvs = append(seq.gemvs, k)
@@ -208,6 +220,22 @@ func newGemvSequence(f *fixture) *gemvSequence {
 	}
 	seq.steps = append(seq.steps, step{attn, attnIns, f.outputs(attn)})
 	matmul(g2, h, []int64{1, 2048}, 2048, 512)
+	// A group (q, k and v's kind) between the MatMuls: its partial sums and counters are the
+	// same scratch's.
+	grp := groupCase{[]int64{1}, 2048, []int64{512, 256, 256}}
+	gk := f.get(grp.spec(h))
+	_, chunks, _ := kernels.GemvGrid(gk)
+	require.Greater(f.t, chunks, uint32(1), "the group splits K")
+	ga := f.randomTyped(h, 2048)
+	gins := []kernels.Tensor{f.uploadTyped(h, []int64{1, 2048}, ga)}
+	for _, n := range grp.ns {
+		b := f.randomTyped(h, 2048*n)
+		ref, _, _ := kernels.RefMatMul(ga, []int64{1, 2048}, b, []int64{2048, n})
+		seq.refs[len(seq.steps)] = append(seq.refs[len(seq.steps)], ref)
+		gins = append(gins, f.uploadTyped(h, []int64{2048, n}, b))
+	}
+	seq.steps = append(seq.steps, step{gk, gins, f.outputs(gk)})
+	seq.gemvs = append(seq.gemvs, gk)
 	matmul(g3, bf, []int64{1, 37}, 37, 264)
 	matmul(g1, bf, []int64{1, 1, 1000}, 1000, 520)
 	return seq
@@ -222,9 +250,11 @@ func (seq *gemvSequence) run(t *testing.T) {
 // checkRefs checks every GEMV step's output against its reference, and that the split
 // kernels left their arrival counters zero.
 func (seq *gemvSequence) checkRefs(t *testing.T, f *fixture) {
-	for i, ref := range seq.refs {
+	for i, refs := range seq.refs {
 		st := seq.steps[i]
-		requireClose64(t, f.downloadTyped(st.out[0]), ref, gemvBound(st.out[0].DType), fmt.Sprintf("step %d (%s)", i, st.k.Name()))
+		for j, ref := range refs {
+			requireClose64(t, f.downloadTyped(st.out[j]), ref, gemvBound(st.out[j].DType), fmt.Sprintf("step %d (%s) output %d", i, st.k.Name(), j))
+		}
 	}
 	for _, k := range seq.gemvs {
 		tiles, _, _ := kernels.GemvGrid(k)
@@ -259,13 +289,19 @@ func TestMatMulGemvCapturedReplaysBitIdentical(t *testing.T) {
 	seq := newGemvSequence(f)
 	seq.run(t)
 	seq.checkRefs(t, f)
-	var eager [][]byte
+	var eager [][][]byte
 	for _, st := range seq.steps {
-		eager = append(eager, f.download(st.out[0]))
+		var outs [][]byte
+		for _, o := range st.out {
+			outs = append(outs, f.download(o))
+		}
+		eager = append(eager, outs)
 	}
 	poisonAll := func() {
 		for _, st := range seq.steps {
-			f.poison(st.out[0])
+			for _, o := range st.out {
+				f.poison(o)
+			}
 		}
 	}
 	poisonAll()
@@ -282,8 +318,124 @@ func TestMatMulGemvCapturedReplaysBitIdentical(t *testing.T) {
 		poisonAll()
 		require.NoError(t, exec.Launch(f.stream))
 		for i, st := range seq.steps {
-			assert.Equal(t, eager[i], f.download(st.out[0]), "replay %d: step %d (%s) differs from the eager run", replay, i, st.k.Name())
+			for j, o := range st.out {
+				assert.Equal(t, eager[i][j], f.download(o), "replay %d: step %d (%s) output %d differs from the eager run", replay, i, st.k.Name(), j)
+			}
 		}
 		seq.checkRefs(t, f)
+	}
+}
+
+// groupCase is a cudaep.MatMulGroup of A [aShape..., K] and matrices [K, N_i].
+type groupCase struct {
+	a  []int64
+	k  int64
+	ns []int64
+}
+
+func (c groupCase) spec(dt kernels.DType) kernels.Spec {
+	ins := []kernels.TensorInfo{info(dt, append(append([]int64{}, c.a...), c.k)...)}
+	for _, n := range c.ns {
+		ins = append(ins, info(dt, c.k, n))
+	}
+	return kernels.Spec{Op: "cudaep.MatMulGroup", Opset: 1, Inputs: ins, NumOutputs: len(c.ns)}
+}
+
+// runGroup runs the group's kernel on random inputs (B_i at offset off_i bytes into a buffer
+// of its own) and checks every output against MatMul's reference.
+func runGroup(t *testing.T, f *fixture, dt kernels.DType, c groupCase, offs []cudadrv.DevicePtr, want string) {
+	kern := f.get(c.spec(dt))
+	aShape := append(append([]int64{}, c.a...), c.k)
+	a := f.randomTyped(dt, c.k)
+	ins := []kernels.Tensor{f.uploadTyped(dt, aShape, a)}
+	var bs [][]float64
+	for i, n := range c.ns {
+		b := f.randomTyped(dt, c.k*n)
+		bs = append(bs, b)
+		buf := f.alloc(info(dt, c.k*n+8))
+		bt := kernels.Tensor{TensorInfo: info(dt, c.k, n), Ptr: buf.Ptr + offs[i]}
+		require.NoError(t, f.env.Context.CopyHtoD(bt.Ptr, encode(dt, b)))
+		ins = append(ins, bt)
+	}
+	outs := f.outputs(kern)
+	require.Len(t, outs, len(c.ns))
+	assert.Equal(t, want, kernels.LaunchVariant(kern, ins, outs))
+	for _, o := range outs {
+		f.poison(o)
+	}
+	require.NoError(t, kern.Execute(ins, outs))
+	for i := range c.ns {
+		ref, shape, ok := kernels.RefMatMul(a, aShape, bs[i], []int64{c.k, c.ns[i]})
+		require.True(t, ok)
+		assert.Equal(t, info(dt, shape...), kern.Outputs()[i])
+		requireClose64(t, f.downloadTyped(outs[i]), ref, gemvBound(dt), fmt.Sprintf("%s: output %d", kern.Name(), i))
+	}
+}
+
+// TestMatMulGroupAgainstReference: cudaep.MatMulGroup's one launch gives each matrix the
+// product MatMul's reference gives, for groups of one to four matrices of every float dtype,
+// with K split (so the partial sums of each matrix's tiles sit at their place among the
+// group's) and not, and matrices of one tile or several.
+func TestMatMulGroupAgainstReference(t *testing.T) {
+	f := newFixture(t)
+	cases := []groupCase{
+		{[]int64{1, 1}, 1000, []int64{520, 136, 136}}, // q, k and v's shape of sizes; K split
+		{[]int64{1}, 64, []int64{256, 264}},           // one chunk; N not whole tiles
+		{[]int64{}, 130, []int64{8, 16, 24, 32}},      // four matrices, 1-D A
+		{[]int64{1, 1, 1}, 300, []int64{512}},         // a group of one
+	}
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/K%d/%v", dt, c.k, c.ns), func(t *testing.T) {
+				f := f.sub(t)
+				kern := f.get(c.spec(dt))
+				tiles, _, _ := kernels.GemvGrid(kern)
+				want := uint32(0)
+				for _, n := range c.ns {
+					want += uint32((n + int64(32*16/dt.Size()) - 1) / int64(32*16/dt.Size()))
+				}
+				assert.Equal(t, want, tiles, "one launch over every matrix's tiles")
+				runGroup(t, f, dt, c, make([]cudadrv.DevicePtr, len(c.ns)), "gemv")
+			})
+		}
+	}
+}
+
+// TestMatMulGroupUnalignedBRunsEachMatMul: a matrix that is not 16-byte aligned cannot be
+// read by the GEMV; the group then runs each MatMul on its own (cuBLAS for that one), with
+// the same results.
+func TestMatMulGroupUnalignedBRunsEachMatMul(t *testing.T) {
+	f := newFixture(t)
+	runGroup(t, f, kernels.BFloat16, groupCase{[]int64{1}, 1000, []int64{264, 128}}, []cudadrv.DevicePtr{0, 2}, "parts")
+}
+
+// TestMatMulGroupRefusals: what cudaep.MatMulGroup refuses at Get, each with an error naming
+// the problem: no matrix or more than four, A with two rows, a batched or 1-D B, N not whole
+// packs, B of another dtype or inner dimension, an output count that differs, an attribute.
+func TestMatMulGroupRefusals(t *testing.T) {
+	f := newFixture(t)
+	bf := kernels.BFloat16
+	a := info(bf, 1, 64)
+	m := info(bf, 64, 256)
+	cases := []struct {
+		name string
+		spec kernels.Spec
+		msg  string
+	}{
+		{"no matrix", kernels.Spec{Inputs: []kernels.TensorInfo{a}}, "got 1 inputs"},
+		{"five matrices", kernels.Spec{Inputs: []kernels.TensorInfo{a, m, m, m, m, m}}, "got 6 inputs"},
+		{"two rows", kernels.Spec{Inputs: []kernels.TensorInfo{info(bf, 2, 64), m, m}}, "do not take the GEMV path"},
+		{"batched B", kernels.Spec{Inputs: []kernels.TensorInfo{a, m, info(bf, 1, 64, 256)}}, "input 2 (B1)"},
+		{"N not whole packs", kernels.Spec{Inputs: []kernels.TensorInfo{a, info(bf, 64, 12)}}, "do not take the GEMV path"},
+		{"other dtype", kernels.Spec{Inputs: []kernels.TensorInfo{a, info(kernels.Float16, 64, 256)}}, "input 1 (B0)"},
+		{"other K", kernels.Spec{Inputs: []kernels.TensorInfo{a, m, info(bf, 32, 256)}}, "inner dimensions"},
+		{"outputs", kernels.Spec{Inputs: []kernels.TensorInfo{a, m, m}, NumOutputs: 3}, "make 2 outputs; the node has 3"},
+		{"attribute", kernels.Spec{Inputs: []kernels.TensorInfo{a, m}, Attrs: map[string]kernels.Attribute{"alpha": kernels.FloatAttr(1)}}, "alpha"},
+	}
+	for _, c := range cases {
+		c.spec.Op, c.spec.Opset = "cudaep.MatMulGroup", 1
+		_, err := f.lib.Get(c.spec)
+		require.ErrorIs(t, err, kernels.ErrUnsupported, c.name)
+		assert.Contains(t, err.Error(), c.msg, c.name)
 	}
 }

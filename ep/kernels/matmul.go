@@ -251,8 +251,8 @@ func (k *matmulKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}
-	if k.gemv != nil && k.gemv.usable(inputs[1].Ptr) {
-		return k.gemv.launch(k.lib.rt.Stream, outputs[0].Ptr, inputs[0].Ptr, inputs[1].Ptr)
+	if k.gemv != nil && usable(inputs[1].Ptr) {
+		return k.gemv.launch(k.lib.rt.Stream, inputs[0].Ptr, []cudadrv.DevicePtr{outputs[0].Ptr}, []cudadrv.DevicePtr{inputs[1].Ptr})
 	}
 	h := k.lib.rt.BLAS
 	for i := range k.calls {

@@ -466,6 +466,53 @@ func TestOpBenchTable(t *testing.T) {
 		}
 	}
 
+	// The projections a decode step joins (cudaep.MatMulGroup: q, k and v; gate and up) in one
+	// launch, against the same MatMuls' GEMVs one after another on the same buffers.
+	groups := []struct {
+		id string
+		k  int64
+		ns []int64
+	}{{"qkv", 2048, []int64{2048, 512, 512}}, {"gateup", 2048, []int64{8192, 8192}}}
+	if sim {
+		groups = groups[:1]
+		groups[0].k, groups[0].ns = 128, []int64{256, 64, 64}
+	}
+	for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
+		for _, gr := range groups {
+			id := fmt.Sprintf("matmulgroup/%s/%s", dt, gr.id)
+			if !rowFilter.MatchString(id) {
+				continue
+			}
+			spec := kernels.Spec{Op: "cudaep.MatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{info(dt, 1, 1, gr.k)}, NumOutputs: len(gr.ns)}
+			for _, n := range gr.ns {
+				spec.Inputs = append(spec.Inputs, info(dt, gr.k, n))
+			}
+			k := f.get(spec)
+			ins := inputs(spec)
+			outs := f.outputs(k)
+			var parts []step
+			moved := float64(dt.Size()) * float64(gr.k)
+			for i, n := range gr.ns {
+				pk := f.get(kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{spec.Inputs[0], spec.Inputs[1+i]}})
+				parts = append(parts, step{pk, []kernels.Tensor{ins[0], ins[1+i]}, outs[i : i+1]})
+				moved += float64(dt.Size()) * float64(gr.k*n+n)
+			}
+			o, r := measure(10*batch, func() error { return k.Execute(ins, outs) }, func() error {
+				for _, st := range parts {
+					if err := st.k.Execute(st.ins, st.out); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			tiles, chunks, rows := kernels.GemvGrid(k)
+			rep.Rows = append(rep.Rows, opBenchRow{ID: id,
+				Title:    fmt.Sprintf("cudaep.MatMulGroup %s [1,1,%d]x[%d,%v] [%s: %d tiles x %d chunks of %d rows]", dt, gr.k, gr.k, gr.ns, kernels.LaunchVariant(k, ins, outs), tiles, chunks, rows),
+				Bytes:    moved, FLOP: moved / float64(dt.Size()) * 2, OursMs: o,
+				RawLabel: "the same MatMuls one by one (ep GEMV, same buffers)", RawMs: r})
+		}
+	}
+
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		om := median(r.OursMs)

@@ -15,41 +15,51 @@ func init() {
 	})
 }
 
-// simGemv is cudaep_gemv_<t>(y, a, b, partials, counters, k, n, rows) (cuda/gemv.cu), in the
-// kernel's order of float32 operations: per column, each warp's fused multiply-adds over its
-// rows of a chunk (rounded through float64, which matches the device but for rare double
-// roundings), the warps added in order, and with K split the chunks' partials, stored in
-// partials, added by slices as the tile's last block does. It fails the launch where the CUDA
-// kernel would go wrong: a block that is not 256 threads, a grid that is not tiles × chunks,
-// n not whole 16-byte packs, b not 16-byte aligned, or, with K split, a counter that is not
-// zero at launch (a launch that did not finish, or another kernel writing the counters);
-// the counters are left zero, as the kernel's last blocks leave them.
+// simGemv is cudaep_gemv_<t>(a, partials, counters, k, rows, y0…y3, b0…b3, n0…n3)
+// (cuda/gemv.cu), in the kernel's order of float32 operations: per column, each warp's fused
+// multiply-adds over its rows of a chunk (rounded through float64, which matches the device
+// but for rare double roundings), the warps added in order, and with K split the chunks'
+// partials, stored in partials at the column's place among the group's tiles, added by slices
+// as the tile's last block does. It fails the launch where the CUDA kernel would go wrong: a
+// block that is not 256 threads, a grid that is not the group's tiles × chunks, an n_i not
+// whole 16-byte packs, a matrix after an absent one (n_i = 0), a b_i not 16-byte aligned, or,
+// with K split, a counter that is not zero at launch (a launch that did not finish, or another
+// kernel writing the counters); the counters are left zero, as the kernel's last blocks leave
+// them.
 func simGemv(l *cudadrv.KernelLaunch, dt DType) error {
 	if l.Block != (cudadrv.Dim3{X: gemvThreads, Y: 1, Z: 1}) {
 		return fmt.Errorf("%s: block %v: the kernel needs %d threads", l.Name, l.Block, gemvThreads)
 	}
-	k, n, rows := l.U64Arg(5), l.U64Arg(6), l.U64Arg(7)
+	k, rows := l.U64Arg(3), l.U64Arg(4)
 	v := uint64(16 / dt.Size())
 	tc := 32 * v
-	if k == 0 || n == 0 || rows == 0 || n%v != 0 {
-		return fmt.Errorf("%s: k %d, n %d, rows %d: n must be a positive multiple of %d", l.Name, k, n, rows, v)
+	var ns []uint64
+	tiles := uint64(0)
+	for i := range gemvGroup {
+		n := l.U64Arg(5 + 2*gemvGroup + i)
+		if n == 0 {
+			continue
+		}
+		if len(ns) < i {
+			return fmt.Errorf("%s: matrix %d (n %d) follows an absent one", l.Name, i, n)
+		}
+		if n%v != 0 {
+			return fmt.Errorf("%s: n%d %d must be a multiple of %d", l.Name, i, n, v)
+		}
+		ns = append(ns, n)
+		tiles += (n + tc - 1) / tc
 	}
-	tiles, chunks := (n+tc-1)/tc, (k+rows-1)/rows
+	if k == 0 || rows == 0 || len(ns) == 0 {
+		return fmt.Errorf("%s: k %d, rows %d, %d matrices: each must be positive", l.Name, k, rows, len(ns))
+	}
+	chunks := (k + rows - 1) / rows
 	if uint64(l.Grid.X) != tiles || uint64(l.Grid.Y) != chunks || l.Grid.Z != 1 {
-		return fmt.Errorf("%s: grid %v for k %d, n %d, rows %d: want %d × %d", l.Name, l.Grid, k, n, rows, tiles, chunks)
+		return fmt.Errorf("%s: grid %v for k %d, n %v, rows %d: want %d × %d", l.Name, l.Grid, k, ns, rows, tiles, chunks)
 	}
-	if l.PtrArg(2)%16 != 0 {
-		return &cudadrv.AccessError{Addr: l.PtrArg(2), Len: 16, Misaligned: true, Align: 16}
-	}
-	views, err := simViewsOf(l, []int{0, 1, 2}, []DType{dt, dt, dt}, []int{int(n), int(k), int(k * n)})
-	if err != nil {
-		return err
-	}
-	y, a, b := views[0], views[1], views[2]
 	ld := tiles * tc
 	var partials []float32
 	if chunks > 1 {
-		counters, err := l.Uint32s(l.PtrArg(4), int(tiles))
+		counters, err := l.Uint32s(l.PtrArg(2), int(tiles))
 		if err != nil {
 			return err
 		}
@@ -58,14 +68,36 @@ func simGemv(l *cudadrv.KernelLaunch, dt DType) error {
 				return fmt.Errorf("%s: counter of tile %d is %d at launch; the kernel needs it 0", l.Name, t, c)
 			}
 		}
-		if partials, err = l.Float32s(l.PtrArg(3), int(chunks*ld)); err != nil {
+		if partials, err = l.Float32s(l.PtrArg(1), int(chunks*ld)); err != nil {
 			return err
 		}
 	}
-	av := make([]float32, k)
-	for i := range av {
-		av[i] = float32(a.float(int64(i)))
+	av, err := simViewsOf(l, []int{0}, []DType{dt}, []int{int(k)})
+	if err != nil {
+		return err
 	}
+	a := make([]float32, k)
+	for i := range a {
+		a[i] = float32(av[0].float(int64(i)))
+	}
+	first := uint64(0) // the matrix's first column among the group's tiles
+	for i, n := range ns {
+		if l.PtrArg(5+gemvGroup+i)%16 != 0 {
+			return &cudadrv.AccessError{Addr: l.PtrArg(5 + gemvGroup + i), Len: 16, Misaligned: true, Align: 16}
+		}
+		views, err := simViewsOf(l, []int{5 + i, 5 + gemvGroup + i}, []DType{dt, dt}, []int{int(n), int(k * n)})
+		if err != nil {
+			return err
+		}
+		simGemvMatrix(views[0], views[1], a, k, n, rows, chunks, partials, ld, first)
+		first += (n + tc - 1) / tc * tc
+	}
+	return nil
+}
+
+// simGemvMatrix computes y = a · b for one matrix of simGemv's group, its partial sums (with
+// K split) at column first + col of each chunk's row of partials.
+func simGemvMatrix(y, b simTensor, av []float32, k, n, rows, chunks uint64, partials []float32, ld, first uint64) {
 	// Row by row (the device's order per column, and a cache-friendly walk here).
 	acc := make([][]float32, gemvWarps)
 	for w := range acc {
@@ -90,24 +122,23 @@ func simGemv(l *cudadrv.KernelLaunch, dt DType) error {
 			if chunks == 1 {
 				y.setFloat(int64(col), float64(sum))
 			} else {
-				partials[c*ld+col] = sum
+				partials[c*ld+first+col] = sum
 			}
 		}
 	}
 	if chunks == 1 {
-		return nil
+		return
 	}
-	slices := gemvThreads / (tc / 4)
+	slices := gemvThreads / (32 * 16 / uint64(y.dt.Size()) / 4)
 	for col := range n {
 		total := float32(0)
 		for s := range slices {
 			part := float32(0)
 			for c := s; c < chunks; c += slices {
-				part += partials[c*ld+col]
+				part += partials[c*ld+first+col]
 			}
 			total += part
 		}
 		y.setFloat(int64(col), float64(total))
 	}
-	return nil
 }

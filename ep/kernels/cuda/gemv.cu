@@ -1,37 +1,47 @@
-// GEMV kernels of package kernels: MatMul with one row, y[1,N] = a[1,K] · B[K,N], B row-major
-// (ONNX's layout), float32, float16 and bfloat16 (suffixes f32, f16, bf16), accumulated in
-// float32 and rounded once on store. gemv.go (gemvPlan) launches them when A has one row,
-// sim_gemv.go mirrors them for the simulated device, with the same argument list:
+// GEMV kernels of package kernels: MatMuls with one row that share it, y_i[1,N_i] = a[1,K] ·
+// B_i[K,N_i] for a group of up to four matrices B_i (one MatMul is a group of one; q, k and v
+// projections of one hidden state are a group of three), each B_i row-major (ONNX's layout),
+// float32, float16 and bfloat16 (suffixes f32, f16, bf16), accumulated in float32 and rounded
+// once on store. gemv.go (gemvPlan) launches them when A has one row, sim_gemv.go mirrors them
+// for the simulated device, with the same argument list:
 //
-//	cudaep_gemv_<t>(T* y, const T* a, const T* b, float* partials, unsigned* counters,
-//	                u64 k, u64 n, u64 rows)
+//	cudaep_gemv_<t>(const T* a, float* partials, unsigned* counters, u64 k, u64 rows,
+//	                T* y0, T* y1, T* y2, T* y3, const T* b0, …, const T* b3, u64 n0, …, u64 n3)
+//
+// A group of g < 4 matrices passes n_i = 0 (and null pointers) for i >= g.
 //
 // The product is memory-bound: every element of B is read once and used once, so the kernel
 // is built to stream B at the memory's rate.
 //
 // Geometry. A lane loads 16 bytes of a row of B (V = 8 halves or 4 floats), a warp 32 such
 // packs: TC = 32·V consecutive columns (256 halves, 128 floats) of one row, one 512-byte
-// coalesced load. A block of 256 threads (8 warps) owns one column tile (blockIdx.x) and a
-// chunk of `rows` rows of K (blockIdx.y); warp w takes rows w, w+8, w+16, … of the chunk and
-// keeps GEMV_UNROLL (8) rows' loads in flight before it uses them (8 × 16 bytes a lane, 32 KiB
-// a block), so that a few blocks per SM cover the memory latency. Each lane accumulates V
-// float32 sums; the 8 warps' sums are added in shared memory, in warp order.
+// coalesced load. The group's column tiles are numbered one after the other (the tiles of
+// B_0, then B_1's, …): gridDim.x is their sum, and blockIdx.x picks a matrix and a tile of it.
+// A block of 256 threads (8 warps) owns one column tile and a chunk of `rows` rows of K
+// (blockIdx.y); warp w takes rows w, w+8, w+16, … of the chunk and keeps GEMV_UNROLL (8) rows'
+// loads in flight before it uses them (8 × 16 bytes a lane, 32 KiB a block), so that a few
+// blocks per SM cover the memory latency. Each lane accumulates V float32 sums; the 8 warps'
+// sums are added in shared memory, in warp order. Grouping matrices gives a launch the tiles
+// of all of them: a 2048×512 projection alone has 2 tiles, too few to keep the GPU's memory
+// busy however K is split.
 //
 // Split K. With few tiles (N small) a grid of tiles alone would leave most SMs idle, so K is
 // split into gridDim.y chunks (gemv.go's gemvGeometry picks them: at most 4 blocks per SM,
 // the residency __launch_bounds__ below guarantees, so the grid runs in one wave; at most 32
 // chunks, of at least 64 rows each). Each block stores its tile's float32 partial sums
-// in partials[chunk][tiles·TC] (a Library scratch buffer: every launch overwrites the slots
-// it reads, so nothing needs zeroing), fences, and counts itself in counters[tile]. The block
-// that arrives last adds the chunks' partials in chunk order, converts and stores y, and puts
-// the counter back to 0, so the next launch (or a CUDA graph's replay) finds it zeroed. The
-// sum order is fixed, so results are bit-reproducible across runs and replays, which float
-// atomics into a zeroed workspace would not be. With one chunk (gridDim.y == 1) the block
-// stores y directly and never touches partials or counters (they may be 0 then).
+// in partials[chunk][gridDim.x·TC] (a Library scratch buffer: every launch overwrites the
+// slots it reads, so nothing needs zeroing), fences, and counts itself in counters[tile]
+// (tile: blockIdx.x, numbered over the group). The block that arrives last adds the chunks'
+// partials in chunk order, converts and stores y, and puts the counter back to 0, so the next
+// launch (or a CUDA graph's replay) finds it zeroed. The sum order is fixed, so results are
+// bit-reproducible across runs and replays, which float atomics into a zeroed workspace would
+// not be. With one chunk (gridDim.y == 1) the block stores y directly and never touches
+// partials or counters (they may be 0 then).
 //
-// Requirements the Go side guarantees: b 16-byte aligned and n a multiple of V (whole packs
-// per row, so a lane's pack is either wholly inside a row or wholly past its end); counters
-// zero at launch for the first gridDim.x tiles when gridDim.y > 1; a block of 256 threads.
+// Requirements the Go side guarantees: every b_i 16-byte aligned and every n_i a multiple of
+// V (whole packs per row, so a lane's pack is either wholly inside a row or wholly past its
+// end); gridDim.x the group's tiles; counters zero at launch for the first gridDim.x tiles
+// when gridDim.y > 1; a block of 256 threads.
 
 #include "common.cuh"
 
@@ -52,13 +62,13 @@ __device__ __forceinline__ void load_cg4(const float* p, float* v) {
 
 template <typename T>
 __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a, const T* __restrict__ b, float* __restrict__ partials,
-	unsigned* __restrict__ counters, u64 k, u64 n, u64 rows) {
+	unsigned* __restrict__ counters, u64 k, u64 n, u64 rows, u64 tile) {
 	const int V = 16 / sizeof(T);  // elements of a pack
 	const int TC = 32 * V;         // columns of a tile
 	__shared__ float red[GEMV_WARPS * TC];
 	__shared__ unsigned last;
 	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	const u64 tile = blockIdx.x, chunk = blockIdx.y;
+	const u64 chunk = blockIdx.y, gtile = blockIdx.x;  // gtile: the tile's number over the group
 	const u64 col0 = tile * TC + (u64)lane * V;  // the lane's first column
 	const u64 r0 = chunk * rows, r1 = r0 + rows < k ? r0 + rows : k;
 
@@ -108,11 +118,11 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 	}
 
 	// Split K: publish the partial, then the last block of the tile finishes it.
-	const u64 ld = (u64)gridDim.x * TC;  // partials' row length: every tile whole
-	if (t < TC) partials[chunk * ld + col] = sum;
+	const u64 ld = (u64)gridDim.x * TC;  // partials' row length: every tile of the group whole
+	if (t < TC) partials[chunk * ld + gtile * TC + t] = sum;
 	__threadfence();
 	__syncthreads();
-	if (t == 0) last = atomicAdd(&counters[tile], 1u) == gridDim.y - 1;
+	if (t == 0) last = atomicAdd(&counters[gtile], 1u) == gridDim.y - 1;
 	__syncthreads();
 	if (!last) return;
 	__threadfence();
@@ -122,7 +132,7 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 	const unsigned G = TC / 4, S = GEMV_THREADS / G;
 	const unsigned g = t % G, s = t / G;
 	float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-	const float* src = partials + tile * TC + g * 4;
+	const float* src = partials + gtile * TC + g * 4;
 #pragma unroll 8
 	for (u64 c = s; c < gridDim.y; c += S) {
 		float v[4];
@@ -138,13 +148,37 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 		for (unsigned i = 0; i < S; ++i) total += red[i * TC + t];
 		if (col < n) y[col] = from_float<T>(total);
 	}
-	if (t == 0) counters[tile] = 0;
+	if (t == 0) counters[gtile] = 0;
+}
+
+// gemv_group finds the matrix of the group whose tiles blockIdx.x falls in and runs that tile
+// (the matrix selected with conditionals, not an indexed array, which would live in local
+// memory).
+template <typename T>
+__device__ __forceinline__ void gemv_group(const T* a, float* partials, unsigned* counters, u64 k, u64 rows,
+	T* y0, T* y1, T* y2, T* y3, const T* b0, const T* b1, const T* b2, const T* b3, u64 n0, u64 n1, u64 n2, u64 n3) {
+	const u64 TC = 32 * (16 / sizeof(T));
+	const u64 t0 = (n0 + TC - 1) / TC, t1 = t0 + (n1 + TC - 1) / TC, t2 = t1 + (n2 + TC - 1) / TC;
+	u64 tile = blockIdx.x, n = n3;
+	T* y = y3;
+	const T* b = b3;
+	if (tile < t0) {
+		y = y0, b = b0, n = n0;
+	} else if (tile < t1) {
+		y = y1, b = b1, n = n1, tile -= t0;
+	} else if (tile < t2) {
+		y = y2, b = b2, n = n2, tile -= t1;
+	} else {
+		tile -= t2;
+	}
+	gemv<T>(y, a, b, partials, counters, k, n, rows, tile);
 }
 
 #define GEMV(sfx, T) \
-	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) cudaep_gemv_##sfx(T* y, const T* a, const T* b, float* partials, \
-		unsigned* counters, u64 k, u64 n, u64 rows) { \
-		gemv<T>(y, a, b, partials, counters, k, n, rows); \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) cudaep_gemv_##sfx(const T* a, float* partials, \
+		unsigned* counters, u64 k, u64 rows, T* y0, T* y1, T* y2, T* y3, const T* b0, const T* b1, const T* b2, const T* b3, \
+		u64 n0, u64 n1, u64 n2, u64 n3) { \
+		gemv_group<T>(a, partials, counters, k, rows, y0, y1, y2, y3, b0, b1, b2, b3, n0, n1, n2, n3); \
 	}
 GEMV(f32, float)
 GEMV(f16, half_t)
