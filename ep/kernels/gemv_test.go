@@ -41,8 +41,8 @@ func TestGemvGeometryAtLlamaShapes(t *testing.T) {
 	}
 	// Groups: the tiles of every matrix, one after the other.
 	for _, c := range []struct {
-		k                    int64
-		ns                   []int64
+		k                   int64
+		ns                  []int64
 		tiles, chunks, rows int64
 	}{
 		{2048, []int64{2048, 512, 512}, 12, 32, 64}, // q, k and v

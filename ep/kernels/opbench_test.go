@@ -507,8 +507,8 @@ func TestOpBenchTable(t *testing.T) {
 			})
 			tiles, chunks, rows := kernels.GemvGrid(k)
 			rep.Rows = append(rep.Rows, opBenchRow{ID: id,
-				Title:    fmt.Sprintf("cudaep.MatMulGroup %s [1,1,%d]x[%d,%v] [%s: %d tiles x %d chunks of %d rows]", dt, gr.k, gr.k, gr.ns, kernels.LaunchVariant(k, ins, outs), tiles, chunks, rows),
-				Bytes:    moved, FLOP: moved / float64(dt.Size()) * 2, OursMs: o,
+				Title: fmt.Sprintf("cudaep.MatMulGroup %s [1,1,%d]x[%d,%v] [%s: %d tiles x %d chunks of %d rows]", dt, gr.k, gr.k, gr.ns, kernels.LaunchVariant(k, ins, outs), tiles, chunks, rows),
+				Bytes: moved, FLOP: moved / float64(dt.Size()) * 2, OursMs: o,
 				RawLabel: "the same MatMuls one by one (ep GEMV, same buffers)", RawMs: r})
 		}
 	}
