@@ -73,18 +73,12 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	unlock := s.runs.RUnlock
 	s.runs.RLock()
 	defer func() { unlock() }()
-	key := shapeKey(infos)
 	pt.mu.Lock()
-	pl := pt.plans[key]
-	if pl == nil {
-		var err error
-		if pl, err = pt.newPlan(infos); err != nil {
-			pt.mu.Unlock()
-			return err
-		}
-		pt.plans[key] = pl
-	}
+	pl, err := pt.planFor(infos)
 	pt.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	p := pt.s.p
 	outs := make([]hostTensor, len(pl.outputs))
 	for j, out := range pl.outputs {
@@ -181,6 +175,21 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		counters.streamRuns.Add(1)
 	}
 	return nil
+}
+
+// planFor returns the plan for the inputs' shapes, building it on the first run with them.
+// Called with pt.mu held.
+func (pt *partition) planFor(infos []ep.TensorInfo) (*plan, error) {
+	key := shapeKey(infos)
+	if pl := pt.plans[key]; pl != nil {
+		return pl, nil
+	}
+	pl, err := pt.newPlan(infos)
+	if err != nil {
+		return nil, err
+	}
+	pt.plans[key] = pl
+	return pl, nil
 }
 
 // copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp
