@@ -42,6 +42,9 @@ type Value struct {
 //
 //   - RMS normalization: [Cast to float32,] Pow(x, 2), ReduceMean over the last axis, Add(ε),
 //     Sqrt, Reciprocal, Mul(x, ·), [Cast back,] Mul(scale, ·) → SimplifiedLayerNormalization.
+//   - Add(a, b) of two same-shape values and the SimplifiedLayerNormalization of its sum (the
+//     residual stream and the next RMSNorm) → com.microsoft.SkipSimplifiedLayerNormalization,
+//     whose fourth output is the sum, for the sum's other readers (the next residual Add).
 //   - Rotary embedding with rotate_half: Mul(x, cos), Slice of each half of x's last axis, Neg
 //     of the second, Concat(−second, first), Mul(·, sin), Add → cudaep.RotateHalf(x, cos, sin).
 //   - Gated SiLU: Sigmoid(a), Mul(a, ·), Mul(·, b) → cudaep.SiluMul(a, b).
@@ -89,6 +92,7 @@ func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 // indices of the chain's other nodes (which go).
 var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).rmsNorm,
+	(*fusion).skipNorm,
 	(*fusion).rotateHalf,
 	(*fusion).siluMul,
 	(*fusion).attention,
@@ -684,4 +688,47 @@ func (g *fusion) matMulGroup(i int) (Node, []int, bool) {
 		n.Outputs = append(n.Outputs, m.Outputs[0])
 	}
 	return n, rest, len(rest) > 0
+}
+
+// skipNorm fuses node i, a SimplifiedLayerNormalization over the last axis, with the Add that
+// makes its input when the Add's two inputs have the sum's shape and dtype (no broadcast) and
+// no live node between the two reads the sum: the fused node makes the sum at i.
+func (g *fusion) skipNorm(i int) (Node, []int, bool) {
+	n := &g.nodes[i]
+	if n.Op != "SimplifiedLayerNormalization" || len(n.Inputs) != 2 || len(n.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	h := n.Inputs[0]
+	if !lastAxis(intAttr(n, "axis", -1), h.Info.Rank()) || intAttr(n, "stash_type", 1) != 1 {
+		return Node{}, nil, false
+	}
+	j, add, ok := g.producer(h)
+	if !ok || add.Op != "Add" || len(add.Inputs) != 2 || len(add.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	for _, v := range add.Inputs {
+		if v.Info.DType != h.Info.DType || !slices.Equal(v.Info.Shape, h.Info.Shape) {
+			return Node{}, nil, false
+		}
+	}
+	for k := j + 1; k < i; k++ {
+		if g.gone[k] {
+			continue
+		}
+		for _, v := range g.nodes[k].Inputs {
+			if v.Name == h.Name {
+				return Node{}, nil, false
+			}
+		}
+	}
+	attrs := map[string]Attribute{}
+	if eps, ok := n.Attrs["epsilon"]; ok {
+		attrs["epsilon"] = eps
+	}
+	fused := Node{
+		Name: n.Name, Op: "com.microsoft.SkipSimplifiedLayerNormalization", Opset: 1, Attrs: attrs,
+		Inputs:  []Value{add.Inputs[0], add.Inputs[1], n.Inputs[1]},
+		Outputs: []Value{n.Outputs[0], {}, {}, h},
+	}
+	return fused, []int{j}, true
 }

@@ -347,6 +347,33 @@ func TestFuseSiluMul(t *testing.T) {
 	assertFusedSame(t, g, out, []string{"cudaep.SiluMul"}, 1e-6)
 }
 
+// TestFuseSkipNorm: a residual Add and the RMSNorm of its sum run as one
+// SkipSimplifiedLayerNormalization that also writes the sum for its later reader; when a node
+// between the Add and the norm reads the sum, the Add stays.
+func TestFuseSkipNorm(t *testing.T) {
+	p := newProvider(t)
+	for _, dt := range []ep.DType{ep.Float32, ep.BFloat16} {
+		g := newGraph(t, p)
+		x, r := g.input("x", dt, 1, 1, 64), g.input("r", dt, 1, 1, 64)
+		h := g.op("Add", nil, x, r)
+		y := rmsNormChain(g, h, g.input("w", dt, 64))
+		out := g.op("Add", nil, h, y)
+		tol := 1e-6
+		if dt == ep.BFloat16 {
+			tol = 1.0 / 64 // the sum rounded once, not twice
+		}
+		fused := assertFusedSame(t, g, out, []string{"com.microsoft.SkipSimplifiedLayerNormalization", "Add"}, tol)
+		assert.Equal(t, []string{y.Name, "", "", h.Name}, names(fused[0].Outputs), dt.String())
+		assert.Equal(t, []string{"x", "r", "w"}, names(fused[0].Inputs), dt.String())
+	}
+	g := newGraph(t, p)
+	x, r := g.input("x", ep.Float32, 1, 1, 64), g.input("r", ep.Float32, 1, 1, 64)
+	h := g.op("Add", nil, x, r)
+	between := g.op("Mul", nil, h, h)
+	y := rmsNormChain(g, h, g.input("w", ep.Float32, 64))
+	assertFusedSame(t, g, g.op("Add", nil, between, y), []string{"Add", "Mul", "SimplifiedLayerNormalization", "Add"}, 1e-6)
+}
+
 // TestFuseMatMulGroup: the MatMuls of one row with matrices known before the first of them
 // (q, k and v of a decode step) run as one cudaep.MatMulGroup with the same results; a
 // MatMul whose matrix is computed after the first, one of two rows, and one whose matrix's
