@@ -253,26 +253,63 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 // gqa_reduce combines the splits' partial results of each of rows query rows into out, row r
 // at out[r * head_size] (GroupQueryAttention: rows batch * seq * heads of [batch, seq, heads *
 // head_size]; Attention: batch * heads * seq of [batch, heads, seq, v_head_size]): one block
-// per row (grid-stride). A row whose splits hold no weight (every key masked) is empty.
+// of ATTN_WARPS warps per row (grid-stride), at most GQA_MAX_SPLITS splits. A row whose splits
+// hold no weight (every key masked) is empty.
+//
+// Warp 0 reads the splits' maxima (lane j: splits j, j + 32, …), reduces them to the row's
+// maximum M, and stores each split's weight exp(m - M) in shared memory with the weighted sum
+// of exponentials L (shuffle reductions: a fixed order). Then the block's threads take the
+// dimensions in blockDim.x / head_size groups (one when the head is wider than the block) and
+// group g adds splits g, g + G, … of each of its dimensions, several loads in flight; group
+// 0 adds the groups' sums in order. Every partial is read by one thread, once.
+#define GQA_MAX_SPLITS 128
 template <typename T>
 __device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits,
 	float empty) {
+	__shared__ float w[GQA_MAX_SPLITS];
+	__shared__ float red[ATTN_WARPS * 32];
+	__shared__ float total;
 	const u64 stride = head_size + 2;
+	const unsigned t = threadIdx.x, lane = t % 32;
+	// G groups of width threads: thread t takes dimensions t % width (+ width, …) of group t / width.
+	const unsigned groups = head_size < blockDim.x ? blockDim.x / (unsigned)head_size : 1;
+	const unsigned width = blockDim.x / groups, g = t / width;
 	for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
 		const float* pr = part + row * splits * stride;
-		float M = NEG_INF;
-		for (unsigned sp = 0; sp < splits; ++sp) M = fmaxf(M, pr[sp * stride]);
-		for (u64 d = threadIdx.x; d < head_size; d += blockDim.x) {
-			float L = 0.0f, a = 0.0f;
-			for (unsigned sp = 0; sp < splits; ++sp) {
+		if (t < 32) {
+			float M = NEG_INF;
+			for (unsigned sp = lane; sp < splits; sp += 32) M = fmaxf(M, pr[sp * stride]);
+			for (unsigned o = 16; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+			float L = 0.0f;
+			for (unsigned sp = lane; sp < splits; sp += 32) {
 				const float m = pr[sp * stride];
-				if (m == NEG_INF) continue;
-				const float w = expf(m - M);
-				L += pr[sp * stride + 1] * w;
-				a += pr[sp * stride + 2 + d] * w;
+				const float wt = m == NEG_INF ? 0.0f : expf(m - M);
+				w[sp] = wt;
+				L += pr[sp * stride + 1] * wt;
 			}
-			out[row * head_size + d] = from_float<T>(L > 0.0f ? a / L : empty);
+			for (unsigned o = 16; o > 0; o /= 2) L += __shfl_xor_sync(0xffffffffu, L, o);
+			if (t == 0) total = L;
 		}
+		__syncthreads();
+		const float L = total;
+		for (u64 d0 = 0; d0 < head_size; d0 += width) {
+			const u64 d = d0 + t % width;
+			float a = 0.0f;
+			if (g < groups && d < head_size) {
+#pragma unroll 4
+				for (unsigned sp = g; sp < splits; sp += groups) a += pr[sp * stride + 2 + d] * w[sp];
+			}
+			if (groups > 1) {
+				red[t] = a;
+				__syncthreads();
+				if (g == 0 && d < head_size) {
+					for (unsigned i = 1; i < groups; ++i) a += red[i * width + t];
+				}
+				__syncthreads();
+			}
+			if (g == 0 && d < head_size) out[row * head_size + d] = from_float<T>(L > 0.0f ? a / L : empty);
+		}
+		__syncthreads();  // w and total are the next row's
 	}
 }
 
