@@ -6,8 +6,10 @@ package ort
 import "C"
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -37,36 +39,11 @@ type hostTensor struct {
 	onGPU bool
 }
 
+// compute runs the partition for ORT: it reads the values (one call into the shim for all
+// inputs, one for all outputs), finds the plan and the run's decision, copies, runs or replays,
+// and copies out. A run holds the session shared (exclusively while it captures) and the
+// partition's lock throughout: the partition's scratch is the run's.
 func (pt *partition) compute(kc *C.OrtKernelContext) error {
-	var nin, nout C.size_t
-	if err := errorOf(C.cudaep_ort_kernel_counts(kc, &nin, &nout), "count the partition's values"); err != nil {
-		return err
-	}
-	if int(nin) != len(pt.inputs) || int(nout) != len(pt.outputs) {
-		return fmt.Errorf("%w: partition %s was compiled for %d inputs and %d outputs, ORT passes %d and %d",
-			errInvalid, pt.name, len(pt.inputs), len(pt.outputs), int(nin), int(nout))
-	}
-	ins := make([]hostTensor, int(nin))
-	infos := make([]ep.TensorInfo, int(nin))
-	for i := range ins {
-		var data unsafe.Pointer
-		var elem, onCPU C.int
-		var dims [maxRank]C.int64_t
-		var rank C.size_t
-		if err := errorOf(C.cudaep_ort_kernel_input(kc, C.size_t(i), &data, &elem, &dims[0], maxRank, &rank, &onCPU), "read an input"); err != nil {
-			return err
-		}
-		if rank > maxRank {
-			return fmt.Errorf("%w: input %q has rank %d, at most %d", ep.ErrUnsupported, pt.inputs[i], int(rank), maxRank)
-		}
-		shape := make([]int64, int(rank))
-		for d := range shape {
-			shape[d] = int64(dims[d])
-		}
-		infos[i] = ep.TensorInfo{DType: ep.DType(elem), Shape: shape}
-		ins[i] = hostTensor{info: infos[i], data: data, onGPU: onCPU == 0}
-	}
-
 	// A capture forbids every other use of the provider's stream (the capture window), so a run
 	// that captures excludes the session's other runs; every other run shares the session.
 	s := pt.s
@@ -74,92 +51,73 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	s.runs.RLock()
 	defer func() { unlock() }()
 	pt.mu.Lock()
-	pl, err := pt.planFor(infos)
-	pt.mu.Unlock()
+	defer pt.mu.Unlock()
+	r, err := pt.values()
 	if err != nil {
 		return err
 	}
-	p := pt.s.p
-	outs := make([]hostTensor, len(pl.outputs))
-	for j, out := range pl.outputs {
-		dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
-		for d, v := range out.info.Shape {
-			dims[d] = C.int64_t(v)
-		}
-		var data unsafe.Pointer
-		var onCPU C.int
-		if err := errorOf(C.cudaep_ort_kernel_output(kc, C.size_t(j), &dims[0], C.size_t(len(out.info.Shape)), &data, &onCPU), "allocate an output"); err != nil {
-			return err
-		}
-		if data == nil && out.info.Bytes() != 0 {
-			return fmt.Errorf("%w: ORT gave output %q no memory", errInvalid, pt.outputs[j])
-		}
-		outs[j] = hostTensor{info: out.info, data: data, onGPU: onCPU == 0}
+	if err := pt.runError(C.cudaep_ort_run_inputs(kc, r), r); err != nil {
+		return err
 	}
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	rm, gk := pt.direct(pl, ins, outs)
-	if s.opts.cudaGraph {
-		if _, ok := pl.graphs[gk]; !ok {
+	if int(r.inputs) != len(pt.inputs) || int(r.outputs) != len(pt.outputs) {
+		return fmt.Errorf("%w: partition %s was compiled for %d inputs and %d outputs, ORT passes %d and %d",
+			errInvalid, pt.name, len(pt.inputs), len(pt.outputs), int(r.inputs), int(r.outputs))
+	}
+	p := s.p
+	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
+	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
+	// none (the run then completes before Compute returns).
+	sp := streamProvider(r.stream, p)
+	ins, err := pt.readInputs(r)
+	if err != nil {
+		return err
+	}
+	pl, err := pt.planFor(ins)
+	if err != nil {
+		return err
+	}
+	outs, err := pt.makeOutputs(kc, r, pl)
+	if err != nil {
+		return err
+	}
+	d := pt.decide(pl, ins, outs)
+	if s.opts.cudaGraph && pt.w.paged == nil && !d.captured { // a paging partition never captures
+		if _, ok := pl.graphs[d.gk]; !ok {
 			// This run captures: take the session alone (and look again: another run may have
-			// captured meanwhile).
+			// captured meanwhile). The partition's scratch is not this run's while its lock is
+			// let go: keep copies of the tensors.
+			ins, outs = detach(ins), detach(outs)
 			pt.mu.Unlock()
 			s.runs.RUnlock()
 			s.runs.Lock()
 			unlock = s.runs.Unlock
 			pt.mu.Lock()
-			rm, gk = pt.direct(pl, ins, outs)
+			d = pt.decide(pl, ins, outs)
 		}
-	}
-	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
-	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
-	// none (the run then completes before Compute returns).
-	sp, err := kernelStream(kc, p)
-	if err != nil {
-		return err
 	}
 	if sp != nil && sp != p {
 		if err := ep.OrderAfter(p, sp); err != nil {
 			return err
 		}
 	}
-	for i, in := range ins {
-		n := in.info.Bytes()
-		if n == 0 {
-			continue
-		}
-		if _, inPlace := rm[pl.inputs[i].buf.Ptr()]; inPlace {
-			counters.inPlace.Add(1)
-			continue
-		}
-		counters.copied.Add(1)
-		if err := pt.copyIn(pl.inputs[i].buf, in, uint64(n)); err != nil {
+	counters.inPlace.Add(d.inPlace)
+	counters.copied.Add(uint64(len(d.copyIns) + len(d.copyOuts)))
+	for _, i := range d.copyIns {
+		if err := pt.copyIn(pl.inputs[i].buf, ins[i], pl.inBytes[i]); err != nil {
 			return fmt.Errorf("copy input %q into the partition: %w", pt.inputs[i], err)
 		}
 	}
-	if err := pt.run(pl, rm, gk); err != nil {
+	if err := pt.run(pl, d); err != nil {
 		return err
 	}
-	deviceOut := false
-	for j, out := range outs {
-		n := uint64(out.info.Bytes())
-		if n == 0 {
-			continue
-		}
-		deviceOut = deviceOut || out.onGPU
-		src := pl.outputs[j].buf.Ptr()
-		at, moved := rm[src]
-		if moved && at == ep.DevicePtr(uintptr(out.data)) {
-			counters.inPlace.Add(1) // the plan wrote it in place
-			continue
-		}
-		counters.copied.Add(1)
-		if err := pt.copyOut(out, pl.outputs[j].buf, at, moved, n); err != nil {
+	for _, j := range d.copyOuts {
+		at, moved := d.rm[pl.outputs[j].buf.Ptr()]
+		if err := pt.copyOut(outs[j], pl.outputs[j].buf, at, moved, pl.outBytes[j]); err != nil {
 			return fmt.Errorf("copy output %q out of the partition: %w", pt.outputs[j], err)
 		}
 	}
 	switch {
-	case deviceOut && sp == nil:
+	case d.deviceOut && sp == nil:
 		// No stream: the work is done when Compute returns, so a consumer on another stream
 		// (ORT's data transfer, the next partition) reads finished results.
 		if err := p.SynchronizeCompute(); err != nil {
@@ -177,19 +135,159 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	return nil
 }
 
-// planFor returns the plan for the inputs' shapes, building it on the first run with them.
-// Called with pt.mu held.
-func (pt *partition) planFor(infos []ep.TensorInfo) (*plan, error) {
-	key := shapeKey(infos)
-	if pl := pt.plans[key]; pl != nil {
+// values returns the C memory the partition's runs read ORT's values into, allocating it on the
+// first run. Called with pt.mu held.
+func (pt *partition) values() (*C.CudaEpOrtRun, error) {
+	if pt.vals == nil {
+		pt.vals = C.cudaep_ort_new_run(C.size_t(len(pt.inputs)), C.size_t(len(pt.outputs)))
+		if pt.vals == nil {
+			return nil, errors.New("cudaep: out of host memory")
+		}
+	}
+	return pt.vals, nil
+}
+
+// runError turns the status of a run call into an error naming the value it was reading or
+// making.
+func (pt *partition) runError(st *C.OrtStatus, r *C.CudaEpOrtRun) error {
+	if st == nil {
+		return nil
+	}
+	at := int(r.at)
+	what := "count the partition's values"
+	switch r.failed {
+	case C.CUDAEP_ORT_RUN_INPUT:
+		what = "read input " + strconv.Itoa(at)
+		if at < len(pt.inputs) {
+			what = fmt.Sprintf("read input %q", pt.inputs[at])
+		}
+	case C.CUDAEP_ORT_RUN_STREAM:
+		what = "read the node's stream"
+	case C.CUDAEP_ORT_RUN_OUTPUT:
+		what = "allocate output " + strconv.Itoa(at)
+		if at < len(pt.outputs) {
+			what = fmt.Sprintf("allocate output %q", pt.outputs[at])
+		}
+	}
+	return errorOf(st, what)
+}
+
+// readInputs turns the inputs cudaep_ort_run_inputs read into tensors, in the partition's
+// scratch: valid until the next run (their shapes too). Called with pt.mu held.
+func (pt *partition) readInputs(r *C.CudaEpOrtRun) ([]hostTensor, error) {
+	vs := unsafe.Slice(r.ins, len(pt.inputs))
+	total := 0
+	for i := range vs {
+		rank := int(vs[i].rank)
+		if rank > maxRank {
+			return nil, fmt.Errorf("%w: input %q has rank %d, at most %d", ep.ErrUnsupported, pt.inputs[i], rank, maxRank)
+		}
+		total += rank
+	}
+	if cap(pt.dims) < total {
+		pt.dims = make([]int64, total)
+	}
+	dims := pt.dims[:total]
+	ins := pt.ins[:0]
+	for i := range vs {
+		v := &vs[i]
+		rank := int(v.rank)
+		shape := dims[:rank:rank]
+		dims = dims[rank:]
+		for d := range shape {
+			shape[d] = int64(v.dims[d])
+		}
+		ins = append(ins, hostTensor{info: ep.TensorInfo{DType: ep.DType(v.elem), Shape: shape}, data: v.data, onGPU: v.on_cpu == 0})
+	}
+	pt.ins = ins
+	return ins, nil
+}
+
+// makeOutputs has ORT allocate the outputs of plan pl and returns them as tensors, in the
+// partition's scratch: valid until the next run. Called with pt.mu held.
+func (pt *partition) makeOutputs(kc *C.OrtKernelContext, r *C.CudaEpOrtRun, pl *plan) ([]hostTensor, error) {
+	vs := unsafe.Slice(r.outs, len(pl.outputs))
+	if pl.wide {
+		// Rare: shapes that do not fit the run's values, one call each.
+		for j, out := range pl.outputs {
+			dims := make([]C.int64_t, len(out.info.Shape)+1) // +1: never an empty slice to index
+			for d, v := range out.info.Shape {
+				dims[d] = C.int64_t(v)
+			}
+			v := &vs[j]
+			if err := errorOf(C.cudaep_ort_kernel_output(kc, C.size_t(j), &dims[0], C.size_t(len(out.info.Shape)), &v.data, &v.on_cpu),
+				fmt.Sprintf("allocate output %q", pt.outputs[j])); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for j, out := range pl.outputs {
+			v := &vs[j]
+			v.rank = C.size_t(len(out.info.Shape))
+			for d, x := range out.info.Shape {
+				v.dims[d] = C.int64_t(x)
+			}
+		}
+		if err := pt.runError(C.cudaep_ort_run_outputs(kc, r), r); err != nil {
+			return nil, err
+		}
+	}
+	outs := pt.outs[:0]
+	for j, out := range pl.outputs {
+		v := &vs[j]
+		if v.data == nil && pl.outBytes[j] != 0 {
+			return nil, fmt.Errorf("%w: ORT gave output %q no memory", errInvalid, pt.outputs[j])
+		}
+		outs = append(outs, hostTensor{info: out.info, data: v.data, onGPU: v.on_cpu == 0})
+	}
+	pt.outs = outs
+	return outs, nil
+}
+
+// detach copies tensors out of the partition's scratch, shapes included.
+func detach(ts []hostTensor) []hostTensor {
+	out := slices.Clone(ts)
+	for i := range out {
+		out[i].info.Shape = slices.Clone(out[i].info.Shape)
+	}
+	return out
+}
+
+// planFor returns the plan for the inputs' types and shapes: the last run's when they match,
+// else the one built for them, built now on the first run with them (the plan keeps copies of
+// the shapes). Called with pt.mu held.
+func (pt *partition) planFor(ins []hostTensor) (*plan, error) {
+	if pl := pt.last; pl != nil && pl.takes(ins) {
 		return pl, nil
 	}
-	pl, err := pt.newPlan(infos)
-	if err != nil {
-		return nil, err
+	pt.key = appendShapeKey(pt.key[:0], ins)
+	pl := pt.plans[string(pt.key)]
+	if pl == nil {
+		infos := make([]ep.TensorInfo, len(ins))
+		for i, t := range ins {
+			infos[i] = ep.TensorInfo{DType: t.info.DType, Shape: slices.Clone(t.info.Shape)}
+		}
+		var err error
+		if pl, err = pt.newPlan(infos); err != nil {
+			return nil, err
+		}
+		pt.plans[string(pt.key)] = pl
 	}
-	pt.plans[key] = pl
+	pt.last = pl
 	return pl, nil
+}
+
+// takes reports whether the plan is for these inputs' types and shapes.
+func (pl *plan) takes(ins []hostTensor) bool {
+	if len(ins) != len(pl.inputs) {
+		return false
+	}
+	for i, t := range ins {
+		if w := pl.inputs[i].info; t.info.DType != w.DType || !slices.Equal(t.info.Shape, w.Shape) {
+			return false
+		}
+	}
+	return true
 }
 
 // copyIn copies an input ORT handed over into a plan buffer: from host memory, or from CudaEp
@@ -230,7 +328,8 @@ func (pt *partition) copyOut(out hostTensor, src *ep.Buffer, at ep.DevicePtr, mo
 
 // maxDirectGraphs bounds the graphs a plan captures for the device tensors ORT hands over (one
 // per set of addresses: a decode loop that swaps two sets of cache buffers needs two). Beyond
-// it, runs with other addresses copy through the plan's buffers and replay its first graph.
+// it, runs with other addresses copy through the plan's buffers and replay the one graph
+// captured for that.
 const maxDirectGraphs = 4
 
 // direct decides which of ORT's device tensors this run reads and writes in place: it maps the
@@ -239,9 +338,9 @@ const maxDirectGraphs = 4
 // for a paging partition (its steps' addresses change per run), never when an output overlaps
 // another tensor of the run, and with CUDA graphs only for a set of addresses the plan has
 // captured or still may capture. With CUDA graphs it also returns the key of the graph for
-// these addresses (directKey).
-func (pt *partition) direct(pl *plan, ins, outs []hostTensor) (map[ep.DevicePtr]ep.DevicePtr, string) {
-	rm := pt.inPlace(pl, ins, outs)
+// these addresses (directKey). Its lookups in devmem's index go through l (see decide).
+func (pt *partition) direct(pl *plan, ins, outs []hostTensor, l *lookups) (map[ep.DevicePtr]ep.DevicePtr, string) {
+	rm := pt.inPlace(pl, ins, outs, l)
 	if !pt.s.opts.cudaGraph {
 		return rm, ""
 	}
@@ -255,13 +354,9 @@ func (pt *partition) direct(pl *plan, ins, outs []hostTensor) (map[ep.DevicePtr]
 }
 
 // inPlace is direct's map, whatever graphs the plan holds.
-func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]ep.DevicePtr {
+func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[ep.DevicePtr]ep.DevicePtr {
 	if pt.w.paged != nil {
 		return nil
-	}
-	type span struct {
-		lo, hi uint64
-		out    bool
 	}
 	var spans []span
 	rm := map[ep.DevicePtr]ep.DevicePtr{}
@@ -271,7 +366,7 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]
 			return
 		}
 		addr := uint64(uintptr(t.data))
-		db, _, err := lookup(addr, n)
+		db, _, err := l.find(addr, n)
 		if err != nil || db.ordinal != pt.s.opts.provider.DeviceID {
 			return
 		}
@@ -293,17 +388,34 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor) map[ep.DevicePtr]
 			spans = append(spans, span{addr, addr + n, true})
 		}
 	}
-	for a, x := range spans {
-		for _, y := range spans[a+1:] {
-			if (x.out || y.out) && x.lo < y.hi && y.lo < x.hi {
-				return nil
-			}
-		}
-	}
-	if len(rm) == 0 {
+	if len(rm) == 0 || outputOverlaps(spans) {
 		return nil
 	}
 	return rm
+}
+
+// span is the bytes [lo, hi) of a run's device tensor, an output or not.
+type span struct {
+	lo, hi uint64
+	out    bool
+}
+
+// outputOverlaps reports whether an output's span overlaps another span (every span non-empty).
+// It sorts spans by start: a span overlaps an earlier one exactly when it starts before the
+// end of one, so one pass keeps the furthest end of all spans and of the outputs so far.
+func outputOverlaps(spans []span) bool {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	var end, outEnd uint64
+	for _, y := range spans {
+		if y.out && y.lo < end || y.lo < outEnd {
+			return true
+		}
+		end = max(end, y.hi)
+		if y.out {
+			outEnd = max(outEnd, y.hi)
+		}
+	}
+	return false
 }
 
 // directKey names a set of in-place addresses: the graph captured for it.
@@ -319,18 +431,21 @@ func directKey(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr) string {
 }
 
 // run executes a plan: eagerly, or with CUDA graphs by capturing it on the first run with
-// these in-place addresses (key gk) and replaying it afterwards (the plan's buffers are fixed,
-// so a replay reads this run's inputs). rm maps plan buffers to the ORT tensors read and
+// these in-place addresses (d.gk) and replaying it afterwards (the plan's buffers are fixed,
+// so a replay reads this run's inputs). d.rm maps plan buffers to the ORT tensors read and
 // written in place (see direct).
-func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr, gk string) error {
+func (pt *partition) run(pl *plan, d decision) error {
 	p := pt.s.p
 	if pt.w.paged != nil {
 		return pt.w.paged.execute(pl)
 	}
 	if !pt.s.opts.cudaGraph {
-		return pl.execute(rm)
+		return pl.execute(d.rm)
 	}
-	slot, ok := pl.graphs[gk]
+	slot, ok := d.slot, d.captured
+	if !ok {
+		slot, ok = pl.graphs[d.gk]
+	}
 	if !ok {
 		kernels := make([]*ep.Kernel, len(pl.steps))
 		for i, st := range pl.steps {
@@ -344,13 +459,13 @@ func (pt *partition) run(pl *plan, rm map[ep.DevicePtr]ep.DevicePtr, gk string) 
 		if err := p.BeginCapture(slot, kernels, retain); err != nil {
 			return err
 		}
-		if err := pl.execute(rm); err != nil {
+		if err := pl.execute(d.rm); err != nil {
 			return errors.Join(err, p.AbortCapture(slot))
 		}
 		if err := p.EndCapture(slot); err != nil {
 			return err
 		}
-		pl.graphs[gk] = slot
+		pl.graphs[d.gk] = slot
 		counters.captures.Add(1)
 	}
 	if err := p.Replay(slot); err != nil {
@@ -426,6 +541,7 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		}
 		vals[pt.inputs[i]] = t
 		pl.inputs = append(pl.inputs, t)
+		pl.inBytes = append(pl.inBytes, uint64(info.Bytes()))
 	}
 	for ni, nd := range pt.nodes {
 		ins := nd.Inputs
@@ -494,6 +610,8 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 			return fail(fmt.Errorf("%w: partition %s does not produce its output %q", errInvalid, pt.name, name))
 		}
 		pl.outputs = append(pl.outputs, t)
+		pl.outBytes = append(pl.outBytes, uint64(t.info.Bytes()))
+		pl.wide = pl.wide || t.info.Rank() > maxRank
 	}
 	return pl, nil
 }

@@ -2,11 +2,13 @@ package ort
 
 import (
 	"fmt"
-	"sort"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/ep"
@@ -92,27 +94,20 @@ func newDecodeRun(tb testing.TB, cudaGraph bool) *decodeRun {
 	return d
 }
 
-// fakeAlloc registers [base, base+size) on ordinal as a device allocation ORT holds.
-func fakeAlloc(tb testing.TB, base, size uint64, ordinal int) {
+// fakeAlloc registers [base, base+size) on ordinal as a device allocation ORT holds, as
+// cudaepOrtAlloc does, and returns it.
+func fakeAlloc(tb testing.TB, base, size uint64, ordinal int) devBuf {
 	tb.Helper()
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > base })
-	devmem.bufs = append(devmem.bufs, devBuf{})
-	copy(devmem.bufs[i+1:], devmem.bufs[i:])
-	devmem.bufs[i] = devBuf{base: base, size: size, ordinal: ordinal}
+	d := devBuf{base: base, size: size, ordinal: ordinal, reg: new(registration)}
+	register(d)
+	return d
 }
 
-// fakeFree unregisters the allocation at base (registered by fakeAlloc).
+// fakeFree unregisters the allocation at base, as cudaepOrtFree does.
 func fakeFree(base uint64) {
 	devmem.mu.Lock()
 	defer devmem.mu.Unlock()
-	for i, b := range devmem.bufs {
-		if b.base == base {
-			devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
-			return
-		}
-	}
+	unregister(base)
 }
 
 // inputs returns step k's inputs as compute reads them from ORT (into ins, reused).
@@ -141,64 +136,310 @@ func devicePointer(a uint64) unsafe.Pointer {
 	return unsafe.Add(unsafe.Pointer(nil), uintptr(a))
 }
 
-// infos returns the tensors' element types and shapes.
-func infos(ts []hostTensor) []ep.TensorInfo {
-	out := make([]ep.TensorInfo, len(ts))
-	for i, t := range ts {
-		out[i] = t.info
-	}
-	return out
-}
-
 // markCaptured records a fake graph slot for key gk of pl, as a capture would.
 func markCaptured(pl *plan, gk string) {
 	pl.graphs[gk] = ep.Keyed(int64(1000 + len(pl.graphs)))
 }
 
 // decideRun is the Go-side work of a partition run that needs no OrtKernelContext, on tensors
-// already read: the plan for the inputs' shapes, and which device tensors the run reads and
-// writes in place (with the graph key).
-func decideRun(pt *partition, ins []hostTensor, outs func(*plan) []hostTensor) (*plan, map[ep.DevicePtr]ep.DevicePtr, string, error) {
+// already read: the plan for the inputs' shapes, and the run's decision (which device tensors
+// it reads and writes in place, and its graph). outs returns the outputs ORT makes for a plan.
+func decideRun(pt *partition, ins []hostTensor, outs func(*plan) []hostTensor) (*plan, decision, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pl, err := pt.planFor(infos(ins))
+	pl, err := pt.planFor(ins)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, decision{}, err
 	}
-	rm, gk := pt.direct(pl, ins, outs(pl))
-	return pl, rm, gk, nil
+	return pl, pt.decide(pl, ins, outs(pl)), nil
 }
 
 // BenchmarkDecodeRunDecision measures the per-run Go work of a decode partition that does not
 // need ORT (66 inputs, 65 outputs, the cache sets swapped every step, their graphs captured):
-// finding the plan and deciding which tensors the run reads and writes in place.
+// finding the plan and deciding which tensors the run reads and writes in place. "reused" is
+// the steady state; "decided" forgets the remembered decisions before every run, the cost of a
+// run that cannot reuse one (side by side: the ratio is what remembering saves). Both include
+// the test's own filling of the tensors (~0.9 µs).
 func BenchmarkDecodeRunDecision(b *testing.B) {
 	for _, cudaGraph := range []bool{true, false} {
-		b.Run(fmt.Sprintf("cuda_graph=%v", cudaGraph), func(b *testing.B) {
-			d := newDecodeRun(b, cudaGraph)
+		for _, reuse := range []bool{true, false} {
+			name := fmt.Sprintf("cuda_graph=%v/decided", cudaGraph)
+			if reuse {
+				name = fmt.Sprintf("cuda_graph=%v/reused", cudaGraph)
+			}
+			b.Run(name, func(b *testing.B) {
+				d := newDecodeRun(b, cudaGraph)
+				var ins, outs [2][]hostTensor
+				for k := range 2 {
+					ins[k] = d.inputs(nil, k)
+					pl, dec, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor { return d.outputs(nil, pl, k) })
+					require.NoError(b, err)
+					require.Len(b, dec.rm, 2*2*decodeLayers+1, "every device tensor in place")
+					if cudaGraph {
+						markCaptured(pl, dec.gk)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					k := i & 1
+					ins[k] = d.inputs(ins[k], k)
+					if !reuse {
+						d.pt.mu.Lock()
+						d.pt.forget()
+						d.pt.mu.Unlock()
+					}
+					_, _, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor {
+						outs[k] = d.outputs(outs[k], pl, k)
+						return outs[k]
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// step returns the decision for decode step k (cache set k read, set 1-k written), with the
+// decision direct makes for the same tensors without remembered ones (want).
+func (d *decodeRun) step(t *testing.T, k int) (got, want decision, pl *plan) {
+	t.Helper()
+	ins := d.inputs(nil, k)
+	pl, got, err := decideRun(d.pt, ins, func(pl *plan) []hostTensor { return d.outputs(nil, pl, k) })
+	require.NoError(t, err)
+	d.pt.mu.Lock()
+	defer d.pt.mu.Unlock()
+	outs := d.outputs(nil, pl, k)
+	want.rm, want.gk = d.pt.direct(pl, ins, outs, &lookups{})
+	want.slot, want.captured = pl.graphs[want.gk]
+	want.copies(pl, outs)
+	return got, want, pl
+}
+
+// reused returns how many runs of the partition reused a decision.
+func (d *decodeRun) reused() uint64 {
+	d.pt.mu.Lock()
+	defer d.pt.mu.Unlock()
+	return d.pt.reused
+}
+
+// TestRepeatedRunsReuseTheirDecision: a decode loop swapping two cache sets decides each set's
+// run once and then reuses it, without a heap allocation; every decision equals direct's.
+func TestRepeatedRunsReuseTheirDecision(t *testing.T) {
+	for _, cudaGraph := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cuda_graph=%v", cudaGraph), func(t *testing.T) {
+			d := newDecodeRun(t, cudaGraph)
+			for i := range 6 {
+				k := i & 1
+				got, want, pl := d.step(t, k)
+				assert.Equal(t, want, got, "step %d", i)
+				require.Len(t, got.rm, 2*2*decodeLayers+1, "every device tensor in place")
+				assert.Equal(t, []int{0, 1}, got.copyIns, "the host inputs are copied")
+				assert.Empty(t, got.copyOuts)
+				if cudaGraph && !got.captured {
+					markCaptured(pl, got.gk) // what the run would do
+				}
+			}
+			// Without graphs: steps 0 and 1 decide, 2-5 reuse. With them: a decision is kept
+			// once its graph is captured (steps 2 and 3 decide again), so 4 and 5 reuse.
+			want := uint64(4)
+			if cudaGraph {
+				want = 2
+			}
+			assert.Equal(t, want, d.reused())
+
 			var ins, outs [2][]hostTensor
 			for k := range 2 {
-				ins[k] = d.inputs(nil, k)
-				pl, rm, gk, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor { return d.outputs(nil, pl, k) })
-				require.NoError(b, err)
-				require.Len(b, rm, 2*2*decodeLayers+1, "every device tensor in place")
-				if cudaGraph {
-					markCaptured(pl, gk)
-				}
+				ins[k], outs[k] = d.inputs(nil, k), d.outputs(nil, d.pt.last, k)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				k := i & 1
+			k := 0
+			allocs := testing.AllocsPerRun(100, func() {
+				k ^= 1
 				ins[k] = d.inputs(ins[k], k)
-				_, _, _, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor {
+				d.pt.mu.Lock()
+				pl, err := d.pt.planFor(ins[k])
+				if err == nil {
 					outs[k] = d.outputs(outs[k], pl, k)
-					return outs[k]
-				})
-				if err != nil {
-					b.Fatal(err)
+					d.pt.decide(pl, ins[k], outs[k])
 				}
-			}
+				d.pt.mu.Unlock()
+			})
+			assert.Zero(t, allocs, "a reused decision allocates nothing")
 		})
+	}
+}
+
+// TestDecisionsFollowDeviceAllocations: a remembered decision is reused only while every
+// allocation its lookups found is still ORT's with the same extent and device, and, when a
+// tensor was in no allocation, while none has been added. Each case changes devmem's index
+// between two runs with the same tensors; the second run must decide as direct does now.
+func TestDecisionsFollowDeviceAllocations(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, d *decodeRun)
+		reused bool // the second run reuses the first's decision
+		past0  bool // the second run reads past.0 in place
+	}{
+		{"nothing changes", func(*testing.T, *decodeRun) {}, true, true},
+		{"an allocation freed and handed out again", func(t *testing.T, d *decodeRun) {
+			// What ORT does with a run's logits every step: the allocation comes back from
+			// devmem's free list with its registration.
+			devmem.mu.Lock()
+			b, ok := unregister(d.logits)
+			devmem.mu.Unlock()
+			require.True(t, ok)
+			register(b)
+		}, true, true},
+		{"an allocation freed", func(t *testing.T, d *decodeRun) {
+			fakeFree(d.kv[0][0])
+		}, false, false},
+		{"its range reallocated smaller", func(t *testing.T, d *decodeRun) {
+			fakeFree(d.kv[0][0])
+			fakeAlloc(t, d.kv[0][0], decodeKVBytes/2, 0)
+		}, false, false},
+		{"its range reallocated on another device", func(t *testing.T, d *decodeRun) {
+			fakeFree(d.kv[0][0])
+			fakeAlloc(t, d.kv[0][0], fakeStride, 1)
+		}, false, false},
+		{"its range reallocated alike", func(t *testing.T, d *decodeRun) {
+			fakeFree(d.kv[0][0])
+			fakeAlloc(t, d.kv[0][0], fakeStride, 0)
+		}, false, true},
+		{"an unrelated allocation added", func(t *testing.T, d *decodeRun) {
+			fakeAlloc(t, fakeBase+0x1000_0000, fakeStride, 0)
+			t.Cleanup(func() { fakeFree(fakeBase + 0x1000_0000) })
+		}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDecodeRun(t, false)
+			first, want, _ := d.step(t, 0)
+			require.Equal(t, want, first)
+			require.Contains(t, first.rm, d.pt.last.inputs[2].buf.Ptr(), "past.0 in place")
+			before := d.reused()
+			c.change(t, d)
+			got, want, pl := d.step(t, 0)
+			assert.Equal(t, want, got, "the decision is direct's")
+			assert.Equal(t, c.reused, d.reused() > before, "reused")
+			_, inPlace := got.rm[pl.inputs[2].buf.Ptr()]
+			assert.Equal(t, c.past0, inPlace, "past.0 in place")
+		})
+	}
+}
+
+// TestDecisionWithATensorOutsideCudaEpMemory: a device tensor in no CudaEp allocation is
+// copied, and the decision is reused until an allocation is added, which may hold it.
+func TestDecisionWithATensorOutsideCudaEpMemory(t *testing.T) {
+	d := newDecodeRun(t, false)
+	fakeFree(d.kv[0][0]) // ORT's tensor past.0 is in memory CudaEp does not know
+	for range 2 {
+		got, want, pl := d.step(t, 0)
+		assert.Equal(t, want, got)
+		assert.NotContains(t, got.rm, pl.inputs[2].buf.Ptr(), "past.0 is not read in place")
+		assert.Contains(t, got.copyIns, 2, "past.0 is copied")
+	}
+	assert.Equal(t, uint64(1), d.reused())
+	fakeAlloc(t, d.kv[0][0], fakeStride, 0)
+	got, want, pl := d.step(t, 0)
+	assert.Equal(t, want, got)
+	assert.Contains(t, got.rm, pl.inputs[2].buf.Ptr(), "past.0 is read in place once CudaEp holds it")
+	assert.Equal(t, uint64(1), d.reused(), "an allocation added: decided again")
+}
+
+// TestDecisionsAndTheGraphCap: with CUDA graphs, a decision whose graph is not captured yet is
+// not kept (the cap may be reached before its capture); past the cap a new set of addresses
+// reads nothing in place and replays the copying graph, and that decision is kept.
+func TestDecisionsAndTheGraphCap(t *testing.T) {
+	d := newDecodeRun(t, true)
+	got, _, pl := d.step(t, 0)
+	require.NotNil(t, got.rm)
+	got, _, _ = d.step(t, 0)
+	assert.Zero(t, d.reused(), "not captured: not kept")
+	for i := range maxDirectGraphs {
+		pl.graphs["other "+strconv.Itoa(i)] = ep.Keyed(int64(2000 + i))
+	}
+	got, want, _ := d.step(t, 0)
+	assert.Equal(t, want, got)
+	assert.Nil(t, got.rm, "past the cap: nothing in place")
+	assert.Equal(t, directKey(pl, nil), got.gk)
+	assert.Len(t, got.copyIns, 2+2*decodeLayers, "every input copied")
+	assert.Len(t, got.copyOuts, 1+2*decodeLayers, "every output copied")
+	got, want, _ = d.step(t, 0)
+	assert.Equal(t, want, got)
+	assert.Equal(t, uint64(1), d.reused())
+}
+
+// TestPagingPartitionReadsNothingInPlace: a paging partition's steps read layers from slots
+// whose addresses change every run: it never reads or writes ORT's tensors in place.
+func TestPagingPartitionReadsNothingInPlace(t *testing.T) {
+	d := newDecodeRun(t, true)
+	d.pt.w.paged = &pagedWeights{}
+	t.Cleanup(func() { d.pt.w.paged = nil })
+	for range 2 {
+		got, want, _ := d.step(t, 0)
+		assert.Equal(t, want, got)
+		assert.Nil(t, got.rm)
+	}
+}
+
+// TestOutputsOverlappingInputsAreCopied: with an output at an input's address, nothing is
+// read or written in place; that is a signature of its own, not the earlier run's decision.
+func TestOutputsOverlappingInputsAreCopied(t *testing.T) {
+	d := newDecodeRun(t, false)
+	got, _, _ := d.step(t, 0)
+	require.NotNil(t, got.rm)
+	d.kv[1][5] = d.kv[0][7] + 64 // present.5 inside past.7
+	got, want, _ := d.step(t, 0)
+	assert.Equal(t, want, got)
+	assert.Nil(t, got.rm)
+}
+
+// TestPlanForKeepsItsOwnShapes: a plan is found by its inputs' types and shapes, and keeps its
+// own copy of them (the run's shapes live in scratch the next run overwrites).
+func TestPlanForKeepsItsOwnShapes(t *testing.T) {
+	d := newDecodeRun(t, false)
+	ins := d.inputs(nil, 0)
+	for i := range ins {
+		ins[i].info.Shape = slices.Clone(ins[i].info.Shape)
+	}
+	d.pt.mu.Lock()
+	defer d.pt.mu.Unlock()
+	first, err := d.pt.planFor(ins)
+	require.NoError(t, err)
+	ins[2].info.Shape[2] = 32 // another cache length for past.0: another plan
+	second, err := d.pt.planFor(ins)
+	require.NoError(t, err)
+	assert.NotSame(t, first, second)
+	assert.Equal(t, []int64{1, 2, 16, 8}, first.inputs[2].info.Shape, "the first plan's shape is its own")
+	assert.Equal(t, []int64{1, 2, 32, 8}, second.inputs[2].info.Shape)
+	ins[2].info.Shape[2] = 16
+	again, err := d.pt.planFor(ins)
+	require.NoError(t, err)
+	assert.Same(t, first, again)
+	ins[0].info.DType = ep.Int32
+	other, err := d.pt.planFor(ins)
+	if err == nil {
+		assert.NotSame(t, first, other, "another element type: another plan")
+	}
+}
+
+// TestOutputOverlapsMatchesEveryPair: the sorted sweep finds an overlap with an output exactly
+// when some pair of spans, one an output, overlaps.
+func TestOutputOverlapsMatchesEveryPair(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 2000 {
+		spans := make([]span, 1+rng.IntN(6))
+		for i := range spans {
+			lo := uint64(rng.IntN(40))
+			spans[i] = span{lo: lo, hi: lo + 1 + uint64(rng.IntN(8)), out: rng.IntN(3) == 0}
+		}
+		want := false
+		for a, x := range spans {
+			for _, y := range spans[a+1:] {
+				want = want || (x.out || y.out) && x.lo < y.hi && y.lo < x.hi
+			}
+		}
+		assert.Equal(t, want, outputOverlaps(slices.Clone(spans)), "case %d: %v", n, spans)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
@@ -22,10 +23,15 @@ import (
 // the buffers, and a sorted index finds the buffer holding any address ORT hands back (ORT may
 // hand out addresses inside a buffer when it places several tensors in one allocation).
 var devmem struct {
-	mu         sync.Mutex
-	providers  map[int]*ep.Provider
-	bufs       []devBuf // sorted by base
-	allocators int      // allocators ORT holds
+	mu        sync.Mutex
+	providers map[int]*ep.Provider
+	// bufs are the allocations ORT holds, sorted by base; changed only by register and
+	// unregister (and closeDeviceMemory), which keep each one's registration in step.
+	bufs []devBuf
+	// added counts the allocations registered (read without mu): a run decision that found no
+	// allocation for a tensor holds while no allocation has been added since (see recentRun).
+	added      atomic.Uint64
+	allocators int // allocators ORT holds
 	// cached holds freed device allocations for reuse.
 	cached freeList[devBuf]
 	// pinned are the live pinned host allocations by address; freed ones are kept for reuse in
@@ -43,6 +49,49 @@ type devBuf struct {
 	base, size uint64
 	ordinal    int
 	buf        *ep.Buffer
+	reg        *registration // made with the allocation, kept while it is cached for reuse
+}
+
+// registration says whether an allocation is in devmem's index now. An allocation keeps its
+// registration, base, size and ordinal for life (freed ones kept for reuse come back with
+// them), so a lookup of an address that found the allocation finds it again while its
+// registration is live: the run decisions partitions remember (recentRun) hold the
+// registrations their lookups found, and hold while all of them are live.
+type registration struct {
+	live atomic.Bool // set while the allocation is in devmem.bufs; written under devmem.mu
+}
+
+// set marks the allocation in the index or out of it (nil: an entry without a registration,
+// which no decision is kept for).
+func (r *registration) set(live bool) {
+	if r != nil {
+		r.live.Store(live)
+	}
+}
+
+// register puts an allocation ORT now holds into the index.
+func register(d devBuf) {
+	devmem.mu.Lock()
+	defer devmem.mu.Unlock()
+	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > d.base })
+	devmem.bufs = append(devmem.bufs, devBuf{})
+	copy(devmem.bufs[i+1:], devmem.bufs[i:])
+	devmem.bufs[i] = d
+	d.reg.set(true)
+	devmem.added.Add(1)
+}
+
+// unregister takes the allocation based at addr out of the index; false when there is none.
+// Called with devmem.mu held.
+func unregister(addr uint64) (devBuf, bool) {
+	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base >= addr })
+	if i == len(devmem.bufs) || devmem.bufs[i].base != addr {
+		return devBuf{}, false
+	}
+	d := devmem.bufs[i]
+	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
+	d.reg.set(false)
+	return d, true
 }
 
 // allocator is what an OrtAllocator of CudaEp stands for: a device ordinal, and whether it
@@ -218,14 +267,9 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 		if err != nil {
 			return nil
 		}
-		d = devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b}
+		d = devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b, reg: new(registration)}
 	}
-	devmem.mu.Lock()
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > d.base })
-	devmem.bufs = append(devmem.bufs, devBuf{})
-	copy(devmem.bufs[i+1:], devmem.bufs[i:])
-	devmem.bufs[i] = d
-	devmem.mu.Unlock()
+	register(d)
 	// A device address, not Go memory: ORT never dereferences it (its memory info says GPU).
 	return C.cudaep_ort_ptr(C.uint64_t(d.base))
 }
@@ -238,15 +282,12 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	if freePinned(uintptr(p)) {
 		return
 	}
-	addr := uint64(uintptr(p))
 	devmem.mu.Lock()
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base >= addr })
-	if i == len(devmem.bufs) || devmem.bufs[i].base != addr {
+	d, ok := unregister(uint64(uintptr(p)))
+	if !ok {
 		devmem.mu.Unlock()
 		return
 	}
-	d := devmem.bufs[i]
-	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
 	keep := devmem.cached.keep(cacheKey{d.ordinal, d.size}, d)
 	devmem.mu.Unlock()
 	if !keep {
@@ -501,6 +542,9 @@ func closeDeviceMemory() {
 	ps := devmem.providers
 	cached, pinnedFree := devmem.cached.drain(), devmem.pinnedFree.drain()
 	pinned := devmem.pinned
+	for _, d := range devmem.bufs {
+		d.reg.set(false)
+	}
 	devmem.providers, devmem.bufs, devmem.pinned = nil, nil, nil
 	devmem.mu.Unlock()
 	for _, d := range cached {

@@ -14,8 +14,9 @@ import (
 	"github.com/cudaep/cudaep/ep"
 )
 
-// maxRank bounds the tensor ranks the adapter reads from ORT.
-const maxRank = 8
+// maxRank bounds the tensor ranks the adapter reads from ORT (a run's values carry as many
+// dimensions: CUDAEP_ORT_MAX_RANK in shim.h).
+const maxRank = C.CUDAEP_ORT_MAX_RANK
 
 // value is one tensor-valued name of a graph: its element type and shape (-1 for a symbolic
 // dimension); tensor is false for non-tensor values, which the adapter never claims.

@@ -8,7 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -29,6 +29,22 @@ type partition struct {
 
 	mu    sync.Mutex
 	plans map[string]*plan
+
+	// What a run uses and leaves for the next, guarded by mu (compute): the C memory ORT's
+	// values are read into (allocated on the first run, freed by close), the Go tensors read
+	// from it and their shapes, the plan of the last run, the remembered decisions (decide)
+	// and the scratch they are made in, and how many runs reused one.
+	vals      *C.CudaEpOrtRun
+	ins, outs []hostTensor
+	dims      []int64
+	key       []byte
+	last      *plan
+	recent    [recentRuns]recentRun
+	// nextRecent is the entry of recent the next decision kept replaces.
+	nextRecent int
+	sig        []tensorSig
+	regs       []*registration
+	reused     uint64
 }
 
 // tensorBuf is a tensor in a device buffer.
@@ -39,15 +55,19 @@ type tensorBuf struct {
 
 func (t tensorBuf) tensor() ep.Tensor { return ep.Tensor{TensorInfo: t.info, Ptr: t.buf.Ptr()} }
 
-// plan is a partition instantiated for one set of input shapes.
+// plan is a partition instantiated for one set of input shapes. A plan lives as long as its
+// partition, and so do the graphs it captures.
 type plan struct {
-	inputs  []tensorBuf // the fused inputs' device copies
+	inputs  []tensorBuf // the fused inputs' device copies (their infos: the shapes it is for)
 	steps   []step
 	outputs []tensorBuf
 	owned   []*ep.Buffer        // every buffer the plan allocated
 	written map[*ep.Buffer]bool // the buffers a step writes (not inputs, weights or views of them)
 	graphs  map[string]ep.Slot  // captured graphs by in-place addresses (directKey)
 	scratch []ep.Tensor         // a step's remapped tensors (execute)
+	wide    bool                // an output's rank passes maxRank (made one by one, see makeOutputs)
+	// inBytes and outBytes are the inputs' and outputs' sizes in bytes.
+	inBytes, outBytes []uint64
 }
 
 // step is one kernel execution. A step of a paging partition that reads a layer has its
@@ -66,6 +86,8 @@ type patch struct {
 	off uint64
 }
 
+// close releases the partition's plans (their buffers and graphs), its weights and the memory
+// its runs read ORT's values into. Runs must be over.
 func (pt *partition) close() error {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
@@ -73,7 +95,12 @@ func (pt *partition) close() error {
 	for _, pl := range pt.plans {
 		errs = append(errs, pl.release(pt.s.p))
 	}
-	pt.plans = nil
+	pt.plans, pt.last = nil, nil
+	pt.forget()
+	if pt.vals != nil {
+		C.cudaep_ort_free(unsafe.Pointer(pt.vals))
+		pt.vals = nil
+	}
 	if pt.w != nil {
 		errs = append(errs, pt.w.release(pt.s.p))
 		pt.w = nil
@@ -220,11 +247,18 @@ func cudaepOrtCreateState(ci *C.CudaEpOrtComputeInfo, ctx *C.OrtNodeComputeConte
 	return nil
 }
 
-// shapeKey is a plan's key: the concrete input shapes.
-func shapeKey(ins []ep.TensorInfo) string {
-	var b strings.Builder
+// appendShapeKey appends a plan's key to b: the inputs' element types and shapes.
+func appendShapeKey(b []byte, ins []hostTensor) []byte {
 	for _, t := range ins {
-		fmt.Fprintf(&b, "%d%v;", t.DType, t.Shape)
+		b = strconv.AppendInt(b, int64(t.info.DType), 10)
+		b = append(b, '[')
+		for d, v := range t.info.Shape {
+			if d > 0 {
+				b = append(b, ' ')
+			}
+			b = strconv.AppendInt(b, v, 10)
+		}
+		b = append(b, "];"...)
 	}
-	return b.String()
+	return b
 }

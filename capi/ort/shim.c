@@ -624,12 +624,6 @@ const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx) { return
 
 /* --- kernel context -------------------------------------------------------------------- */
 
-OrtStatus* cudaep_ort_kernel_counts(OrtKernelContext* kc, size_t* inputs, size_t* outputs) {
-    OrtStatus* st = A(KernelContext_GetInputCount)(kc, inputs);
-    if (!st) st = A(KernelContext_GetOutputCount)(kc, outputs);
-    return st;
-}
-
 static int value_on_cpu(const OrtValue* v) {
     const OrtMemoryInfo* mi = NULL;
     OrtStatus* st = A(GetTensorMemoryInfo)(v, &mi);
@@ -640,24 +634,76 @@ static int value_on_cpu(const OrtValue* v) {
     return is_host(E(MemoryInfo_GetMemoryDevice)(mi));
 }
 
-OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,
-                                   size_t cap, size_t* rank, int* on_cpu) {
-    const OrtValue* v = NULL;
-    OrtStatus* st = A(KernelContext_GetInput)(kc, i, &v);
+CudaEpOrtRun* cudaep_ort_new_run(size_t inputs, size_t outputs) {
+    CudaEpOrtRun* r = calloc(1, sizeof *r + (inputs + outputs) * sizeof(CudaEpOrtRunValue));
+    if (!r) return NULL;
+    r->cap_inputs = inputs;
+    r->cap_outputs = outputs;
+    r->ins = (CudaEpOrtRunValue*)(r + 1);
+    r->outs = r->ins + inputs;
+    return r;
+}
+
+/* kernel_input reads input i into v. */
+static OrtStatus* kernel_input(OrtKernelContext* kc, size_t i, CudaEpOrtRunValue* v) {
+    const OrtValue* val = NULL;
+    OrtStatus* st = A(KernelContext_GetInput)(kc, i, &val);
     if (st) return st;
-    if (!v) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: a partition input is missing");
+    if (!val) return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: a partition input is missing");
     OrtTensorTypeAndShapeInfo* tsi = NULL;
-    st = A(GetTensorTypeAndShape)(v, &tsi);
+    st = A(GetTensorTypeAndShape)(val, &tsi);
     if (st) return st;
     enum ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     st = A(GetTensorElementType)(tsi, &et);
-    if (!st) st = A(GetDimensionsCount)(tsi, rank);
-    if (!st && *rank <= cap) st = A(GetDimensions)(tsi, dims, *rank);
+    if (!st) st = A(GetDimensionsCount)(tsi, &v->rank);
+    if (!st && v->rank <= CUDAEP_ORT_MAX_RANK) st = A(GetDimensions)(tsi, v->dims, v->rank);
     A(ReleaseTensorTypeAndShapeInfo)(tsi);
     if (st) return st;
-    *elem = (int)et;
-    *on_cpu = value_on_cpu(v);
-    return A(GetTensorData)(v, data);
+    v->elem = (int)et;
+    v->on_cpu = value_on_cpu(val);
+    const void* data = NULL;
+    st = A(GetTensorData)(val, &data);
+    v->data = (void*)data;
+    return st;
+}
+
+OrtStatus* cudaep_ort_run_inputs(OrtKernelContext* kc, CudaEpOrtRun* r) {
+    r->failed = CUDAEP_ORT_RUN_COUNTS;
+    r->at = 0;
+    r->stream = NULL;
+    OrtStatus* st = A(KernelContext_GetInputCount)(kc, &r->inputs);
+    if (!st) st = A(KernelContext_GetOutputCount)(kc, &r->outputs);
+    if (st) return st;
+    if (r->inputs != r->cap_inputs || r->outputs != r->cap_outputs) {
+        r->failed = CUDAEP_ORT_RUN_OK;
+        return NULL;
+    }
+    r->failed = CUDAEP_ORT_RUN_INPUT;
+    for (size_t i = 0; i < r->inputs; i++) {
+        r->at = i;
+        st = kernel_input(kc, i, &r->ins[i]);
+        if (st) return st;
+    }
+    r->failed = CUDAEP_ORT_RUN_STREAM;
+    r->at = 0;
+    st = A(KernelContext_GetGPUComputeStream)(kc, &r->stream);
+    if (st) return st;
+    r->failed = CUDAEP_ORT_RUN_OK;
+    return NULL;
+}
+
+OrtStatus* cudaep_ort_run_outputs(OrtKernelContext* kc, CudaEpOrtRun* r) {
+    r->failed = CUDAEP_ORT_RUN_OUTPUT;
+    for (size_t j = 0; j < r->outputs; j++) {
+        r->at = j;
+        CudaEpOrtRunValue* v = &r->outs[j];
+        if (v->rank > CUDAEP_ORT_MAX_RANK)
+            return A(CreateStatus)(ORT_INVALID_ARGUMENT, "cudaep: an output's rank is over CUDAEP_ORT_MAX_RANK");
+        OrtStatus* st = cudaep_ort_kernel_output(kc, j, v->dims, v->rank, &v->data, &v->on_cpu);
+        if (st) return st;
+    }
+    r->failed = CUDAEP_ORT_RUN_OK;
+    return NULL;
 }
 
 OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_t* dims, size_t rank, void** data,
@@ -667,11 +713,6 @@ OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_
     if (st) return st;
     *on_cpu = value_on_cpu(v);
     return A(GetTensorMutableData)(v, data);
-}
-
-OrtStatus* cudaep_ort_kernel_stream(OrtKernelContext* kc, void** stream) {
-    *stream = NULL;
-    return A(KernelContext_GetGPUComputeStream)(kc, stream);
 }
 
 OrtStatus* cudaep_ort_attr_tensor(const OrtOpAttr* a, OrtValue** v, int* elem, int64_t* dims, size_t cap, size_t* rank,

@@ -131,11 +131,60 @@ void cudaep_ort_free_array(void* p);
 OrtStatus* cudaep_ort_add_nodes_to_fuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes, size_t n);
 const char* cudaep_ort_compute_context_name(OrtNodeComputeContext* ctx);
 
-/* Kernel context (Compute). */
-OrtStatus* cudaep_ort_kernel_counts(OrtKernelContext* kc, size_t* inputs, size_t* outputs);
-OrtStatus* cudaep_ort_kernel_input(OrtKernelContext* kc, size_t i, const void** data, int* elem, int64_t* dims,
-                                   size_t cap, size_t* rank, int* on_cpu);
-OrtStatus* cudaep_ort_kernel_stream(OrtKernelContext* kc, void** stream);
+/* Kernel context (Compute). A partition run reads its inputs and makes its outputs in two calls
+ * (cudaep_ort_run_inputs, cudaep_ort_run_outputs) instead of one per value: each call from Go
+ * costs a cgo transition, and every Go pointer it takes escapes to the heap. */
+
+/* The most dimensions of a value the run calls carry (package ort's maxRank). */
+#define CUDAEP_ORT_MAX_RANK 8
+
+/* One input or output of a partition run. */
+typedef struct CudaEpOrtRunValue {
+    void* data;                         /* host memory, or a device address (never dereferenced) */
+    int64_t dims[CUDAEP_ORT_MAX_RANK];  /* the shape: read for an input, given for an output */
+    size_t rank;                        /* an input's rank may pass CUDAEP_ORT_MAX_RANK: dims then holds nothing */
+    int elem;                           /* an input's ONNXTensorElementDataType */
+    int on_cpu;                         /* the memory is the host's */
+} CudaEpOrtRunValue;
+
+/* What failed in a run call (CudaEpOrtRun.failed). */
+enum {
+    CUDAEP_ORT_RUN_OK = 0,
+    CUDAEP_ORT_RUN_COUNTS = 1, /* counting the node's values */
+    CUDAEP_ORT_RUN_INPUT = 2,  /* reading input `at` */
+    CUDAEP_ORT_RUN_STREAM = 3, /* reading the node's stream */
+    CUDAEP_ORT_RUN_OUTPUT = 4  /* making output `at` */
+};
+
+/* The values of a partition's runs: one block of C memory a partition allocates once
+ * (cudaep_ort_new_run; free it with cudaep_ort_free) and reuses for every run, under its lock.
+ * Not thread-safe: one run at a time. */
+typedef struct CudaEpOrtRun {
+    size_t cap_inputs, cap_outputs; /* the sizes of ins and outs */
+    size_t inputs, outputs;         /* the counts ORT passes (set by cudaep_ort_run_inputs) */
+    void* stream;                   /* the node's compute stream, or NULL (set by cudaep_ort_run_inputs) */
+    int failed;                     /* CUDAEP_ORT_RUN_*: what the last call was doing when it failed */
+    size_t at;                      /* the index of the value it was reading or making */
+    CudaEpOrtRunValue* ins;         /* cap_inputs values, in the same block */
+    CudaEpOrtRunValue* outs;        /* cap_outputs values, in the same block */
+} CudaEpOrtRun;
+
+/* cudaep_ort_new_run allocates a zeroed run for `inputs` inputs and `outputs` outputs; NULL when
+ * out of memory. */
+CudaEpOrtRun* cudaep_ort_new_run(size_t inputs, size_t outputs);
+
+/* cudaep_ort_run_inputs sets r->inputs and r->outputs to the node's counts and, when they are
+ * r's capacities, reads every input into r->ins (data, elem, rank, dims, on_cpu) and the node's
+ * compute stream into r->stream. On counts that differ it reads nothing else and returns NULL:
+ * the caller compares them. The returned status (NULL: success) is the caller's to release;
+ * r->failed and r->at say where it failed. Input data stays valid while ORT runs the node. */
+OrtStatus* cudaep_ort_run_inputs(OrtKernelContext* kc, CudaEpOrtRun* r);
+
+/* cudaep_ort_run_outputs makes the node's r->outputs outputs with the shapes in r->outs (rank
+ * at most CUDAEP_ORT_MAX_RANK) and sets each one's data and on_cpu. Status as above. */
+OrtStatus* cudaep_ort_run_outputs(OrtKernelContext* kc, CudaEpOrtRun* r);
+
+/* cudaep_ort_kernel_output makes output i with any rank (for shapes over CUDAEP_ORT_MAX_RANK). */
 OrtStatus* cudaep_ort_kernel_output(OrtKernelContext* kc, size_t i, const int64_t* dims, size_t rank, void** data,
                                     int* on_cpu);
 

@@ -268,21 +268,17 @@ func streamOf(s *C.OrtSyncStream) *syncStream {
 	return ss
 }
 
-// kernelStream returns the provider whose stream ORT runs a partition's node on (own, the
-// session's provider, in the common case, found without a search), or nil when ORT gave the
-// node no CudaEp stream.
-func kernelStream(kc *C.OrtKernelContext, own *ep.Provider) (*ep.Provider, error) {
-	var native unsafe.Pointer
-	if err := errorOf(C.cudaep_ort_kernel_stream(kc, &native), "read the node's stream"); err != nil {
-		return nil, err
-	}
+// streamProvider returns the provider whose stream ORT runs a partition's node on, from the
+// node's native stream (own, the session's provider, in the common case, found without a
+// search), or nil when ORT gave the node no CudaEp stream.
+func streamProvider(native unsafe.Pointer, own *ep.Provider) *ep.Provider {
 	switch h := uint64(uintptr(native)); {
 	case native == nil:
-		return nil, nil
+		return nil
 	case h == own.StreamHandle():
-		return own, nil
+		return own
 	default:
-		return providerOfStream(h), nil
+		return providerOfStream(h)
 	}
 }
 
