@@ -219,12 +219,18 @@ class OrtRunner:
         self.C = C
         self.cdev = C.OrtDevice(C.OrtDevice.gpu(), C.OrtDevice.default_memory(), VENDOR_NVIDIA, 0)
 
-    def session(self, path, fallback=False, **options):
+    def session(self, path, fallback=False, profile=None, **options):
+        """A session of the model at path on CudaEp with the EP options given. profile: a path
+        prefix: ORT's profiler records the session's runs (SessionOptions.enable_profiling) into
+        a JSON trace named from it, whose path end_profiling() returns."""
         so = self.ort.SessionOptions()
         so.add_provider_for_devices([self.dev], {k: str(v) for k, v in options.items()})
         if not fallback:
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         so.log_severity_level = 3
+        if profile:
+            so.enable_profiling = True
+            so.profile_file_prefix = profile
         s = self.ort.InferenceSession(path, sess_options=so)
         if "CudaEp" not in s.get_providers():
             raise RuntimeError(f"the session runs on {s.get_providers()}, not CudaEp")
@@ -278,12 +284,15 @@ class OrtDecoder:
     """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): each
     step's present buffers become the next step's past (two sets, swapped)."""
 
-    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None):
+    def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None,
+                 decode_profile=None):
         """Either path may be None (a decoder that only prefills, or only decodes);
-        prefill_options and decode_options are the sessions' further CudaEp options."""
+        prefill_options and decode_options are the sessions' further CudaEp options;
+        decode_profile, when given, profiles the decode session (OrtRunner.session's profile)."""
         self.r, self.cfg, self.m = runner, cfg, m
         self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
-        self.decode = (runner.session(decode_path, enable_cuda_graph=int(graph), **(decode_options or {}))
+        self.decode = (runner.session(decode_path, profile=decode_profile, enable_cuda_graph=int(graph),
+                                      **(decode_options or {}))
                        if decode_path else None)
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
@@ -767,7 +776,9 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                             f"the GPU's work")
                         results.setdefault("host_outside_gpu", {}).setdefault(str(ctx), {})[label] = dict(
                             wall_ms=ort_rows[label], gpu_ms=gpu[0], ops=gpu[1], small_gaps_ms=gpu[2])
-                del d
+                del d, b, ort_step
+                if graph and not opts:
+                    host_breakdown(runner, cfg, path, m, ctx, label, results, os.path.join(args.work, f"profile_{ctx}"))
             except Exception as e:
                 log(f"ORT decode at context {ctx} ({label}) failed: {str(e)[:600]}")
                 ort_rows[label] = float("nan")
@@ -823,6 +834,62 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
             log(f"ORT prefill ({label}) failed: {str(e)[:600]}")
     rows.append(dict(row=f"prefill {P} tokens", arm="PyTorch eager", ms=t_pt, tokens_per_s=P / (t_pt * 1e-3)))
     report(rows, results)
+
+
+def host_breakdown(runner, cfg, path, m, ctx, label, results, prefix, n=30):
+    """Where the host time of an enable_cuda_graph=1 decode step goes, from ONNX Runtime's own
+    profiler: a decode session like the benchmarked one with profiling on, the same two bindings
+    swapped, n steps after a warm-up; the medians per step of the wall time of
+    run_with_iobinding (Python), ORT's model_run event and the CudaEp nodes' *_kernel_time
+    events (the fused partition node is named CudaEp_...). Logged and stored in
+    results["host_breakdown"][ctx]; any failure is logged, never fatal."""
+    try:
+        d = OrtDecoder(runner, cfg, None, path, m, True, decode_profile=prefix)
+        try:
+            d.fill_random(7)
+        except Exception:  # timing only: the contents do not change the work
+            pass
+        ids = np.array([[5]], dtype=np.int64)
+        pos = np.array([ctx], dtype=np.int64)
+        b = [d.step_binding(ids, pos)]
+        d.cur = 1 - d.cur
+        b.append(d.step_binding(ids, pos))
+        for k in range(6):  # the first two capture the graphs
+            d.decode.run_with_iobinding(b[k & 1])
+        wall = []
+        for k in range(n):
+            t0 = time.perf_counter()
+            d.decode.run_with_iobinding(b[k & 1])
+            wall.append((time.perf_counter() - t0) * 1e3)
+        trace_path = d.decode.end_profiling()
+        with open(trace_path) as f:
+            trace = json.load(f)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        runs = sorted((e for e in events if e.get("name") == "model_run" and "dur" in e), key=lambda e: e["ts"])[-n:]
+        kernels = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
+                   and (str(e.get("args", {}).get("provider", "")) == "CudaEp" or str(e["name"]).startswith("CudaEp"))]
+        if len(runs) < n or not kernels:
+            raise RuntimeError(f"the trace {trace_path} has {len(runs)} model_run events of {n} and "
+                               f"{len(kernels)} CudaEp kernel_time events")
+        # A step's kernel time: its CudaEp nodes' events within its model_run (µs in the trace).
+        kt = [sum(e["dur"] for e in kernels if r["ts"] <= e["ts"] <= r["ts"] + r["dur"]) / 1e3 for r in runs]
+        med = lambda v: float(np.median(v))  # noqa: E731
+        w, mr, kn = med(wall), med([r["dur"] / 1e3 for r in runs]), med(kt)
+        gpu = results.get("host_outside_gpu", {}).get(str(ctx), {}).get(label, {}).get("gpu_ms")
+        busy = f", {gpu:.3f} ms of GPU work per step" if gpu is not None else ""
+        log(f"context {ctx}: host breakdown ({label}, ORT profiler on, medians of {n} steps): run_with_iobinding "
+            f"{w:.3f} ms wall, model_run {mr:.3f} ms, CudaEp kernel_time {kn:.3f} ms. "
+            f"wall - model_run = {w - mr:.3f} ms in Python and the binding; "
+            f"model_run - kernel_time = {mr - kn:.3f} ms in ORT's executor and copies (the logits to the host, "
+            f"which waits for the step's GPU work{busy}); kernel_time = {kn:.3f} ms in CudaEp's Compute (it only "
+            f"queues the graph replay, plus the input copies)")
+        results.setdefault("host_breakdown", {})[str(ctx)] = dict(
+            arm=label, steps=n, wall_ms=w, model_run_ms=mr, kernel_time_ms=kn, python_binding_ms=w - mr,
+            ort_executor_copies_ms=mr - kn, gpu_busy_ms=gpu, trace=trace_path,
+            kernel_events=sorted({e["name"] for e in kernels})[:8])
+        del d, b
+    except Exception as e:  # a diagnostic: its absence is reported, not fatal
+        log(f"(host breakdown at context {ctx} not measured: {str(e)[:300]})")
 
 
 def report(rows, results):
