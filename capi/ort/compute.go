@@ -515,7 +515,9 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 	layerOf := map[int]int{}            // node index → its layer
 	if pw := pt.w.paged; pw != nil {
 		for li, l := range pw.layers {
-			layerOf[l.node] = li
+			for _, ni := range l.nodes {
+				layerOf[ni] = li
+			}
 		}
 		paged = pw.infos
 	}

@@ -253,3 +253,29 @@ func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
 	_, ok = kernelOp(&node{op: "Foo", domain: "org.example"}, 17)
 	assert.False(t, ok)
 }
+
+// TestShareLayersJoinsSmallNeighboursUpToTheLargest: consecutive nodes' weights share a layer
+// while it stays within the limit (a decoder's q, k, v and o projections join; its MLP
+// matrices, each the limit, stay alone), in node order, and a node whose weights would start
+// off layerAlign starts a layer of its own.
+func TestShareLayersJoinsSmallNeighboursUpToTheLargest(t *testing.T) {
+	const mb = 1 << 20
+	g := func(node int, bytes uint64) group { return group{node: node, bytes: bytes} }
+	nodes := func(layers [][]group) [][]int {
+		var out [][]int
+		for _, l := range layers {
+			var ns []int
+			for _, x := range l {
+				ns = append(ns, x.node)
+			}
+			out = append(out, ns)
+		}
+		return out
+	}
+	layer := []group{g(0, 8*mb), g(1, 2*mb), g(2, 2*mb), g(3, 8*mb), g(4, 32*mb), g(5, 32*mb), g(6, 32*mb), g(7, 8*mb), g(8, 2*mb)}
+	assert.Equal(t, [][]int{{0, 1, 2, 3}, {4}, {5}, {6}, {7, 8}}, nodes(shareLayers(layer, 32*mb)))
+	assert.Equal(t, [][]int{{0}, {1}, {2}}, nodes(shareLayers([]group{g(0, 4), g(1, 4), g(2, 4)}, 4)), "each at the limit")
+	assert.Equal(t, [][]int{{0, 1}, {2, 3}}, nodes(shareLayers([]group{g(0, 256), g(1, 100), g(2, 256), g(3, 256)}, 1024)),
+		"after 356 bytes the next node's weights would start unaligned")
+	assert.Empty(t, shareLayers(nil, 1))
+}

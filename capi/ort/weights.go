@@ -27,29 +27,36 @@ type weights struct {
 	files    []ep.MappingID
 }
 
-// pagedWeights are a paging partition's layers (one per node that reads external-data
-// initializers, in the partition's node order) and the double buffer they stream through.
+// pagedWeights are a paging partition's layers (the external-data initializers of one or more
+// consecutive nodes, in the partition's node order) and the double buffer they stream through.
 type pagedWeights struct {
 	db     *ep.DoubleBuffer
 	layers []layer
 	infos  map[string]ep.TensorInfo // the paged initializers' tensors
 }
 
-// layer is one node's external-data initializers as one image: the node's index in the
-// partition and each initializer's byte offset in the image.
+// layer is the external-data initializers of consecutive nodes as one image: the nodes'
+// indices in the partition and each initializer's byte offset in the image.
 type layer struct {
 	w       *ep.LazyWeight
-	node    int
+	nodes   []int
 	offsets map[string]uint64
 }
 
-// execute runs a plan of a paging partition. Two layers are in flight ahead of compute; a step
-// that reads a layer fences the compute stream on its copy (the host does not wait), reads its
-// inputs from the slot, and releases the slot once its kernel is queued, so that the slot
-// takes the layer after next. On an error the layers still held are cancelled.
+// execute runs a plan of a paging partition. Two layers are in flight ahead of compute; the
+// first step that reads a layer fences the compute stream on its copy (the host does not
+// wait), the layer's steps read their inputs from the slot, and the last one releases the slot
+// once its kernel is queued, so that the slot takes the layer after next. On an error the
+// layers still held are cancelled.
 func (pw *pagedWeights) execute(pl *plan) (err error) {
 	n := len(pw.layers)
 	tickets := make([]ep.Ticket, n)
+	left := make([]int, n) // each layer's steps not yet queued
+	for _, st := range pl.steps {
+		if st.layer >= 0 {
+			left[st.layer]++
+		}
+	}
 	next, done := 0, 0
 	defer func() {
 		if err != nil {
@@ -72,20 +79,25 @@ func (pw *pagedWeights) execute(pl *plan) (err error) {
 			return err
 		}
 	}
+	var view ep.SlotView
+	held := -1 // the layer whose slot view the steps read
 	for _, st := range pl.steps {
-		if st.layer >= 0 {
-			view, err := pw.db.Wait(tickets[st.layer])
-			if err != nil {
+		if st.layer >= 0 && st.layer != held {
+			if view, err = pw.db.Wait(tickets[st.layer]); err != nil {
 				return fmt.Errorf("page layer %d: %w", st.layer, err)
 			}
-			for _, pa := range st.patches {
-				st.ins[pa.arg].Ptr = view.Ptr + ep.DevicePtr(pa.off)
-			}
+			held = st.layer
+		}
+		for _, pa := range st.patches {
+			st.ins[pa.arg].Ptr = view.Ptr + ep.DevicePtr(pa.off)
 		}
 		if err := st.k.Execute(st.ins, st.out); err != nil {
 			return err
 		}
 		if st.layer < 0 {
+			continue
+		}
+		if left[st.layer]--; left[st.layer] > 0 {
 			continue
 		}
 		if err := pw.db.Release(tickets[st.layer]); err != nil {
@@ -239,8 +251,37 @@ func (s *session) loadResident(e external) (tensorBuf, error) {
 	return tensorBuf{info: e.info, buf: b}, nil
 }
 
-// pageLayers groups a paging partition's external-data initializers into one layer per node
-// that reads them and makes the double buffer for the largest paged one. With a
+// group is the external-data initializers one node reads, and their bytes.
+type group struct {
+	node  int
+	names []string
+	bytes uint64
+}
+
+// shareLayers splits groups (in node order) into the groups of each layer: consecutive groups
+// share a layer while it stays within limit bytes (the largest group's: the slots' size anyway)
+// and each group starts at a multiple of layerAlign. A layer pays a fence and a copy's fixed
+// costs, which small layers (a decoder's key and value projections, 2 MB) do not amortize.
+func shareLayers(groups []group, limit uint64) [][]group {
+	var layers [][]group
+	var bytes uint64
+	for i, g := range groups {
+		if i == 0 || bytes+g.bytes > limit || bytes%layerAlign != 0 {
+			layers, bytes = append(layers, nil), 0
+		}
+		layers[len(layers)-1] = append(layers[len(layers)-1], g)
+		bytes += g.bytes
+	}
+	return layers
+}
+
+// layerAlign is the alignment at which a node's initializers start in a layer shared with the
+// nodes before it (the GEMV reads its matrix in 16-byte loads; cuBLAS prefers 256).
+const layerAlign = 256
+
+// pageLayers groups a paging partition's external-data initializers into layers of the
+// nodes that read them (consecutive nodes share one while it stays within the largest node's
+// bytes) and makes the double buffer for the largest layer. With a
 // weight_budget_bytes it keeps what fits resident: layers are taken largest first while the
 // resident bytes and the double buffer's two slots (twice the largest layer left to page)
 // stay within the budget; the rest is paged at every run. With paging=on, or no budget, every
@@ -249,11 +290,6 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 	if s.opts.cudaGraph {
 		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
 			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)
-	}
-	type group struct {
-		node  int
-		names []string
-		bytes uint64
 	}
 	var groups []group
 	for i, nd := range nodes {
@@ -306,41 +342,50 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 			}
 		}
 	}
-	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
+	// The groups still paged, each with its initializers, largest elements first (every tensor
+	// then starts at a multiple of its element size).
+	var paged []group
 	var largest uint64
 	largestNode := ""
 	for _, g := range groups {
-		var names []string
+		p := group{node: g.node}
 		for _, name := range g.names {
 			if !resident[name] {
-				names = append(names, name)
+				p.names = append(p.names, name)
+				p.bytes += exts[name].region.Len
 			}
 		}
-		if len(names) == 0 {
+		if len(p.names) == 0 {
 			continue
 		}
-		// Largest elements first: every tensor then starts at a multiple of its element size.
-		slices.SortStableFunc(names, func(a, b string) int {
+		slices.SortStableFunc(p.names, func(a, b string) int {
 			return exts[b].info.DType.Size() - exts[a].info.DType.Size()
 		})
-		l := layer{node: g.node, offsets: map[string]uint64{}}
+		paged = append(paged, p)
+		if p.bytes > largest {
+			largest, largestNode = p.bytes, nodes[g.node].Name
+		}
+	}
+	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
+	for _, cur := range shareLayers(paged, largest) {
+		l := layer{offsets: map[string]uint64{}}
 		var regions []ep.Region
 		var off uint64
-		for _, name := range names {
-			l.offsets[name] = off
-			regions = append(regions, exts[name].region)
-			pw.infos[name] = exts[name].info
-			off += exts[name].region.Len
+		for _, g := range cur {
+			l.nodes = append(l.nodes, g.node)
+			for _, name := range g.names {
+				l.offsets[name] = off
+				regions = append(regions, exts[name].region)
+				pw.infos[name] = exts[name].info
+				off += exts[name].region.Len
+			}
 		}
 		lw, err := s.p.NewByteWeight(regions)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", nodes[g.node].Name, err)
+			return nil, fmt.Errorf("node %s: %w", nodes[cur[0].node].Name, err)
 		}
 		l.w = lw
 		pw.layers = append(pw.layers, l)
-		if off > largest {
-			largest, largestNode = off, nodes[g.node].Name
-		}
 	}
 	if len(pw.layers) == 0 {
 		return nil, nil // everything fit
