@@ -2,7 +2,9 @@ package ep
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/cudaep/cudaep/ep/kernels"
 )
@@ -38,6 +40,11 @@ type Value struct {
 // it refuses. Fuse neither modifies nodes nor touches the device beyond building kernels
 // (GetKernel).
 //
+// First, a node that repeats an earlier one (the same op, opset and attributes over the same
+// inputs: the same values, or constants of equal contents) is dropped and its readers read the
+// earlier node's outputs, unless one of its outputs is kept: an exporter may compute a decoder's
+// cache-position mask once per layer.
+//
 // The chains, as exporters write them (torch.onnx for Hugging Face's Llama, for instance):
 //
 //   - RMS normalization: [Cast to float32,] Pow(x, 2), ReduceMean over the last axis, Add(ε),
@@ -61,6 +68,7 @@ type Value struct {
 //     (A node here is not a chain's last: the group takes the first MatMul's place.)
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
+	g.dedupe()
 	for i := range g.nodes {
 		// Try the rules again after each fusion at i: the fused node may end another chain (a
 		// Where that read two Expands drops both). Each fusion removes nodes, so this ends.
@@ -731,4 +739,73 @@ func (g *fusion) skipNorm(i int) (Node, []int, bool) {
 		Outputs: []Value{n.Outputs[0], {}, {}, h},
 	}
 	return fused, []int{j}, true
+}
+
+// dedupe drops the nodes that repeat an earlier live node (nodeKey) and renames their outputs,
+// for the nodes after them, to the earlier node's. A node with a kept output, or an output
+// the earlier node leaves out, stays.
+func (g *fusion) dedupe() {
+	seen := map[string]int{}
+	rename := map[string]string{}
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		cloned := false
+		for j, v := range n.Inputs {
+			if to, ok := rename[v.Name]; ok {
+				if !cloned {
+					n.Inputs, cloned = slices.Clone(n.Inputs), true
+				}
+				n.Inputs[j].Name = to
+			}
+		}
+		key := nodeKey(n)
+		first, dup := seen[key]
+		if !dup {
+			seen[key] = i
+			continue
+		}
+		if !g.repeats(n, &g.nodes[first]) {
+			continue
+		}
+		for j, v := range n.Outputs {
+			if v.Name != "" {
+				rename[v.Name] = g.nodes[first].Outputs[j].Name
+			}
+		}
+		g.gone[i] = true
+	}
+	g.index()
+}
+
+// repeats reports whether n, with first's key, may read first's outputs instead of its own:
+// first makes every output n makes, and no output of n is kept.
+func (g *fusion) repeats(n, first *Node) bool {
+	if len(n.Outputs) != len(first.Outputs) {
+		return false
+	}
+	for j, v := range n.Outputs {
+		if v.Name != "" && (first.Outputs[j].Name == "" || slices.Contains(g.keep, v.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeKey identifies what a node computes: its op, opset, attributes and inputs (a value by
+// name, a constant by dtype, shape and contents).
+func nodeKey(n *Node) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d", n.Op, n.Opset)
+	names := slices.Sorted(maps.Keys(n.Attrs))
+	for _, name := range names {
+		fmt.Fprintf(&b, "|%s=%s", name, n.Attrs[name])
+	}
+	for _, v := range n.Inputs {
+		if v.Const != nil {
+			fmt.Fprintf(&b, "|c:%s%v%v%v", v.Info.DType, v.Info.Shape, v.Const.Ints, v.Const.Floats)
+		} else {
+			fmt.Fprintf(&b, "|v:%q", v.Name)
+		}
+	}
+	return b.String()
 }

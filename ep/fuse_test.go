@@ -347,6 +347,36 @@ func TestFuseSiluMul(t *testing.T) {
 	assertFusedSame(t, g, out, []string{"cudaep.SiluMul"}, 1e-6)
 }
 
+// TestFuseDropsRepeatedNodes: a node that computes what an earlier one does (the same op and
+// attributes over the same values, or constants of equal contents) goes, its readers reading
+// the earlier node's output; one with other attributes, other inputs or a kept output stays.
+func TestFuseDropsRepeatedNodes(t *testing.T) {
+	p := newProvider(t)
+	g := newGraph(t, p)
+	pos := g.input("pos", ep.Int64, 1)
+	x, y := g.input("x", ep.Float32, 4), g.input("y", ep.Float32, 4)
+	w1 := g.op("Where", nil, g.op("Equal", nil, g.ints(0, 1, 2, 3), pos), x, y)
+	w2 := g.op("Where", nil, g.op("Equal", nil, g.ints(0, 1, 2, 3), pos), y, x) // a repeat with another constant of the same contents
+	w3 := g.op("Where", nil, g.op("Equal", nil, g.ints(3, 2, 1, 0), pos), x, y) // other contents
+	axis := map[string]ep.Attribute{"axis": ep.IntAttr(0)}
+	out := g.op("Concat", axis, g.op("Concat", axis, w1, w2), w3)
+	fused := assertFusedSame(t, g, out, []string{"Equal", "Where", "Where", "Equal", "Where", "Concat", "Concat"}, 0)
+	assert.Equal(t, fused[0].Outputs[0].Name, fused[2].Inputs[0].Name, "the second Where reads the first Equal")
+
+	// Kept: the repeat's output is a graph output.
+	g = newGraph(t, p)
+	a := g.input("a", ep.Float32, 4)
+	n1, n2 := g.op("Neg", nil, a), g.op("Neg", nil, a)
+	kept := p.Fuse(g.nodes, []string{n1.Name, n2.Name})
+	assert.Equal(t, []string{"Neg", "Neg"}, ops(kept))
+	// Other attributes.
+	g = newGraph(t, p)
+	m := g.input("m", ep.Float32, 2, 3)
+	g.op("Softmax", map[string]ep.Attribute{"axis": ep.IntAttr(0)}, m)
+	g.op("Softmax", map[string]ep.Attribute{"axis": ep.IntAttr(1)}, m)
+	assert.Equal(t, []string{"Softmax", "Softmax"}, ops(p.Fuse(g.nodes, nil)))
+}
+
 // TestFuseSkipNorm: a residual Add and the RMSNorm of its sum run as one
 // SkipSimplifiedLayerNormalization that also writes the sum for its later reader; when a node
 // between the Add and the norm reads the sum, the Add stays.
