@@ -407,6 +407,17 @@ def device_busy_ms(fn, n):
         top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:12]
         log("  top device operations per call: " + "; ".join(
             f"{name[:60]} {t / 1e3 / n:.3f} ms x{c / n:.0f}" for name, (t, c) in top))
+        # The host's CUDA API calls CUPTI saw (driver calls, cudaep's included, and runtime
+        # calls), per call of fn: where a step's host time inside the driver goes.
+        api = {}
+        for e in prof.events():
+            if e.device_type.name == "CPU" and e.name.startswith("cu"):
+                t, c = api.get(e.name, (0.0, 0))
+                api[e.name] = (t + e.time_range.end - e.time_range.start, c + 1)
+        if api:
+            top = sorted(api.items(), key=lambda kv: -kv[1][0])[:10]
+            log("  top host API calls per call: " + "; ".join(
+                f"{name[:40]} {t / 1e3 / n:.3f} ms x{c / n:.1f}" for name, (t, c) in top))
         busy, small, cur_s, cur_e = 0.0, 0.0, spans[0][0], spans[0][1]
         for a, b in spans[1:]:
             if a > cur_e:
