@@ -1591,7 +1591,7 @@ typedef struct CudaEpOrtStats {
     uint64_t stream_runs;         /* partition runs queued on a CudaEp stream, returning unwaited */
     uint64_t notifications;       /* notifications ORT activated (fences recorded) */
     /* ABI 5: */
-    uint64_t fused_nodes;         /* graph nodes compiled partitions run inside fused kernels */
+    uint64_t fused_nodes;         /* graph nodes partitions run inside fused kernels, or not at all (repeats) */
     uint64_t values_in_place;     /* partition inputs and outputs read or written in ORT's device
                                      tensors directly, summed over runs */
     uint64_t values_copied;       /* partition inputs and outputs copied through a plan's own
