@@ -338,6 +338,21 @@ class OrtDecoder:
             b.bind_ortvalue_output(name, v)
         return b
 
+    def swapped_steps(self, ids, pos):
+        """A step function for timing the same step over and over: the step's two bindings (one
+        set of cache buffers read and the other written, then the reverse), alternated at every
+        call, as a decode loop alternates them."""
+        b = [self.step_binding(ids, pos)]
+        self.cur = 1 - self.cur
+        b.append(self.step_binding(ids, pos))
+        k = [0]
+
+        def step():
+            self.decode.run_with_iobinding(b[k[0] & 1])
+            k[0] += 1
+
+        return step
+
     def step(self, token, pos):
         b = self.step_binding(np.array([[token]], dtype=np.int64), np.array([pos], dtype=np.int64))
         self.decode.run_with_iobinding(b)
@@ -760,19 +775,10 @@ def contrib_form(args, cfg, runner, prefill_path, decode_path, M, prompt, logits
     for i in range(8):  # greedy steps: the first two capture the graphs
         nxt = int(np.argmax(dec.step(nxt, P + i)[0, -1]))
     ids, pos = np.array([[nxt]], dtype=np.int64), np.array([P + 8], dtype=np.int64)
-    b = [dec.step_binding(ids, pos)]
-    dec.cur = 1 - dec.cur
-    b.append(dec.step_binding(ids, pos))
-    k = [0]
-
-    def step():
-        dec.decode.run_with_iobinding(b[k[0] & 1])
-        k[0] += 1
-
-    t = median_ms(step, 50)
+    t = median_ms(dec.swapped_steps(ids, pos), 50)
     log(f"contrib-op form: decode step at context {P + 8} (cache {M}), enable_cuda_graph=1: {t:.3f} ms")
     out["decode_ms"] = t
-    del dec, b
+    del dec
 
 
 def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
@@ -848,16 +854,7 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                     log(f"(cache left unfilled: {str(e)[:200]})")
                 ids = np.array([[5]], dtype=np.int64)
                 pos = np.array([ctx], dtype=np.int64)
-                b = [d.step_binding(ids, pos)]
-                d.cur = 1 - d.cur
-                b.append(d.step_binding(ids, pos))
-
-                k = [0]
-
-                def ort_step():
-                    d.decode.run_with_iobinding(b[k[0] & 1])
-                    k[0] += 1
-
+                ort_step = d.swapped_steps(ids, pos)
                 ort_rows[label] = median_ms(ort_step, n)
                 if graph:
                     gpu = device_busy_ms(ort_step, 20)
@@ -868,7 +865,7 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                             f"the GPU's work")
                         results.setdefault("host_outside_gpu", {}).setdefault(str(ctx), {})[label] = dict(
                             wall_ms=ort_rows[label], gpu_ms=gpu[0], ops=gpu[1], small_gaps_ms=gpu[2])
-                del d, b, ort_step
+                del d, ort_step
                 if graph and not opts:
                     host_breakdown(runner, cfg, path, m, ctx, label, results, os.path.join(args.work, f"profile_{ctx}"))
             except Exception as e:
@@ -946,15 +943,13 @@ def host_breakdown(runner, cfg, path, m, ctx, label, results, prefix, n=30):
             pass
         ids = np.array([[5]], dtype=np.int64)
         pos = np.array([ctx], dtype=np.int64)
-        b = [d.step_binding(ids, pos)]
-        d.cur = 1 - d.cur
-        b.append(d.step_binding(ids, pos))
-        for k in range(6):  # the first two capture the graphs
-            d.decode.run_with_iobinding(b[k & 1])
+        step = d.swapped_steps(ids, pos)
+        for _ in range(6):  # the first two capture the graphs
+            step()
         wall = []
-        for k in range(n):
+        for _ in range(n):
             t0 = time.perf_counter()
-            d.decode.run_with_iobinding(b[k & 1])
+            step()
             wall.append((time.perf_counter() - t0) * 1e3)
         trace_path = d.decode.end_profiling()
         with open(trace_path) as f:
@@ -982,7 +977,7 @@ def host_breakdown(runner, cfg, path, m, ctx, label, results, prefix, n=30):
             arm=label, steps=n, wall_ms=w, model_run_ms=mr, kernel_time_ms=kn, python_binding_ms=w - mr,
             ort_executor_copies_ms=mr - kn, gpu_busy_ms=gpu, trace=trace_path,
             kernel_events=sorted({e["name"] for e in kernels})[:8])
-        del d, b
+        del d, step
     except Exception as e:  # a diagnostic: its absence is reported, not fatal
         log(f"(host breakdown at context {ctx} not measured: {str(e)[:300]})")
 
