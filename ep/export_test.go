@@ -40,3 +40,9 @@ func UseSimOptions(t testing.TB, opts sim.Options) {
 	}
 	t.Cleanup(func() { simOptions = prev })
 }
+
+// ComputeIdle reports whether p's compute stream has no work left (cuStreamQuery).
+func ComputeIdle(p *Provider) (bool, error) { return p.compute.Query() }
+
+// UploadSlotBytes and UploadSlots are CopyToDevice's staging geometry.
+const UploadSlotBytes, UploadSlots = uploadSlotBytes, uploadSlots

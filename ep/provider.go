@@ -64,6 +64,7 @@ type Provider struct {
 	spinBudget time.Duration
 
 	peer     peerSide    // events, staging and peer access of copies between devices (peer.go)
+	uploads  uploads     // pinned staging of small copies to the device (upload.go)
 	win      window      // the capture window every entry point goes through
 	owned    owned       // modules and double buffers Close gives back
 	closed   atomic.Bool // set by Close, for the calls that do not touch the driver
@@ -182,8 +183,9 @@ func (p *Provider) teardown() error {
 				errs = append(errs, s.Destroy())
 			}
 		}
-		errs = append(errs, p.peer.close()) // after the stream that reads the staging slots
-		errs = append(errs, p.closeWord())  // after the stream that writes it
+		errs = append(errs, p.peer.close())    // after the stream that reads the staging slots
+		errs = append(errs, p.uploads.close()) // likewise
+		errs = append(errs, p.closeWord())     // after the stream that writes it
 	}
 	errs = append(errs, p.ctx.Release())
 	errs = append(errs, releaseBackend(p.backend))

@@ -47,12 +47,29 @@ func (p *Provider) DrainForUnmap() error { return p.ForceSynchronize() }
 // CopyToDevice copies src into b at byte offset off, ordered after all work queued on the
 // compute stream, and returns once src may be reused.
 //
+// A copy of up to 64 KiB is staged: the bytes go into pinned host memory the provider keeps,
+// and CopyToDevice returns once the copy out of it is queued, without waiting for the device
+// (later work on the compute stream, and CopyToHost, see the bytes). A larger copy is made from
+// src and waited for. Either way a reader on another stream must order itself after the
+// compute stream (SynchronizeCompute, or a fence).
+//
 // # Errors
 //
 // A released buffer or a range outside it is refused before the driver is called, as is a
 // copy while a capture is live on the provider (ErrCaptureLive). The enqueue and the wait are
 // one step with respect to BeginCapture: a capture begins before the copy or after it ends.
 func (p *Provider) CopyToDevice(b *Buffer, off uint64, src []byte) error {
+	if n := len(src); n > 0 && n <= uploadSlotBytes {
+		if err := b.check(off, uint64(n)); err != nil {
+			return err
+		}
+		e, err := p.enter("copy host memory to the device", accessDriver)
+		if err != nil {
+			return err
+		}
+		defer e.leave()
+		return p.stagedCopyToDevice(b.ptr+cudadrv.DevicePtr(off), src)
+	}
 	return p.hostCopy(b, off, uint64(len(src)), func(dst cudadrv.DevicePtr) error {
 		return p.compute.CopyHtoDAsync(dst, src)
 	})

@@ -458,6 +458,7 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 	if s.bytes == 0 {
 		return nil
 	}
+	defer timeCopy(s.onGPU, d.onGPU)()
 	if on != nil {
 		defer on.enter()()
 	}
@@ -474,7 +475,13 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 		if err != nil {
 			return err
 		}
-		return via(p).CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes))
+		q := via(p)
+		if err := q.CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes)); err != nil || on != nil {
+			return err // with ORT's stream, its notifications order the consumers
+		}
+		// A small copy returns once queued; the tensor's consumers may run on another
+		// provider's stream (a session's), so it must be done when CopyTensors returns.
+		return q.SynchronizeCompute()
 	case s.onGPU && !d.onGPU:
 		sb, off, p, err := located(s)
 		if err != nil {
