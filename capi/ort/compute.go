@@ -46,6 +46,7 @@ type hostTensor struct {
 func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	// A capture forbids every other use of the provider's stream (the capture window), so a run
 	// that captures excludes the session's other runs; every other run shares the session.
+	clock := startPhases()
 	s := pt.s
 	unlock := s.runs.RUnlock
 	s.runs.RLock()
@@ -63,6 +64,7 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 		return fmt.Errorf("%w: partition %s was compiled for %d inputs and %d outputs, ORT passes %d and %d",
 			errInvalid, pt.name, len(pt.inputs), len(pt.outputs), int(r.inputs), int(r.outputs))
 	}
+	clock.mark(phaseRead)
 	p := s.p
 	// The stream ORT runs the node on: the session's own (nothing to order), another CudaEp
 	// stream (ORT's copies on the device memory's provider: ordered with fences both ways), or
@@ -80,7 +82,9 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 	if err != nil {
 		return err
 	}
+	clock.mark(phaseOutputs)
 	d := pt.decide(pl, ins, outs)
+	steady := d.captured
 	if s.opts.cudaGraph && pt.w.paged == nil && !d.captured { // a paging partition never captures
 		if _, ok := pl.graphs[d.gk]; !ok {
 			// This run captures: take the session alone (and look again: another run may have
@@ -95,11 +99,13 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			d = pt.decide(pl, ins, outs)
 		}
 	}
+	clock.mark(phaseDecide)
 	if sp != nil && sp != p {
 		if err := ep.OrderAfter(p, sp); err != nil {
 			return err
 		}
 	}
+	clock.mark(phaseFenceIn)
 	counters.inPlace.Add(d.inPlace)
 	counters.copied.Add(uint64(len(d.copyIns) + len(d.copyOuts)))
 	for _, i := range d.copyIns {
@@ -107,15 +113,18 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return fmt.Errorf("copy input %q into the partition: %w", pt.inputs[i], err)
 		}
 	}
+	clock.mark(phaseCopyIn)
 	if err := pt.run(pl, d); err != nil {
 		return err
 	}
+	clock.mark(phaseRun)
 	for _, j := range d.copyOuts {
 		at, moved := d.rm[pl.outputs[j].buf.Ptr()]
 		if err := pt.copyOut(outs[j], pl.outputs[j].buf, at, moved, pl.outBytes[j]); err != nil {
 			return fmt.Errorf("copy output %q out of the partition: %w", pt.outputs[j], err)
 		}
 	}
+	clock.mark(phaseCopyOut)
 	switch {
 	case d.deviceOut && sp == nil:
 		// No stream: the work is done when Compute returns, so a consumer on another stream
@@ -128,6 +137,8 @@ func (pt *partition) compute(kc *C.OrtKernelContext) error {
 			return err
 		}
 	}
+	clock.mark(phaseTail)
+	clock.done(pt, steady)
 	counters.runs.Add(1)
 	if sp != nil {
 		counters.streamRuns.Add(1)

@@ -89,6 +89,7 @@ type patch struct {
 // close releases the partition's plans (their buffers and graphs), its weights and the memory
 // its runs read ORT's values into. Runs must be over.
 func (pt *partition) close() error {
+	pt.reportPhases()
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	var errs []error

@@ -19,6 +19,8 @@ var ccallTrampolineABI0 uintptr
 // ccall calls f.fn with f.a as its integer arguments and stores and returns its result.
 // Unused argument slots must be zero or anything: the callee reads only its own.
 func ccall(f *cframe) uintptr {
+	c := startCall()
 	runtime_cgocall(ccallTrampolineABI0, uintptr(unsafe.Pointer(f)))
+	c.done(f.fn)
 	return f.r
 }

@@ -51,6 +51,7 @@ func (b *Backend) GraphNodeCount(g cudadrv.RawGraph) (int, error) {
 // GraphExecDestroy. g may be destroyed afterwards.
 func (b *Backend) GraphInstantiate(g cudadrv.RawGraph, flags cudadrv.InstantiateFlags) (cudadrv.RawGraphExec, error) {
 	var e cudadrv.RawGraphExec
+	dumpGraph(uintptr(g))
 	if err := cudadrv.NewError("cuGraphInstantiateWithFlags", b.drv.cuGraphInstantiateWithFlags(&e, g, uint64(flags))); err != nil {
 		return 0, err
 	}
