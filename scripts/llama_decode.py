@@ -38,6 +38,8 @@ Benchmarks (printed as one table, same weights and dtype, one process):
   * bytes read per token (weights + cache) over the time, against the H200's 4.8 TB/s;
   * prefill tokens/s for a 512-token prompt, PyTorch and ORT + CudaEp;
   * prefill with paging=on and weight_budget_bytes at 25 % of the weights.
+With --gpu-profile it also measures the GPU's busy time per step with CUPTI, which slows every
+driver call the process makes afterwards (see device_busy_ms): time the rows without it.
 """
 
 import argparse
@@ -53,6 +55,7 @@ import numpy as np
 import torch
 
 PEAK_BYTES_PER_S = 4.8e12
+GPU_PROFILE = False  # --gpu-profile: trace with CUPTI for the GPU-busy breakdowns (see device_busy_ms)
 VENDOR_NVIDIA = 0x10DE
 BF16 = 16  # TensorProto.BFLOAT16
 FLOAT32 = 1  # TensorProto.FLOAT
@@ -401,7 +404,14 @@ class attention:
 def device_busy_ms(fn, n):
     """GPU time per call of fn, from CUPTI (torch.profiler sees every kernel and copy of the
     process, cudaep's included): (busy ms per call, device operations per call), the busy time
-    being the union of the operations' intervals. None when the profiler sees nothing."""
+    being the union of the operations' intervals. None when the profiler sees nothing, and
+    without --gpu-profile: once CUPTI has traced a process, every later driver call in it is
+    slower (on the H200 the decode step's 224-node graph launch took 50-135 us of host time after
+    it and 2.7-3.3 us in a process that never traced), so every row timed after the first profile
+    pays for it. Take the timings from a run without --gpu-profile and the breakdowns from one
+    with it."""
+    if not GPU_PROFILE:
+        return None
     try:
         from torch.profiler import ProfilerActivity, profile
 
@@ -510,7 +520,12 @@ def main():
     ap.add_argument("--export-only", metavar="TGZ", help="export the two graphs, pack them into TGZ and stop")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"],
                     help="the model's dtype (float32 only with --export-only)")
+    ap.add_argument("--gpu-profile", action="store_true",
+                    help="trace with CUPTI (torch.profiler) for the GPU-busy breakdowns; every row timed after the "
+                         "first trace is slowed by it (see device_busy_ms)")
     args = ap.parse_args()
+    global GPU_PROFILE
+    GPU_PROFILE = args.gpu_profile
     global REUSE
     REUSE = args.reuse_exports
     args.lib = os.path.abspath(args.lib)
