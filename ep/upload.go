@@ -11,10 +11,10 @@ import (
 // Small host-to-device copies (a decode step's token ids and positions, a few bytes each) are
 // staged: CopyToDevice copies the bytes into a slot of pinned host memory and queues the copy
 // out of the slot, then returns without waiting for the device. From pageable memory the driver
-// stages the bytes itself but also waits for the stream, and CopyToDevice then had to wait for
-// the copy: on the H200, an 8-byte input from pageable memory plus a stream synchronization
-// took 5.8 µs from C, and 32–56 µs per decode step through ORT; from pinned staging the copy
-// and its slot's event take 1.6 µs.
+// stages the bytes itself but may wait for the stream, and CopyToDevice then had to wait for the
+// copy: on the H200, from C, an 8-byte copy from pageable memory plus a stream synchronization
+// took 5.8–6.7 µs, the staged copy and its slot's event 1.6–2.8 µs
+// (bench/experiments/pdl_layer.cu).
 
 const (
 	// uploadSlotBytes is the largest copy CopyToDevice stages; larger ones are copied from
