@@ -49,9 +49,9 @@ func (p *Provider) DrainForUnmap() error { return p.ForceSynchronize() }
 //
 // A copy of up to 64 KiB is staged: the bytes go into pinned host memory the provider keeps,
 // and CopyToDevice returns once the copy out of it is queued, without waiting for the device
-// (later work on the compute stream, and CopyToHost, see the bytes). A larger copy is made from
-// src and waited for. Either way a reader on another stream must order itself after the
-// compute stream (SynchronizeCompute, or a fence).
+// (later work on the compute stream, and CopyToHost, see the bytes; a reader on another stream
+// must order itself after the compute stream: SynchronizeCompute, or a fence). A larger copy is
+// made from src and waited for.
 //
 // # Errors
 //
