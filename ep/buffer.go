@@ -100,17 +100,18 @@ func (b *Buffer) retain() (graphs.Resource, error) {
 	return b.shared.Retain(), nil
 }
 
-// check refuses a released buffer or a range [off, off+n) outside it.
+// check refuses a released buffer (ErrReleased), and a nil buffer or a range [off, off+n)
+// outside it (ErrInvalidArgument).
 func (b *Buffer) check(off, n uint64) error {
 	if b == nil {
-		return errors.New("ep: nil buffer")
+		return fmt.Errorf("%w: nil buffer", ErrInvalidArgument)
 	}
 	if b.released.Load() {
 		return ErrReleased
 	}
 	end, carry := bits.Add64(off, n, 0)
 	if carry != 0 || end > b.size {
-		return fmt.Errorf("ep: range [%d, %d+%d) is outside the %d-byte buffer", off, off, n, b.size)
+		return fmt.Errorf("%w: range [%d, %d+%d) is outside the %d-byte buffer", ErrInvalidArgument, off, off, n, b.size)
 	}
 	return nil
 }
