@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -449,15 +448,7 @@ func TestGroupQueryAttentionDecodeStepsReplayFromAGraph(t *testing.T) {
 			r := f.newGQA(c, dt)
 			require.NoError(t, graphs.Audit([]graphs.Node{r.k}))
 			before := f.env.Context.Counters().DeviceAllocs
-			require.NoError(t, f.stream.Synchronize())
-			require.NoError(t, f.stream.BeginCapture(cudadrv.CaptureModeThreadLocal))
-			require.NoError(t, r.k.Execute(r.ins, r.outs))
-			graph, err := f.stream.EndCapture()
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, graph.Destroy()) }()
-			exec, err := graph.Instantiate(0)
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, exec.Destroy()) }()
+			exec := f.capture(func() { require.NoError(t, r.k.Execute(r.ins, r.outs)) })
 			for step := range 3 {
 				// The reference's past is the cache as the previous step left it.
 				if step > 0 {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -193,15 +192,7 @@ func TestFusedOpsReplayFromAGraph(t *testing.T) {
 		require.NoError(t, silu.Execute(ins[3:], outs[1:]))
 	}
 	fill()
-	require.NoError(t, f.stream.Synchronize())
-	require.NoError(t, f.stream.BeginCapture(cudadrv.CaptureModeThreadLocal))
-	run()
-	graph, err := f.stream.EndCapture()
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, graph.Destroy()) }()
-	exec, err := graph.Instantiate(0)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, exec.Destroy()) }()
+	exec := f.capture(run)
 	for replay := range 2 {
 		fill()
 		run()

@@ -305,15 +305,7 @@ func TestMatMulGemvCapturedReplaysBitIdentical(t *testing.T) {
 		}
 	}
 	poisonAll()
-	require.NoError(t, f.stream.Synchronize())
-	require.NoError(t, f.stream.BeginCapture(cudadrv.CaptureModeThreadLocal))
-	seq.run(t)
-	graph, err := f.stream.EndCapture()
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, graph.Destroy()) }()
-	exec, err := graph.Instantiate(0)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, exec.Destroy()) }()
+	exec := f.capture(func() { seq.run(t) })
 	for replay := range 2 {
 		poisonAll()
 		require.NoError(t, exec.Launch(f.stream))

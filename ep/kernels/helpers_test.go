@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -188,6 +189,23 @@ func (f *fixture) runF32(spec kernels.Spec, inputs ...[]float32) (kernels.Kernel
 	outs := f.outputs(k)
 	require.NoError(f.t, k.Execute(ins, outs))
 	return k, f.downloadF32(outs[0])
+}
+
+// capture records what run queues on the fixture's stream (once the stream has drained) into a
+// graph and returns its executable; the graph and the executable are destroyed when the test
+// ends.
+func (f *fixture) capture(run func()) *cudadrv.GraphExec {
+	f.t.Helper()
+	require.NoError(f.t, f.stream.Synchronize())
+	require.NoError(f.t, f.stream.BeginCapture(cudadrv.CaptureModeThreadLocal))
+	run()
+	graph, err := f.stream.EndCapture()
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { assert.NoError(f.t, graph.Destroy()) })
+	exec, err := graph.Instantiate(0)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { assert.NoError(f.t, exec.Destroy()) })
+	return exec
 }
 
 // outputs allocates and poisons the kernel's outputs.

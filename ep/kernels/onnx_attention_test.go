@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -298,15 +297,7 @@ func TestAttentionReplaysFromAGraph(t *testing.T) {
 			assert.True(t, r.k.CaptureSupport().IsSupported())
 			require.NoError(t, graphs.Audit([]graphs.Node{r.k}))
 			before := f.env.Context.Counters().DeviceAllocs
-			require.NoError(t, f.stream.Synchronize())
-			require.NoError(t, f.stream.BeginCapture(cudadrv.CaptureModeThreadLocal))
-			require.NoError(t, r.k.Execute(r.ins, []kernels.Tensor{r.out}))
-			graph, err := f.stream.EndCapture()
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, graph.Destroy()) }()
-			exec, err := graph.Instantiate(0)
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, exec.Destroy()) }()
+			exec := f.capture(func() { require.NoError(t, r.k.Execute(r.ins, []kernels.Tensor{r.out})) })
 			for step := range 3 {
 				if step > 0 {
 					r.ref.Q, r.ref.K, r.ref.V = f.randomTyped(dt, int64(len(r.ref.Q))), f.randomTyped(dt, int64(len(r.ref.K))), f.randomTyped(dt, int64(len(r.ref.V)))
