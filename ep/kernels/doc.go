@@ -52,6 +52,9 @@
 //	cudaep.RotateHalf         float (all inputs alike)     >= 1    Y = X·cos + rotate_half(X)·sin (Hugging Face's rotary embedding, rotate_half(X) = [−X₂, X₁] over the halves of the last dimension); X of rank >= 1 with an even last dimension, cos and sin of X's last dimension broadcasting to X's shape
 //	cudaep.SiluMul            float (both inputs alike)    >= 1    Y = A·sigmoid(A)·B, same shapes
 //	cudaep.MatMulGroup        float (all inputs alike)     >= 1    Y_i = MatMul(A, B_i) for 1 to 4 matrices in one GEMV launch; A with one row, each B_i [K, N_i] with whole 16-byte rows
+//	cudaep.NormMatMulGroup    float (all inputs alike)     >= 1    the same over A = SimplifiedLayerNormalization(X, scale) (attribute epsilon), computed in the launch; inputs X, scale, B0…
+//	cudaep.SkipNormMatMulGroup float (all inputs alike)    >= 1    the same over A = SimplifiedLayerNormalization(X + skip, scale); inputs X, skip, scale, B0…; an optional last output X + skip
+//	cudaep.SiluMulMatMulGroup float (all inputs alike)     >= 1    the same over A = SiluMul(A, B); inputs A, B, W0…
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)

@@ -51,11 +51,6 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 			return "cublas"
 		}
 	case *matMulGroupKernel:
-		for _, b := range inputs[1:] {
-			if !usable(b.Ptr) {
-				return "parts"
-			}
-		}
 		return "gemv"
 	}
 	return KernelVariant(k)

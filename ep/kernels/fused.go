@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -12,7 +13,6 @@ import (
 func init() {
 	builders["cudaep.RotateHalf"] = builder{inputNames: []string{"X", "cos", "sin"}, build: buildRotateHalf}
 	builders["cudaep.SiluMul"] = builder{inputNames: []string{"A", "B"}, build: buildSiluMul}
-	builders["cudaep.MatMulGroup"] = builder{inputNames: []string{"A", "B0", "B1", "B2", "B3"}, build: buildMatMulGroup}
 }
 
 // fusedEntries lists the entry points of the cudaep ops in ptx/elementwise.ptx.
@@ -150,84 +150,155 @@ func buildSiluMul(l *Library, s opSpec) (Kernel, error) {
 	return k, nil
 }
 
-// matMulGroupKernel is cudaep.MatMulGroup: the MatMuls of one row A with each of its matrices,
-// one GEMV launch for the group (gemvPlan), or each MatMul on its own when a matrix's address
-// does not suit the GEMV's 16-byte loads.
+// matMulGroupKernel is cudaep.MatMulGroup and the groups with a prologue
+// (cudaep.NormMatMulGroup, cudaep.SkipNormMatMulGroup, cudaep.SiluMulMatMulGroup): the MatMuls
+// of one row with each of their matrices, in one GEMV launch (gemvPlan) that computes the row
+// first when the group has a prologue.
 type matMulGroupKernel struct {
 	kernelBase
-	parts  []*matmulKernel
 	gemv   *gemvPlan
+	rowIns int                          // the inputs the row is computed from; the matrices follow them
+	skip   bool                         // gemvRMSNorm: input 1 is the skip row
+	sum    bool                         // gemvRMSNorm: the last output is the sum of the row and the skip
+	eps    float32                      // gemvRMSNorm's epsilon
 	ys, bs [gemvGroup]cudadrv.DevicePtr // Execute's addresses (no allocation per launch)
 }
 
-// buildMatMulGroup builds cudaep.MatMulGroup (any opset of the cudaep domain): inputs A, B0,
-// … B(n−1) with 1 <= n <= 4, outputs Y0 … Y(n−1), Y_i = MatMul(A, B_i) with ONNX MatMul's
-// shapes and dtypes. It is the decode step's q, k and v projections (or gate and up) of one
-// hidden state in one launch: A must have one row (every dimension but the last 1), and each
-// B_i must take MatMul's GEMV path (a matrix of A's dtype whose rows are whole 16-byte packs:
-// N_i a multiple of 8 for float16 and bfloat16, 4 for float32), because the group exists to
-// give that launch every matrix's column tiles. Anything else is refused (the graph keeps its
-// MatMuls).
-func buildMatMulGroup(l *Library, s opSpec) (Kernel, error) {
-	if n := len(s.Inputs); n < 2 || n > 1+gemvGroup {
-		return nil, s.errorf("got %d inputs, want A and 1 to %d matrices", n, gemvGroup)
+// matMulGroupOp describes one of the group ops: its prologue and the names of the inputs the
+// row is computed from.
+type matMulGroupOp struct {
+	pro     gemvPrologue
+	rowIns  []string
+	skipSum bool // the skip row is input 1 and the row's sum may be a last output
+}
+
+func init() {
+	for op, g := range map[string]matMulGroupOp{
+		"cudaep.MatMulGroup":         {gemvPlain, []string{"A"}, false},
+		"cudaep.NormMatMulGroup":     {gemvRMSNorm, []string{"X", "scale"}, false},
+		"cudaep.SkipNormMatMulGroup": {gemvRMSNorm, []string{"X", "skip", "scale"}, true},
+		"cudaep.SiluMulMatMulGroup":  {gemvSilu, []string{"A", "B"}, false},
+	} {
+		names := append(slices.Clone(g.rowIns), "B0", "B1", "B2", "B3")
+		builders[op] = builder{inputNames: names, build: func(l *Library, s opSpec) (Kernel, error) { return buildMatMulGroup(l, s, g) }}
 	}
-	if err := s.checkAttrs(nil); err != nil {
+}
+
+// buildMatMulGroup builds a group op (any opset of the cudaep domain): Y_i = MatMul(A, B_i)
+// with ONNX MatMul's shapes and dtypes for 1 <= n <= 4 matrices B_i, in one GEMV launch. It is
+// the decode step's q, k and v projections (or gate and up) of one hidden state: A must have
+// one row (every dimension but the last 1), and each B_i must take MatMul's GEMV path (a
+// matrix of A's dtype whose rows are whole 16-byte packs: N_i a multiple of 8 for float16 and
+// bfloat16, 4 for float32), because the group exists to give that launch every matrix's
+// column tiles. Anything else is refused (the graph keeps its ops). The ops and their row A:
+//
+//   - cudaep.MatMulGroup(A, B0, …): A as given.
+//   - cudaep.NormMatMulGroup(X, scale, B0, …), attribute epsilon (default 1e-5): A =
+//     SimplifiedLayerNormalization(X, scale) over X's last axis, rounded to X's dtype as that
+//     op's output would be.
+//   - cudaep.SkipNormMatMulGroup(X, skip, scale, B0, …), attribute epsilon: A =
+//     SimplifiedLayerNormalization(X + skip, scale), skip of X's shape; with n + 1 outputs the
+//     last is X + skip (com.microsoft.SkipSimplifiedLayerNormalization's fourth output).
+//   - cudaep.SiluMulMatMulGroup(A, B, W0, …): the row is cudaep.SiluMul(A, B) = A·sigmoid(A)·B,
+//     B of A's shape; the matrices are W_i.
+//
+// The row's inputs have the matrices' dtype; scale has the row's length.
+func buildMatMulGroup(l *Library, s opSpec, op matMulGroupOp) (Kernel, error) {
+	r := len(op.rowIns)
+	if n := len(s.Inputs); n < r+1 || n > r+gemvGroup {
+		return nil, s.errorf("got %d inputs, want %s and 1 to %d matrices", n, strings.Join(op.rowIns, ", "), gemvGroup)
+	}
+	attrs := map[string]AttrKind(nil)
+	if op.pro == gemvRMSNorm {
+		attrs = map[string]AttrKind{"epsilon": AttrFloat}
+	}
+	if err := s.checkAttrs(attrs); err != nil {
 		return nil, err
 	}
-	n := len(s.Inputs) - 1
-	if s.NumOutputs > 0 && s.NumOutputs != n {
-		return nil, s.errorf("%d matrices make %d outputs; the node has %d", n, n, s.NumOutputs)
+	n := len(s.Inputs) - r
+	outs := n
+	if op.skipSum && s.NumOutputs == n+1 {
+		outs = n + 1
 	}
-	k := &matMulGroupKernel{}
-	var outs []TensorInfo
+	if s.NumOutputs > 0 && s.NumOutputs != outs {
+		return nil, s.errorf("%d matrices make %d outputs; the node has %d", n, outs, s.NumOutputs)
+	}
+	a := s.Inputs[0]
+	if err := s.checkInput(0, floatTypes, 1, anyRank); err != nil {
+		return nil, err
+	}
+	for i := 1; i < r; i++ {
+		if err := s.checkInput(i, floatTypes, 1, anyRank); err != nil {
+			return nil, err
+		}
+		if err := s.checkSameDType(0, i); err != nil {
+			return nil, err
+		}
+		want := a.Shape
+		if op.pro == gemvRMSNorm && i == r-1 {
+			want = a.Shape[len(a.Shape)-1:] // scale: the row's length
+		}
+		if !slices.Equal(s.Inputs[i].Shape, want) {
+			return nil, s.errorf("%s has shape %s; it must be %s", s.input(i), shapeString(s.Inputs[i].Shape), shapeString(want))
+		}
+	}
+	k := &matMulGroupKernel{rowIns: r, skip: op.skipSum, sum: outs > n}
+	if op.pro == gemvRMSNorm {
+		eps, err := s.checkEpsilon()
+		if err != nil {
+			return nil, err
+		}
+		k.eps = eps
+	}
+	var infos []TensorInfo
 	var ns []int64
-	for i := 1; i <= n; i++ {
-		part, err := buildMatMul(l, opSpec{Spec: &Spec{Op: "MatMul", Opset: 13, Inputs: []TensorInfo{s.Inputs[0], s.Inputs[i]}},
+	for i := r; i < len(s.Inputs); i++ {
+		part, err := buildMatMul(l, opSpec{Spec: &Spec{Op: "MatMul", Opset: 13, Inputs: []TensorInfo{a, s.Inputs[i]}},
 			inputNames: []string{"A", "B"}})
 		if err != nil {
-			return nil, s.errorf("A and %s: %v", s.input(i), err)
+			return nil, s.errorf("%s and %s: %v", s.input(0), s.input(i), err)
 		}
 		m := part.(*matmulKernel)
 		if m.gemv == nil {
-			return nil, s.errorf("A %s and %s %s do not take the GEMV path (A with one row, B a matrix of whole 16-byte rows)",
-				shapeString(s.Inputs[0].Shape), s.input(i), shapeString(s.Inputs[i].Shape))
+			return nil, s.errorf("%s %s and %s %s do not take the GEMV path (A with one row, B a matrix of whole 16-byte rows)",
+				s.input(0), shapeString(a.Shape), s.input(i), shapeString(s.Inputs[i].Shape))
 		}
-		k.parts = append(k.parts, m)
-		outs = append(outs, m.Outputs()[0])
+		infos = append(infos, m.Outputs()[0])
 		ns = append(ns, int64(m.gemv.ns[0]))
 	}
-	a := s.Inputs[0].Shape
-	g, err := newGemvPlan(l, s.Inputs[0].DType, a[len(a)-1], ns...)
+	if k.sum {
+		infos = append(infos, cloneInfo(a))
+	}
+	g, err := newGemvPlan(l, op.pro, a.DType, a.Shape[len(a.Shape)-1], ns...)
 	if err != nil {
 		return nil, err
 	}
-	k.kernelBase, k.gemv = newBase(l, s, outs...), g
+	k.kernelBase, k.gemv = newBase(l, s, infos...), g
 	return k, nil
 }
 
-// Execute queues Y_i = A · B_i for the group: one GEMV launch when every B_i is 16-byte
-// aligned, else each MatMul on its own.
+// Execute queues Y_i = A · B_i for the group, A computed by its prologue, in one GEMV launch
+// (a B_i that is not 16-byte aligned is read element by element). The outputs must not
+// overlap the inputs.
 func (k *matMulGroupKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}
-	for i := range k.parts {
-		if !usable(inputs[1+i].Ptr) {
-			return k.executeParts(inputs, outputs)
-		}
-		k.ys[i], k.bs[i] = outputs[i].Ptr, inputs[1+i].Ptr
+	n := len(inputs) - k.rowIns
+	row := gemvRow{a: inputs[0].Ptr, eps: k.eps}
+	switch {
+	case k.gemv.pro == gemvSilu:
+		row.a2 = inputs[1].Ptr
+	case k.gemv.pro == gemvRMSNorm && k.skip:
+		row.a2, row.gamma = inputs[1].Ptr, inputs[2].Ptr
+	case k.gemv.pro == gemvRMSNorm:
+		row.gamma = inputs[1].Ptr
 	}
-	n := len(k.parts)
-	return k.gemv.launch(k.lib.rt.Stream, inputs[0].Ptr, k.ys[:n], k.bs[:n])
-}
-
-// executeParts runs each MatMul of the group on its own.
-func (k *matMulGroupKernel) executeParts(inputs, outputs []Tensor) error {
-	for i, m := range k.parts {
-		if err := m.Execute([]Tensor{inputs[0], inputs[1+i]}, outputs[i:i+1]); err != nil {
-			return err
-		}
+	if k.sum {
+		row.sum = outputs[n].Ptr
 	}
-	return nil
+	for i := range n {
+		k.ys[i], k.bs[i] = outputs[i].Ptr, inputs[k.rowIns+i].Ptr
+	}
+	return k.gemv.launch(k.lib.rt.Stream, row, k.ys[:n], k.bs[:n])
 }

@@ -7,7 +7,29 @@ import (
 )
 
 func init() {
-	modules = append(modules, ptxModule{"ptx/gemv.ptx", typedEntries([]string{"cudaep_gemv"}, floatTypes)})
+	modules = append(modules, ptxModule{"ptx/gemv.ptx", typedEntries(gemvEntries[:], floatTypes)})
+}
+
+// gemvPrologue is what a GEMV launch computes the row it multiplies from (cuda/gemv.cu's
+// prologues): the row itself, the RMS normalization of a row (plus a skip row), or a gated
+// SiLU of two rows.
+type gemvPrologue int
+
+const (
+	gemvPlain gemvPrologue = iota
+	gemvRMSNorm
+	gemvSilu
+)
+
+// gemvEntries are the kernels' names by prologue, before the dtype suffix.
+var gemvEntries = [...]string{gemvPlain: "cudaep_gemv", gemvRMSNorm: "cudaep_gemv_rmsnorm", gemvSilu: "cudaep_gemv_silu"}
+
+// gemvRow is what a GEMV launch's prologue reads and writes: the row a (and a2: the skip row
+// of gemvRMSNorm, which may be 0, or the up row of gemvSilu), gemvRMSNorm's scale gamma,
+// epsilon and sum (0, or where a + a2 is stored).
+type gemvRow struct {
+	a, a2, gamma, sum cudadrv.DevicePtr
+	eps               float32
 }
 
 // The GEMV path of MatMul (cuda/gemv.cu): y[1,N] = a[1,K] · B[K,N] when A has one row, as in
@@ -69,11 +91,13 @@ func gemvGeometry(k int64, ns []int64, dt DType, sms int) (tiles, chunks, rows i
 }
 
 // gemvPlan is one GEMV launch for a group of matrices sharing the row a,
-// cudaep_gemv_<t>(a, partials, counters, k, rows, y0…y3, b0…b3, n0…n3), with its grid and,
+// cudaep_gemv[_<prologue>]_<t>(a, partials, counters, k, rows, y0…y3, b0…b3, n0…n3, a2,
+// gamma, sum, eps), with its grid and,
 // when K is split, the Library's scratch for the partial sums (chunks × tiles × tile
 // float32s) and its counters (one per tile, left zero by every launch).
 type gemvPlan struct {
 	fn                 *cudadrv.Function
+	pro                gemvPrologue
 	k, rows            uint64
 	ns                 []uint64 // the group's N_i, at most gemvGroup
 	grid               cudadrv.Dim3
@@ -81,15 +105,15 @@ type gemvPlan struct {
 	args               cudadrv.KernelArgs
 }
 
-// newGemvPlan plans the GEMV of a [1,K] row and the [K,N_i] matrices of dt (ns: 1 to
-// gemvGroup N_i, each a multiple of 16 / dt.Size()) for l's device, getting scratch and
-// counters from l when K is split.
-func newGemvPlan(l *Library, dt DType, k int64, ns ...int64) (*gemvPlan, error) {
+// newGemvPlan plans the GEMV of a [1,K] row, computed by prologue pro, and the [K,N_i]
+// matrices of dt (ns: 1 to gemvGroup N_i, each a multiple of 16 / dt.Size()) for l's device,
+// getting scratch and counters from l when K is split.
+func newGemvPlan(l *Library, pro gemvPrologue, dt DType, k int64, ns ...int64) (*gemvPlan, error) {
 	if len(ns) == 0 || len(ns) > gemvGroup {
 		return nil, fmt.Errorf("kernels: a GEMV launch takes 1 to %d matrices, not %d", gemvGroup, len(ns))
 	}
 	tiles, chunks, rows := gemvGeometry(k, ns, dt, l.rt.Context.Device().Multiprocessors())
-	g := &gemvPlan{fn: l.function("cudaep_gemv_" + dt.suffix()), k: uint64(k), rows: uint64(rows),
+	g := &gemvPlan{fn: l.function(gemvEntries[pro] + "_" + dt.suffix()), pro: pro, k: uint64(k), rows: uint64(rows),
 		grid: cudadrv.Dim3{X: uint32(tiles), Y: uint32(chunks), Z: 1}}
 	for _, n := range ns {
 		g.ns = append(g.ns, uint64(n))
@@ -120,16 +144,17 @@ func gemvApplies(a, b []int64, dt DType) bool {
 	return rows == 1 && len(b) == 2 && b[1]%int64(16/dt.Size()) == 0 && forcedVariant("matmul") != "cublas"
 }
 
-// usable reports whether the GEMV can read a matrix at address b: its 16-byte loads need b
-// 16-byte aligned (always so for a tensor of its own; a view into another buffer may not be).
+// usable reports whether the GEMV reads a matrix at address b at its full rate: its 16-byte
+// loads need b 16-byte aligned (always so for a tensor of its own; a view into another buffer
+// may not be), and it reads any other b element by element.
 func usable(b cudadrv.DevicePtr) bool { return b%16 == 0 }
 
-// launch queues y_i = a · b_i for the group (ys and bs: one address per matrix, in the plan's
+// launch queues y_i = row · b_i for the group (ys and bs: one address per matrix, in the plan's
 // order).
-func (g *gemvPlan) launch(st *cudadrv.Stream, a cudadrv.DevicePtr, ys, bs []cudadrv.DevicePtr) error {
+func (g *gemvPlan) launch(st *cudadrv.Stream, row gemvRow, ys, bs []cudadrv.DevicePtr) error {
 	args := &g.args
 	args.Reset()
-	args.Ptr(a).Ptr(g.partials).Ptr(g.counters).U64(g.k).U64(g.rows)
+	args.Ptr(row.a).Ptr(g.partials).Ptr(g.counters).U64(g.k).U64(g.rows)
 	for _, addrs := range [][]cudadrv.DevicePtr{ys, bs} {
 		for i := range gemvGroup {
 			var p cudadrv.DevicePtr
@@ -146,5 +171,6 @@ func (g *gemvPlan) launch(st *cudadrv.Stream, a cudadrv.DevicePtr, ys, bs []cuda
 		}
 		args.U64(n)
 	}
+	args.Ptr(row.a2).Ptr(row.gamma).Ptr(row.sum).F32(row.eps)
 	return st.Launch(g.fn, g.grid, cudadrv.Dim3{X: gemvThreads, Y: 1, Z: 1}, 0, args)
 }

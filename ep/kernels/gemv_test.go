@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -393,12 +394,145 @@ func TestMatMulGroupAgainstReference(t *testing.T) {
 	}
 }
 
-// TestMatMulGroupUnalignedBRunsEachMatMul: a matrix that is not 16-byte aligned cannot be
-// read by the GEMV; the group then runs each MatMul on its own (cuBLAS for that one), with
-// the same results.
-func TestMatMulGroupUnalignedBRunsEachMatMul(t *testing.T) {
+// TestMatMulGroupReadsAnUnalignedB: a matrix that is not 16-byte aligned (a view, or a
+// weight at an odd offset of a paged layer) is read element by element in the same launch,
+// with the same results.
+func TestMatMulGroupReadsAnUnalignedB(t *testing.T) {
 	f := newFixture(t)
-	runGroup(t, f, kernels.BFloat16, groupCase{[]int64{1}, 1000, []int64{264, 128}}, []cudadrv.DevicePtr{0, 2}, "parts")
+	runGroup(t, f, kernels.BFloat16, groupCase{[]int64{1}, 1000, []int64{264, 128}}, []cudadrv.DevicePtr{0, 2}, "gemv")
+}
+
+// prologueCase is a group whose row the GEMV computes: op (cudaep.NormMatMulGroup,
+// cudaep.SkipNormMatMulGroup with or without the sum output, cudaep.SiluMulMatMulGroup), a
+// row of K elements, matrices [K, N_i].
+type prologueCase struct {
+	op   string
+	sum  bool
+	k    int64
+	ns   []int64
+	offs []cudadrv.DevicePtr // each matrix's byte offset into a buffer of its own (nil: 0)
+}
+
+// prologueEps is the epsilon the prologue cases set.
+const prologueEps = 1e-5
+
+// refPrologueRow returns the row a prologue case's GEMV multiplies, in float64 from the
+// inputs, each element rounded to dt as the op it fuses would store it, and the sum a + skip
+// of the skip normalization.
+func refPrologueRow(op string, dt kernels.DType, ins [][]float64) (row, sum []float64) {
+	a := ins[0]
+	row = make([]float64, len(a))
+	switch op {
+	case "cudaep.SiluMulMatMulGroup":
+		for i, v := range a {
+			row[i] = roundTo(dt, v/(1+math.Exp(-v))*ins[1][i])
+		}
+		return row, nil
+	case "cudaep.SkipNormMatMulGroup":
+		sum = make([]float64, len(a))
+		for i, v := range a {
+			sum[i] = roundTo(dt, v+ins[1][i])
+		}
+	}
+	h, gamma := a, ins[len(ins)-1]
+	if sum != nil {
+		h = make([]float64, len(a))
+		for i, v := range a {
+			h[i] = v + ins[1][i]
+		}
+	}
+	s2 := 0.0
+	for _, v := range h {
+		s2 += v * v
+	}
+	inv := 1 / math.Sqrt(s2/float64(len(h))+prologueEps)
+	for i, v := range h {
+		row[i] = roundTo(dt, v*inv*gamma[i])
+	}
+	return row, sum
+}
+
+// runPrologue runs a prologue case's kernel on random inputs and checks each product against
+// MatMul's reference over refPrologueRow's row, and the sum output exactly.
+func runPrologue(t *testing.T, f *fixture, dt kernels.DType, c prologueCase) {
+	rowIns := map[string]int{"cudaep.NormMatMulGroup": 2, "cudaep.SkipNormMatMulGroup": 3, "cudaep.SiluMulMatMulGroup": 2}[c.op]
+	require.NotZero(t, rowIns, c.op)
+	spec := kernels.Spec{Op: c.op, Opset: 1}
+	if c.op != "cudaep.SiluMulMatMulGroup" {
+		spec.Attrs = map[string]kernels.Attribute{"epsilon": kernels.FloatAttr(prologueEps)}
+	}
+	var host [][]float64
+	var ins []kernels.Tensor
+	for i := range rowIns {
+		shape := []int64{1, c.k}
+		if c.op != "cudaep.SiluMulMatMulGroup" && i == rowIns-1 {
+			shape = []int64{c.k} // scale
+		}
+		v := f.randomTyped(dt, c.k)
+		host = append(host, v)
+		ins = append(ins, f.uploadTyped(dt, shape, v))
+		spec.Inputs = append(spec.Inputs, info(dt, shape...))
+	}
+	var bs [][]float64
+	for i, n := range c.ns {
+		b := f.randomTyped(dt, c.k*n)
+		bs = append(bs, b)
+		var off cudadrv.DevicePtr
+		if c.offs != nil {
+			off = c.offs[i]
+		}
+		bt := kernels.Tensor{TensorInfo: info(dt, c.k, n), Ptr: f.alloc(info(dt, c.k*n+8)).Ptr + off}
+		require.NoError(t, f.env.Context.CopyHtoD(bt.Ptr, encode(dt, b)))
+		ins = append(ins, bt)
+		spec.Inputs = append(spec.Inputs, bt.TensorInfo)
+	}
+	spec.NumOutputs = len(c.ns)
+	if c.sum {
+		spec.NumOutputs++
+	}
+	kern := f.get(spec)
+	outs := f.outputs(kern)
+	require.Len(t, outs, spec.NumOutputs)
+	for _, o := range outs {
+		f.poison(o)
+	}
+	require.NoError(t, kern.Execute(ins, outs))
+	row, sum := refPrologueRow(c.op, dt, host)
+	for i, n := range c.ns {
+		ref, shape, ok := kernels.RefMatMul(row, []int64{1, c.k}, bs[i], []int64{c.k, n})
+		require.True(t, ok)
+		assert.Equal(t, info(dt, shape...), kern.Outputs()[i])
+		requireClose64(t, f.downloadTyped(outs[i]), ref, gemvBound(dt), fmt.Sprintf("%s: output %d", kern.Name(), i))
+	}
+	if c.sum {
+		assert.Equal(t, info(dt, 1, c.k), kern.Outputs()[len(c.ns)])
+		assert.Equal(t, sum, f.downloadTyped(outs[len(c.ns)]), "%s: the sum output is a + skip, rounded once", kern.Name())
+	}
+}
+
+// TestMatMulGroupProloguesAgainstReference: the groups that compute their row in the GEMV
+// launch (the RMS normalization of a row or of a row plus a skip, or the gated SiLU of two
+// rows) give MatMul's reference over the row the fused op would have stored, for every float
+// dtype, with K split and not, a group of one matrix and of several, and an unaligned matrix;
+// the skip normalization's sum output is the rounded sum.
+func TestMatMulGroupProloguesAgainstReference(t *testing.T) {
+	f := newFixture(t)
+	cases := []prologueCase{
+		{op: "cudaep.NormMatMulGroup", k: 1000, ns: []int64{520, 136, 136}},
+		{op: "cudaep.NormMatMulGroup", k: 64, ns: []int64{264}},
+		{op: "cudaep.SkipNormMatMulGroup", sum: true, k: 1000, ns: []int64{256, 264}},
+		{op: "cudaep.SkipNormMatMulGroup", k: 130, ns: []int64{8, 16, 24, 32}},
+		{op: "cudaep.SkipNormMatMulGroup", sum: true, k: 4100, ns: []int64{32}, offs: []cudadrv.DevicePtr{4}},
+		{op: "cudaep.SiluMulMatMulGroup", k: 2000, ns: []int64{264}},
+		{op: "cudaep.SiluMulMatMulGroup", k: 64, ns: []int64{256, 8}, offs: []cudadrv.DevicePtr{0, 12}},
+	}
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%s/sum=%v/K%d/%v", dt, c.op, c.sum, c.k, c.ns), func(t *testing.T) {
+				runPrologue(t, f.sub(t), dt, c)
+			})
+		}
+	}
 }
 
 // TestMatMulGroupRefusals: what cudaep.MatMulGroup refuses at Get, each with an error naming

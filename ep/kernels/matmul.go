@@ -137,7 +137,7 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 	}
 	kern := &matmulKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), calls: calls, variant: "cublas"}
 	if gemvApplies(s.Inputs[0].Shape, s.Inputs[1].Shape, dt) {
-		g, err := newGemvPlan(l, dt, k, n)
+		g, err := newGemvPlan(l, gemvPlain, dt, k, n)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +252,7 @@ func (k *matmulKernel) Execute(inputs, outputs []Tensor) error {
 		return err
 	}
 	if k.gemv != nil && usable(inputs[1].Ptr) {
-		return k.gemv.launch(k.lib.rt.Stream, inputs[0].Ptr, []cudadrv.DevicePtr{outputs[0].Ptr}, []cudadrv.DevicePtr{inputs[1].Ptr})
+		return k.gemv.launch(k.lib.rt.Stream, gemvRow{a: inputs[0].Ptr}, []cudadrv.DevicePtr{outputs[0].Ptr}, []cudadrv.DevicePtr{inputs[1].Ptr})
 	}
 	h := k.lib.rt.BLAS
 	for i := range k.calls {

@@ -513,6 +513,71 @@ func TestOpBenchTable(t *testing.T) {
 		}
 	}
 
+	// The groups that compute their row in the GEMV launch (a decode step's residual Add and
+	// RMSNorm before q, k and v; its gated SiLU before the down projection), against the ops
+	// they fuse run one after another on the same buffers: the normalization (or SiluMul) into
+	// a row, then the group (or MatMul) over it.
+	prologues := []struct {
+		id, op, alone string
+		k             int64
+		ns            []int64
+	}{
+		{"skipnormgroup/qkv", "cudaep.SkipNormMatMulGroup", "com.microsoft.SkipSimplifiedLayerNormalization", 2048, []int64{2048, 512, 512}},
+		{"skipnormgroup/gateup", "cudaep.SkipNormMatMulGroup", "com.microsoft.SkipSimplifiedLayerNormalization", 2048, []int64{8192, 8192}},
+		{"silugroup/down", "cudaep.SiluMulMatMulGroup", "cudaep.SiluMul", 8192, []int64{2048}},
+	}
+	if sim {
+		prologues = append(prologues[:1], prologues[2])
+		prologues[0].k, prologues[0].ns = 128, []int64{256, 64, 64}
+		prologues[1].k, prologues[1].ns = 256, []int64{128}
+	}
+	for _, dt := range []kernels.DType{kernels.Float16, kernels.BFloat16} {
+		for _, pr := range prologues {
+			id := strings.Replace(pr.id, "/", "/"+dt.String()+"/", 1) // e.g. silugroup/bfloat16/down
+			if !rowFilter.MatchString(id) {
+				continue
+			}
+			row := info(dt, 1, 1, pr.k)
+			aloneSpec := kernels.Spec{Op: pr.alone, Opset: 1, Inputs: []kernels.TensorInfo{row, row}}
+			spec := kernels.Spec{Op: pr.op, Opset: 1, Inputs: []kernels.TensorInfo{row, row}, NumOutputs: len(pr.ns)}
+			if pr.op == "cudaep.SkipNormMatMulGroup" {
+				aloneSpec.Inputs = append(aloneSpec.Inputs, info(dt, pr.k))
+				aloneSpec.NumOutputs = 4
+				spec.Inputs = append(spec.Inputs, info(dt, pr.k))
+				spec.NumOutputs++ // the sum, as the decoder's next residual Add reads it
+			}
+			groupSpec := kernels.Spec{Op: "cudaep.MatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{row}, NumOutputs: len(pr.ns)}
+			for _, n := range pr.ns {
+				spec.Inputs = append(spec.Inputs, info(dt, pr.k, n))
+				groupSpec.Inputs = append(groupSpec.Inputs, info(dt, pr.k, n))
+			}
+			k, alone, group := f.get(spec), f.get(aloneSpec), f.get(groupSpec)
+			ins := inputs(spec)
+			outs := f.outputs(k)
+			aloneOuts := f.outputs(alone)
+			rowIns := len(aloneSpec.Inputs)
+			aloneStep := step{alone, ins[:rowIns], aloneOuts}
+			groupStep := step{group, append([]kernels.Tensor{aloneOuts[0]}, ins[rowIns:]...), outs[:len(pr.ns)]}
+			moved := float64(dt.Size()) * float64(rowIns*int(pr.k))
+			for _, n := range pr.ns {
+				moved += float64(dt.Size()) * float64(pr.k*n+n)
+			}
+			o, r := measure(10*batch, func() error { return k.Execute(ins, outs) }, func() error {
+				for _, st := range []step{aloneStep, groupStep} {
+					if err := st.k.Execute(st.ins, st.out); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			tiles, chunks, rows := kernels.GemvGrid(k)
+			rep.Rows = append(rep.Rows, opBenchRow{ID: id,
+				Title: fmt.Sprintf("%s %s [1,1,%d]x[%d,%v] [%s: %d tiles x %d chunks of %d rows]", pr.op, dt, pr.k, pr.k, pr.ns, kernels.LaunchVariant(k, ins, outs), tiles, chunks, rows),
+				Bytes: moved, FLOP: 2 * (moved/float64(dt.Size()) - float64(rowIns)*float64(pr.k)), OursMs: o,
+				RawLabel: pr.alone + " then the GEMV (ep, same buffers)", RawMs: r})
+		}
+	}
+
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		om := median(r.OursMs)

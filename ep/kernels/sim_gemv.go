@@ -10,23 +10,25 @@ import (
 func init() {
 	simKernelSets = append(simKernelSets, func(m map[string]cudadrv.KernelBody) {
 		for _, dt := range floatTypes {
-			m["cudaep_gemv_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGemv(l, dt) }
+			for pro, name := range gemvEntries {
+				m[name+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGemv(l, dt, gemvPrologue(pro)) }
+			}
 		}
 	})
 }
 
-// simGemv is cudaep_gemv_<t>(a, partials, counters, k, rows, y0…y3, b0…b3, n0…n3)
-// (cuda/gemv.cu), in the kernel's order of float32 operations: per column, each warp's fused
+// simGemv is cudaep_gemv[_<prologue>]_<t>(a, partials, counters, k, rows, y0…y3, b0…b3,
+// n0…n3, a2, gamma, sum, eps) (cuda/gemv.cu): first the prologue's row (simGemvRow), then, in
+// the kernel's order of float32 operations: per column, each warp's fused
 // multiply-adds over its rows of a chunk (rounded through float64, which matches the device
 // but for rare double roundings), the warps added in order, and with K split the chunks'
 // partials, stored in partials at the column's place among the group's tiles, added by slices
 // as the tile's last block does. It fails the launch where the CUDA kernel would go wrong: a
 // block that is not 256 threads, a grid that is not the group's tiles × chunks, an n_i not
-// whole 16-byte packs, a matrix after an absent one (n_i = 0), a b_i not 16-byte aligned, or,
-// with K split, a counter that is not zero at launch (a launch that did not finish, or another
+// whole 16-byte packs, a matrix after an absent one (n_i = 0), or, with K split, a counter that is not zero at launch (a launch that did not finish, or another
 // kernel writing the counters); the counters are left zero, as the kernel's last blocks leave
 // them.
-func simGemv(l *cudadrv.KernelLaunch, dt DType) error {
+func simGemv(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue) error {
 	if l.Block != (cudadrv.Dim3{X: gemvThreads, Y: 1, Z: 1}) {
 		return fmt.Errorf("%s: block %v: the kernel needs %d threads", l.Name, l.Block, gemvThreads)
 	}
@@ -72,19 +74,12 @@ func simGemv(l *cudadrv.KernelLaunch, dt DType) error {
 			return err
 		}
 	}
-	av, err := simViewsOf(l, []int{0}, []DType{dt}, []int{int(k)})
+	a, err := simGemvRow(l, dt, pro, int(k))
 	if err != nil {
 		return err
 	}
-	a := make([]float32, k)
-	for i := range a {
-		a[i] = float32(av[0].float(int64(i)))
-	}
 	first := uint64(0) // the matrix's first column among the group's tiles
 	for i, n := range ns {
-		if l.PtrArg(5+gemvGroup+i)%16 != 0 {
-			return &cudadrv.AccessError{Addr: l.PtrArg(5 + gemvGroup + i), Len: 16, Misaligned: true, Align: 16}
-		}
 		views, err := simViewsOf(l, []int{5 + i, 5 + gemvGroup + i}, []DType{dt, dt}, []int{int(n), int(k * n)})
 		if err != nil {
 			return err
@@ -141,4 +136,76 @@ func simGemvMatrix(y, b simTensor, av []float32, k, n, rows, chunks uint64, part
 		}
 		y.setFloat(int64(col), float64(total))
 	}
+}
+
+// simGemvRow returns the row of k elements a GEMV launch multiplies, as its prologue computes
+// it (cuda/gemv.cu): a itself (argument 0); for gemvRMSNorm, h = a + a2 (argument 17, may be
+// 0) normalized by 1 / sqrt(mean(h²) + eps) (argument 20) and scaled by gamma (18), each
+// element rounded to dt, with h rounded to dt stored into sum (19) when it is not 0; for
+// gemvSilu, a · sigmoid(a) · a2 rounded to dt. The mean of squares is summed in float64 here
+// and in float32 by the device's block reduction: the two may differ in the last bits of the
+// scale.
+func simGemvRow(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue, k int) ([]float32, error) {
+	const a2Arg, gammaArg, sumArg, epsArg = 5 + 3*gemvGroup, 6 + 3*gemvGroup, 7 + 3*gemvGroup, 8 + 3*gemvGroup
+	args, dts, lens := []int{0}, []DType{dt}, []int{k}
+	if pro != gemvPlain && l.PtrArg(a2Arg) != 0 {
+		args, dts, lens = append(args, a2Arg), append(dts, dt), append(lens, k)
+	}
+	if pro == gemvSilu && len(args) < 2 {
+		return nil, fmt.Errorf("%s: the silu prologue needs a2", l.Name)
+	}
+	if pro == gemvRMSNorm {
+		args, dts, lens = append(args, gammaArg), append(dts, dt), append(lens, k)
+	}
+	v, err := simViewsOf(l, args, dts, lens)
+	if err != nil {
+		return nil, err
+	}
+	row := make([]float32, k)
+	for i := range row {
+		row[i] = float32(v[0].float(int64(i)))
+	}
+	switch pro {
+	case gemvSilu:
+		for i, g := range row {
+			row[i] = storedAs(dt, float32(refSiluMul(float64(g), v[1].float(int64(i)))))
+		}
+	case gemvRMSNorm:
+		gamma := v[len(v)-1]
+		if len(v) == 3 {
+			for i := range row {
+				row[i] += float32(v[1].float(int64(i)))
+			}
+		}
+		if l.PtrArg(sumArg) != 0 {
+			sv, err := simViewsOf(l, []int{sumArg}, []DType{dt}, []int{k})
+			if err != nil {
+				return nil, err
+			}
+			for i, h := range row {
+				sv[0].setFloat(int64(i), float64(h))
+			}
+		}
+		s2 := 0.0
+		for _, h := range row {
+			s2 += float64(h) * float64(h)
+		}
+		inv := float32(1 / math.Sqrt(float64(float32(s2)*(1/float32(k))+l.F32Arg(epsArg))))
+		for i, h := range row {
+			row[i] = storedAs(dt, h*inv*float32(gamma.float(int64(i))))
+		}
+	}
+	return row, nil
+}
+
+// storedAs returns f as a kernel stores it in dt and reads it back: rounded to nearest even
+// for float16 and bfloat16.
+func storedAs(dt DType, f float32) float32 {
+	switch dt {
+	case Float16:
+		return cudadrv.Float16Value(cudadrv.Float16Bits(f))
+	case BFloat16:
+		return cudadrv.BFloat16Value(cudadrv.BFloat16Bits(f))
+	}
+	return f
 }

@@ -5,10 +5,25 @@
 // once on store. gemv.go (gemvPlan) launches them when A has one row, sim_gemv.go mirrors them
 // for the simulated device, with the same argument list:
 //
-//	cudaep_gemv_<t>(const T* a, float* partials, unsigned* counters, u64 k, u64 rows,
-//	                T* y0, T* y1, T* y2, T* y3, const T* b0, …, const T* b3, u64 n0, …, u64 n3)
+//	cudaep_gemv[_<prologue>]_<t>(const T* a, float* partials, unsigned* counters, u64 k, u64 rows,
+//	                T* y0, T* y1, T* y2, T* y3, const T* b0, …, const T* b3, u64 n0, …, u64 n3,
+//	                const T* a2, const T* gamma, T* sum, float eps)
 //
 // A group of g < 4 matrices passes n_i = 0 (and null pointers) for i >= g.
+//
+// Prologues. The row a the matrices multiply may be computed by the kernel from what the
+// graph's previous op would have read, so that op needs no launch of its own (a decode step's
+// normalizations and gated SiLU are 2–4 µs launches over a few KB):
+//
+//   - none (cudaep_gemv_<t>): a as given; a2, gamma, sum and eps are unused.
+//   - rmsnorm (cudaep_gemv_rmsnorm_<t>): the RMS normalization of h = a + a2 (a2 may be null:
+//     h = a), a_r = round(h_r · inv · gamma_r) with inv = 1 / sqrt(mean(h²) + eps), rounded to
+//     T as SimplifiedLayerNormalization's output would be; sum (may be null) receives round(h),
+//     SkipSimplifiedLayerNormalization's fourth output. Every block sums the squares of the
+//     whole row (K elements from L2) while its first rows of B are in flight; block (0, 0)
+//     writes sum. sum must not overlap a, a2 or gamma.
+//   - silu (cudaep_gemv_silu_<t>): a_r = round(a_r · sigmoid(a_r) · a2_r), cudaep.SiluMul's
+//     element.
 //
 // The product is memory-bound: every element of B is read once and used once, so the kernel
 // is built to stream B at the memory's rate.
@@ -38,18 +53,24 @@
 // not be. With one chunk (gridDim.y == 1) the block stores y directly and never touches
 // partials or counters (they may be 0 then).
 //
-// Requirements the Go side guarantees: every b_i 16-byte aligned and every n_i a multiple of
-// V (whole packs per row, so a lane's pack is either wholly inside a row or wholly past its
-// end); gridDim.x the group's tiles; counters zero at launch for the first gridDim.x tiles
-// when gridDim.y > 1; a block of 256 threads.
+// Requirements the Go side guarantees: every n_i a multiple of V (whole packs per row, so a
+// lane's pack is either wholly inside a row or wholly past its end); gridDim.x the group's
+// tiles; counters zero at launch for the first gridDim.x tiles when gridDim.y > 1; a block of
+// 256 threads. A b_i that is not 16-byte aligned (a view, or a weight at an odd offset of a
+// paged layer) is read with element loads, the same bytes in the same order.
 
-#include "common.cuh"
+#include "rowreduce.cuh"
 
 #define GEMV_THREADS 256
 #define GEMV_WARPS (GEMV_THREADS / 32)
 #define GEMV_UNROLL 8
 // GEMV_MIN_BLOCKS blocks stay resident per SM (at most 64 registers a thread).
 #define GEMV_MIN_BLOCKS 4
+
+// The prologues (see above).
+#define GEMV_PLAIN 0
+#define GEMV_RMSNORM 1
+#define GEMV_SILU 2
 
 // load_cg4 reads four floats at p from L2 (ld.global.cg: not from L1, which other blocks'
 // partial stores do not keep coherent).
@@ -60,9 +81,43 @@ __device__ __forceinline__ void load_cg4(const float* p, float* v) {
 		: "memory");
 }
 
+// gemv_row_inv is the rmsnorm prologue's reduction: 1 / sqrt(mean(h²) + eps) over the K
+// elements of h = a + a2, summed by the block (every thread gets it); block (0, 0) also
+// stores round(h) into sum when it is not null.
 template <typename T>
+__device__ __forceinline__ float gemv_row_inv(const T* a, const T* a2, T* sum, u64 k, float eps) {
+	__shared__ float scratch[32];
+	const bool store = sum && blockIdx.x == 0 && blockIdx.y == 0;
+	float s2 = 0.0f;
+#pragma unroll 4
+	for (u64 j = threadIdx.x; j < k; j += GEMV_THREADS) {
+		float h = to_float(a[j]);
+		if (a2) h += to_float(a2[j]);
+		if (store) sum[j] = from_float<T>(h);
+		s2 += h * h;
+	}
+	s2 = block_reduce<SumOp>(s2, scratch);
+	return 1.0f / sqrtf(s2 * (1.0f / (float)k) + eps);
+}
+
+// gemv_a returns element r of the row the matrices multiply, after the prologue MODE.
+template <int MODE, typename T>
+__device__ __forceinline__ float gemv_a(const T* a, const T* a2, const T* gamma, float inv, u64 r) {
+	if (MODE == GEMV_RMSNORM) {
+		float h = to_float(a[r]);
+		if (a2) h += to_float(a2[r]);
+		return to_float(from_float<T>(h * inv * to_float(gamma[r])));
+	}
+	if (MODE == GEMV_SILU) {
+		const float g = to_float(a[r]);
+		return to_float(from_float<T>(g / (1.0f + expf(-g)) * to_float(a2[r])));
+	}
+	return to_float(a[r]);
+}
+
+template <int MODE, typename T>
 __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a, const T* __restrict__ b, float* __restrict__ partials,
-	unsigned* __restrict__ counters, u64 k, u64 n, u64 rows, u64 tile) {
+	unsigned* __restrict__ counters, u64 k, u64 n, u64 rows, u64 tile, const T* a2, const T* gamma, T* hsum, float eps) {
 	const int V = 16 / sizeof(T);  // elements of a pack
 	const int TC = 32 * V;         // columns of a tile
 	__shared__ float red[GEMV_WARPS * TC];
@@ -71,33 +126,64 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 	const u64 chunk = blockIdx.y, gtile = blockIdx.x;  // gtile: the tile's number over the group
 	const u64 col0 = tile * TC + (u64)lane * V;  // the lane's first column
 	const u64 r0 = chunk * rows, r1 = r0 + rows < k ? r0 + rows : k;
+	const bool live = col0 < n, aligned = ((u64)b & 15u) == 0;
 
 	float acc[V];
 #pragma unroll
 	for (int j = 0; j < V; ++j) acc[j] = 0.0f;
-	if (col0 < n) {
-		const u64 stride = n / V;  // packs per row of B
-		const Pack<T>* p = (const Pack<T>*)(b + col0);
-		u64 r = r0 + warp;
-		for (; r + (GEMV_UNROLL - 1) * GEMV_WARPS < r1; r += GEMV_UNROLL * GEMV_WARPS) {
-			Pack<T> x[GEMV_UNROLL];
-			float av[GEMV_UNROLL];
+	// The first unrolled step's loads go out before the prologue, whose reduction then overlaps
+	// them. Every lane runs every step (its warp shares the prologue's row by shuffles): a lane
+	// past the last column reads column 0's packs, and its sums are never stored.
+	const u64 stride = n / V;  // packs per row of B
+	const T* pb = b + (live ? col0 : 0);
+	const Pack<T>* p = (const Pack<T>*)pb;
+	u64 r = r0 + warp;
+	bool full = aligned && r + (GEMV_UNROLL - 1) * GEMV_WARPS < r1;
+	Pack<T> x[GEMV_UNROLL];
+	if (full) {
 #pragma unroll
-			for (int u = 0; u < GEMV_UNROLL; ++u) {
-				x[u] = p[(r + u * GEMV_WARPS) * stride];
-				av[u] = to_float(a[r + u * GEMV_WARPS]);
-			}
+		for (int u = 0; u < GEMV_UNROLL; ++u) x[u] = p[(r + u * GEMV_WARPS) * stride];
+	}
+	float inv = 0.0f;
+	if (MODE == GEMV_RMSNORM) inv = gemv_row_inv(a, a2, hsum, k, eps);
+	while (full) {
+		float av[GEMV_UNROLL];
+		if (MODE == GEMV_PLAIN) {
 #pragma unroll
-			for (int u = 0; u < GEMV_UNROLL; ++u) {
+			for (int u = 0; u < GEMV_UNROLL; ++u) av[u] = gemv_a<MODE>(a, a2, gamma, inv, r + u * GEMV_WARPS);
+		} else {
+			// Lane l computes the element of row r + (l % U)·W, and the warp shares them: one
+			// prologue computation a lane instead of U (unrolled, they would not fit in registers).
+			const float mine = gemv_a<MODE>(a, a2, gamma, inv, r + (lane % GEMV_UNROLL) * GEMV_WARPS);
 #pragma unroll
-				for (int j = 0; j < V; ++j) acc[j] += av[u] * to_float(x[u].v[j]);
-			}
+			for (int u = 0; u < GEMV_UNROLL; ++u) av[u] = __shfl_sync(0xffffffffu, mine, u);
 		}
-		for (; r < r1; r += GEMV_WARPS) {
-			const Pack<T> x = p[r * stride];
-			const float av = to_float(a[r]);
 #pragma unroll
-			for (int j = 0; j < V; ++j) acc[j] += av * to_float(x.v[j]);
+		for (int u = 0; u < GEMV_UNROLL; ++u) {
+#pragma unroll
+			for (int j = 0; j < V; ++j) acc[j] += av[u] * to_float(x[u].v[j]);
+		}
+		r += GEMV_UNROLL * GEMV_WARPS;
+		full = r + (GEMV_UNROLL - 1) * GEMV_WARPS < r1;
+		if (full) {
+#pragma unroll
+			for (int u = 0; u < GEMV_UNROLL; ++u) x[u] = p[(r + u * GEMV_WARPS) * stride];
+		}
+	}
+	if (aligned) {
+		for (; r < r1; r += GEMV_WARPS) {
+			const Pack<T> xr = p[r * stride];
+			const float av = gemv_a<MODE>(a, a2, gamma, inv, r);
+#pragma unroll
+			for (int j = 0; j < V; ++j) acc[j] += av * to_float(xr.v[j]);
+		}
+	} else {
+		// An unaligned B: the same rows in the same order, element loads, one row at a time.
+		for (; r < r1; r += GEMV_WARPS) {
+			const T* e = pb + r * n;
+			const float av = gemv_a<MODE>(a, a2, gamma, inv, r);
+#pragma unroll
+			for (int j = 0; j < V; ++j) acc[j] += av * to_float(e[j]);
 		}
 	}
 
@@ -154,9 +240,10 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 // gemv_group finds the matrix of the group whose tiles blockIdx.x falls in and runs that tile
 // (the matrix selected with conditionals, not an indexed array, which would live in local
 // memory).
-template <typename T>
+template <int MODE, typename T>
 __device__ __forceinline__ void gemv_group(const T* a, float* partials, unsigned* counters, u64 k, u64 rows,
-	T* y0, T* y1, T* y2, T* y3, const T* b0, const T* b1, const T* b2, const T* b3, u64 n0, u64 n1, u64 n2, u64 n3) {
+	T* y0, T* y1, T* y2, T* y3, const T* b0, const T* b1, const T* b2, const T* b3, u64 n0, u64 n1, u64 n2, u64 n3,
+	const T* a2, const T* gamma, T* sum, float eps) {
 	const u64 TC = 32 * (16 / sizeof(T));
 	const u64 t0 = (n0 + TC - 1) / TC, t1 = t0 + (n1 + TC - 1) / TC, t2 = t1 + (n2 + TC - 1) / TC;
 	u64 tile = blockIdx.x, n = n3;
@@ -171,15 +258,19 @@ __device__ __forceinline__ void gemv_group(const T* a, float* partials, unsigned
 	} else {
 		tile -= t2;
 	}
-	gemv<T>(y, a, b, partials, counters, k, n, rows, tile);
+	gemv<MODE, T>(y, a, b, partials, counters, k, n, rows, tile, a2, gamma, sum, eps);
 }
 
-#define GEMV(sfx, T) \
-	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) cudaep_gemv_##sfx(const T* a, float* partials, \
+#define GEMV(name, mode, sfx, T) \
+	extern "C" __global__ void __launch_bounds__(GEMV_THREADS, GEMV_MIN_BLOCKS) cudaep_##name##_##sfx(const T* a, float* partials, \
 		unsigned* counters, u64 k, u64 rows, T* y0, T* y1, T* y2, T* y3, const T* b0, const T* b1, const T* b2, const T* b3, \
-		u64 n0, u64 n1, u64 n2, u64 n3) { \
-		gemv_group<T>(a, partials, counters, k, rows, y0, y1, y2, y3, b0, b1, b2, b3, n0, n1, n2, n3); \
+		u64 n0, u64 n1, u64 n2, u64 n3, const T* a2, const T* gamma, T* sum, float eps) { \
+		gemv_group<mode, T>(a, partials, counters, k, rows, y0, y1, y2, y3, b0, b1, b2, b3, n0, n1, n2, n3, a2, gamma, sum, eps); \
 	}
-GEMV(f32, float)
-GEMV(f16, half_t)
-GEMV(bf16, bf16_t)
+#define GEMV_ALL(name, mode) \
+	GEMV(name, mode, f32, float) \
+	GEMV(name, mode, f16, half_t) \
+	GEMV(name, mode, bf16, bf16_t)
+GEMV_ALL(gemv, GEMV_PLAIN)
+GEMV_ALL(gemv_rmsnorm, GEMV_RMSNORM)
+GEMV_ALL(gemv_silu, GEMV_SILU)
