@@ -66,6 +66,11 @@ type Value struct {
 //     gate and up projections), up to four, each with a matrix that is not computed between
 //     the first and itself → cudaep.MatMulGroup: one GEMV launch over every matrix's tiles.
 //     (A node here is not a chain's last: the group takes the first MatMul's place.)
+//   - A SimplifiedLayerNormalization or com.microsoft.SkipSimplifiedLayerNormalization (no
+//     bias) of one row whose normalized output only a MatMul or cudaep.MatMulGroup reads →
+//     cudaep.NormMatMulGroup or cudaep.SkipNormMatMulGroup: the GEMV launch normalizes the row
+//     itself (and stores the skip sum for its other readers), at the MatMul's place.
+//   - A cudaep.SiluMul only a MatMul or cudaep.MatMulGroup reads → cudaep.SiluMulMatMulGroup.
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
 	g.dedupe()
@@ -106,6 +111,8 @@ var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).attention,
 	(*fusion).dropExpand,
 	(*fusion).matMulGroup,
+	(*fusion).normMatMul,
+	(*fusion).siluMatMul,
 }
 
 // fusion is Fuse's working state: the nodes (fused ones replace their chain's last node), which
@@ -719,15 +726,8 @@ func (g *fusion) skipNorm(i int) (Node, []int, bool) {
 			return Node{}, nil, false
 		}
 	}
-	for k := j + 1; k < i; k++ {
-		if g.gone[k] {
-			continue
-		}
-		for _, v := range g.nodes[k].Inputs {
-			if v.Name == h.Name {
-				return Node{}, nil, false
-			}
-		}
+	if g.readBetween(h.Name, j, i) {
+		return Node{}, nil, false
 	}
 	attrs := map[string]Attribute{}
 	if eps, ok := n.Attrs["epsilon"]; ok {
@@ -808,4 +808,100 @@ func nodeKey(n *Node) string {
 		}
 	}
 	return b.String()
+}
+
+// matrices returns the matrices of node n when it is a MatMul or a cudaep.MatMulGroup: the
+// inputs after its row.
+func matrices(n *Node) ([]Value, bool) {
+	switch {
+	case n.Op == "MatMul" && len(n.Inputs) == 2 && len(n.Outputs) == 1:
+	case n.Op == "cudaep.MatMulGroup" && len(n.Inputs) >= 2:
+	default:
+		return nil, false
+	}
+	return n.Inputs[1:], true
+}
+
+// unread reports whether no live node reads output o of node n (or n leaves it out).
+func (g *fusion) unread(n *Node, o int) bool {
+	return o >= len(n.Outputs) || n.Outputs[o].Name == "" || g.reads[n.Outputs[o].Name] == 0
+}
+
+// readBetween reports whether a live node after j and before i reads value name.
+func (g *fusion) readBetween(name string, j, i int) bool {
+	for k := j + 1; k < i; k++ {
+		if g.gone[k] {
+			continue
+		}
+		for _, v := range g.nodes[k].Inputs {
+			if v.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// normMatMul fuses node i, a MatMul or cudaep.MatMulGroup, with the normalization over the
+// last axis that makes its row when only i reads the normalized row and the normalization's
+// mean and inverse deviation are unread: cudaep.NormMatMulGroup(X, scale, B…) for a
+// SimplifiedLayerNormalization, cudaep.SkipNormMatMulGroup(X, skip, scale, B…) for a
+// com.microsoft.SkipSimplifiedLayerNormalization without bias, whose sum output, when read,
+// becomes the fused node's last (no live node between the two may read it).
+func (g *fusion) normMatMul(i int) (Node, []int, bool) {
+	n := &g.nodes[i]
+	mats, ok := matrices(n)
+	if !ok {
+		return Node{}, nil, false
+	}
+	row := n.Inputs[0]
+	j, norm, ok := g.producer(row)
+	if !ok || g.reads[row.Name] != 1 || slices.Contains(g.keep, row.Name) || norm.Outputs[0].Name != row.Name ||
+		!g.unread(norm, 1) || !g.unread(norm, 2) {
+		return Node{}, nil, false
+	}
+	x := norm.Inputs[0]
+	if !lastAxis(intAttr(norm, "axis", -1), x.Info.Rank()) || intAttr(norm, "stash_type", 1) != 1 {
+		return Node{}, nil, false
+	}
+	fused := Node{Name: n.Name, Opset: 1, Outputs: slices.Clone(n.Outputs)}
+	if eps, ok := norm.Attrs["epsilon"]; ok {
+		fused.Attrs = map[string]Attribute{"epsilon": eps}
+	}
+	switch {
+	case norm.Op == "SimplifiedLayerNormalization" && len(norm.Inputs) == 2:
+		fused.Op = "cudaep.NormMatMulGroup"
+		fused.Inputs = append([]Value{x, norm.Inputs[1]}, mats...)
+	case norm.Op == "com.microsoft.SkipSimplifiedLayerNormalization" && len(norm.Inputs) >= 3 &&
+		(len(norm.Inputs) == 3 || norm.Inputs[3].Name == ""):
+		fused.Op = "cudaep.SkipNormMatMulGroup"
+		fused.Inputs = append([]Value{x, norm.Inputs[1], norm.Inputs[2]}, mats...)
+		if !g.unread(norm, 3) {
+			sum := norm.Outputs[3]
+			if g.readBetween(sum.Name, j, i) {
+				return Node{}, nil, false
+			}
+			fused.Outputs = append(fused.Outputs, sum)
+		}
+	default:
+		return Node{}, nil, false
+	}
+	return fused, []int{j}, true
+}
+
+// siluMatMul fuses node i, a MatMul or cudaep.MatMulGroup, with the cudaep.SiluMul that makes
+// its row when only i reads it: cudaep.SiluMulMatMulGroup(A, B, W…).
+func (g *fusion) siluMatMul(i int) (Node, []int, bool) {
+	n := &g.nodes[i]
+	mats, ok := matrices(n)
+	if !ok {
+		return Node{}, nil, false
+	}
+	j, silu, ok := g.inner(n.Inputs[0], "cudaep.SiluMul")
+	if !ok || len(silu.Inputs) != 2 {
+		return Node{}, nil, false
+	}
+	fused := Node{Name: n.Name, Op: "cudaep.SiluMulMatMulGroup", Opset: 1,
+		Inputs: append([]Value{silu.Inputs[0], silu.Inputs[1]}, mats...), Outputs: slices.Clone(n.Outputs)}
+	return fused, []int{j}, true
 }

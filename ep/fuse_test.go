@@ -443,6 +443,70 @@ func TestFuseMatMulGroup(t *testing.T) {
 	})
 }
 
+// TestFuseNormIntoMatMul: a decoder layer's residual Add and RMSNorm before q, k and v, and
+// its last RMSNorm before one MatMul (the LM head), run as GEMV launches that normalize the
+// row themselves, the skip sum still made for the next residual Add; the gated SiLU before
+// the down projection likewise. A normalized row that another node also reads, and a
+// normalization of two rows, stay as they are.
+func TestFuseNormIntoMatMul(t *testing.T) {
+	p := newProvider(t)
+	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
+	for _, dt := range []ep.DType{ep.Float32, ep.BFloat16} {
+		tol := 1e-5
+		if dt == ep.BFloat16 {
+			tol = 2e-2 // the normalized row and the sum rounded in another order of float32 sums
+		}
+		t.Run(dt.String()+"/layer", func(t *testing.T) {
+			g := newGraph(t, p)
+			x, r := g.input("x", dt, 1, 1, 128), g.input("r", dt, 1, 1, 128)
+			h := g.op("Add", nil, x, r)
+			n := rmsNormChain(g, h, g.input("w", dt, 128))
+			q, k, v := g.op("MatMul", nil, n, g.input("wq", dt, 128, 64)), g.op("MatMul", nil, n, g.input("wk", dt, 128, 32)),
+				g.op("MatMul", nil, n, g.input("wv", dt, 128, 32))
+			gate, up := g.op("MatMul", nil, h, g.input("wg", dt, 128, 256)), g.op("MatMul", nil, h, g.input("wu", dt, 128, 256))
+			silu := g.op("Mul", nil, g.op("Mul", nil, gate, g.op("Sigmoid", nil, gate)), up)
+			down := g.op("MatMul", nil, silu, g.input("wd", dt, 256, 128))
+			out := g.op("Concat", concat, q, k, v, g.op("Add", nil, h, down))
+			fused := assertFusedSame(t, g, out, []string{"cudaep.SkipNormMatMulGroup", "cudaep.MatMulGroup", "cudaep.SiluMulMatMulGroup", "Add", "Concat"}, tol)
+			assert.Equal(t, []string{"x", "r", "w", "wq", "wk", "wv"}, names(fused[0].Inputs))
+			assert.Equal(t, []string{q.Name, k.Name, v.Name, h.Name}, names(fused[0].Outputs), "the sum is the last output")
+			assert.Equal(t, []string{gate.Name, up.Name, "wd"}, names(fused[2].Inputs))
+			assert.Equal(t, []string{down.Name}, names(fused[2].Outputs))
+		})
+		t.Run(dt.String()+"/head", func(t *testing.T) {
+			g := newGraph(t, p)
+			x := g.input("x", dt, 1, 1, 128)
+			logits := g.op("MatMul", nil, rmsNormChain(g, x, g.input("w", dt, 128)), g.input("wh", dt, 128, 512))
+			fused := assertFusedSame(t, g, logits, []string{"cudaep.NormMatMulGroup"}, tol)
+			assert.Equal(t, []string{"x", "w", "wh"}, names(fused[0].Inputs))
+			assert.InDelta(t, 1e-5, fused[0].Attrs["epsilon"].Float(), 1e-12)
+		})
+	}
+	t.Run("the normalized row read by another node", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, 1, 128)
+		n := rmsNormChain(g, x, g.input("w", ep.Float32, 128))
+		y := g.op("MatMul", nil, n, g.input("wh", ep.Float32, 128, 64))
+		assertFusedSame(t, g, g.op("Concat", concat, y, n), []string{"SimplifiedLayerNormalization", "MatMul", "Concat"}, 1e-6)
+	})
+	t.Run("two rows", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, 2, 128)
+		y := g.op("MatMul", nil, rmsNormChain(g, x, g.input("w", ep.Float32, 128)), g.input("wh", ep.Float32, 128, 64))
+		assertFusedSame(t, g, y, []string{"SimplifiedLayerNormalization", "MatMul"}, 1e-6)
+	})
+	t.Run("the sum read between the norm and the MatMul", func(t *testing.T) {
+		g := newGraph(t, p)
+		x, r := g.input("x", ep.Float32, 1, 1, 128), g.input("r", ep.Float32, 1, 1, 128)
+		h := g.op("Add", nil, x, r)
+		n := rmsNormChain(g, h, g.input("w", ep.Float32, 128))
+		between := g.op("Mul", nil, h, h)
+		y := g.op("MatMul", nil, n, g.input("wh", ep.Float32, 128, 128))
+		assertFusedSame(t, g, g.op("Add", nil, between, y),
+			[]string{"com.microsoft.SkipSimplifiedLayerNormalization", "Mul", "MatMul", "Add"}, 1e-6)
+	})
+}
+
 // names lists vs' names.
 func names(vs []ep.Value) []string {
 	var out []string
