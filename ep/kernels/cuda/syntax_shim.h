@@ -12,6 +12,8 @@
 #include <__clang_cuda_builtin_vars.h>
 
 __device__ float expf(float);
+__device__ float __expf(float);
+__device__ float __fdividef(float, float);
 __device__ float erff(float);
 __device__ float tanhf(float);
 __device__ float fmaxf(float, float);
