@@ -194,3 +194,14 @@ func TransposePath(k Kernel) string {
 	}
 	return ""
 }
+
+// LaunchGrid returns the grid a Where or broadcasting binary kernel launches.
+func LaunchGrid(k Kernel) cudadrv.Dim3 {
+	switch k := k.(type) {
+	case *whereKernel:
+		return k.grid
+	case *binaryKernel:
+		return k.grid
+	}
+	return cudadrv.Dim3{}
+}

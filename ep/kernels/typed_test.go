@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep/kernels"
 )
 
@@ -378,4 +379,51 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// TestBroadcastKernelsRunOverPacks: a decode step's cache update (Where of a position mask, the
+// new row and the cache) and a broadcasting Add whose innermost dimension is whole 16-byte packs
+// launch one thread per pack of the output, and still give every element when an operand is not
+// 16-byte aligned (the kernels' element loop then strides over that smaller grid).
+func TestBroadcastKernelsRunOverPacks(t *testing.T) {
+	f := newFixture(t)
+	bf := kernels.BFloat16
+	cShape, xShape, yShape := []int64{1, 1, 40, 1}, []int64{1, 4, 1, 64}, []int64{1, 4, 40, 64}
+	n := numel(yShape)
+	where := f.get(kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, cShape...), info(bf, xShape...), info(bf, yShape...)}})
+	add := f.get(kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{info(bf, xShape...), info(bf, yShape...)}})
+	odd := f.get(kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, 1, 1, 40, 1), info(bf, 1, 4, 1, 63), info(bf, 1, 4, 40, 63)}})
+	packs := (n/8 + 255) / 256
+	assert.Equal(t, uint32(packs), kernels.LaunchGrid(where).X, "Where: a thread per pack")
+	assert.Equal(t, uint32(packs), kernels.LaunchGrid(add).X, "Add: a thread per pack")
+	assert.Equal(t, uint32((numel([]int64{1, 4, 40, 63})+255)/256), kernels.LaunchGrid(odd).X, "rows of 63: a thread per element")
+
+	c := make([]float64, 40)
+	c[17] = 1 // the position this step writes
+	x, y := f.randomTyped(bf, numel(xShape)), f.randomTyped(bf, n)
+	want := make([]float64, n)
+	sum := make([]float64, n)
+	for i := range want {
+		pos, col, head := (i/64)%40, i%64, i/(64*40)
+		want[i] = y[i]
+		if c[pos] == 1 {
+			want[i] = x[head*64+col]
+		}
+		sum[i] = roundTo(bf, x[head*64+col]+y[i])
+	}
+	for _, off := range []cudadrv.DevicePtr{0, 2} {
+		yt := kernels.Tensor{TensorInfo: info(bf, yShape...), Ptr: f.alloc(info(bf, n+8)).Ptr + off}
+		require.NoError(t, f.env.Context.CopyHtoD(yt.Ptr, encode(bf, y)))
+		ct, xt := f.uploadTyped(kernels.Bool, cShape, c), f.uploadTyped(bf, xShape, x)
+		for _, tc := range []struct {
+			k    kernels.Kernel
+			ins  []kernels.Tensor
+			want []float64
+		}{{where, []kernels.Tensor{ct, xt, yt}, want}, {add, []kernels.Tensor{xt, yt}, sum}} {
+			outs := f.outputs(tc.k)
+			f.poison(outs[0])
+			require.NoError(t, tc.k.Execute(tc.ins, outs))
+			assert.Equal(t, tc.want, f.downloadTyped(outs[0]), "%s with Y at byte offset %d", tc.k.Name(), off)
+		}
+	}
 }
