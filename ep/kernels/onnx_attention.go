@@ -14,7 +14,7 @@ func init() {
 // onnxAttentionEntries are Attention's entry points in ptx/attention.ptx (rotary.go lists the
 // module).
 func onnxAttentionEntries() []string {
-	return typedEntries([]string{"cudaep_attn_decode", "cudaep_attn_reduce", "cudaep_attn_prefill"}, floatTypes)
+	return typedEntries([]string{"cudaep_attn_decode", "cudaep_attn_prefill"}, floatTypes)
 }
 
 // attentionInputs are Attention's inputs in ONNX's order; past_key, past_value and
@@ -39,12 +39,12 @@ const (
 
 // attentionKernel is ONNX's Attention on 4-D inputs. With fewer than attnDecodeMaxSeq query
 // rows it launches cudaep_attn_decode_<t> (grid (splits, heads·seq, batch): each block a
-// share of one row's keys, partial results in scratch) and cudaep_attn_reduce_<t> (one block
-// per row); with more, cudaep_attn_prefill_<t> (grid (ceil(seq/16), heads, batch): tiles of
+// share of one row's keys, partial results in scratch, and the last block of a row, counted in
+// the Library's counters, adds the row's partials into Y); with more, cudaep_attn_prefill_<t> (grid (ceil(seq/16), heads, batch): tiles of
 // 16 query rows against shared-memory tiles of keys). Both blocks are gqaThreads threads.
 type attentionKernel struct {
 	kernelBase
-	attnFn, reduceFn                  *cudadrv.Function
+	attnFn                            *cudadrv.Function
 	batch, heads, kvHeads, seq, kvSeq uint64
 	dk, dv                            uint64
 	maskStrides                       [4]int64 // element strides of the mask along batch, head, query, key
@@ -52,9 +52,9 @@ type attentionKernel struct {
 	scale                             float32
 	decode                            bool
 	splits                            uint32            // decode
-	partials                          cudadrv.DevicePtr // decode: scratch
+	partials, counters                cudadrv.DevicePtr // decode: scratch, one counter per row
 	keyTile, shared                   uint32            // prefill
-	attnGrid, reduceGrid              cudadrv.Dim3
+	attnGrid                          cudadrv.Dim3
 	args                              cudadrv.KernelArgs
 }
 
@@ -184,10 +184,12 @@ func buildAttention(l *Library, s opSpec) (Kernel, error) {
 		ak.decode = true
 		rows := batch * heads * seq
 		ak.splits = attnSplits(rows, kvSeq)
-		ak.attnFn, ak.reduceFn = l.function("cudaep_attn_decode_"+sfx), l.function("cudaep_attn_reduce_"+sfx)
+		ak.attnFn = l.function("cudaep_attn_decode_" + sfx)
 		ak.attnGrid = cudadrv.Dim3{X: ak.splits, Y: uint32(heads * seq), Z: uint32(batch)}
-		ak.reduceGrid = cudadrv.Dim3{X: uint32(min(rows, gqaReduceBlocks)), Y: 1, Z: 1}
 		if ak.partials, err = l.scratchBuffer(uint64(rows) * uint64(ak.splits) * uint64(dv+2) * 4); err != nil {
+			return nil, err
+		}
+		if ak.counters, err = l.counterBuffer(uint64(rows)); err != nil {
 			return nil, err
 		}
 		return ak, nil
@@ -230,8 +232,8 @@ func attnPrefillTiles(dk, dv int64) (keyTile, shared uint32) {
 	}
 }
 
-// Execute queues the attention: the decode pass and the reduce, or the prefill pass. Y must
-// not overlap the inputs.
+// Execute queues the attention: the decode pass (which also reduces), or the prefill pass. Y
+// must not overlap the inputs.
 func (k *attentionKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
@@ -259,11 +261,6 @@ func (k *attentionKernel) Execute(inputs, outputs []Tensor) error {
 		a.U32(k.keyTile)
 		return st.Launch(k.attnFn, k.attnGrid, block, k.shared, a)
 	}
-	a.U32(k.splits)
-	if err := st.Launch(k.attnFn, k.attnGrid, block, 0, a); err != nil {
-		return err
-	}
-	a.Reset()
-	a.Ptr(outputs[0].Ptr).Ptr(k.partials).U64(k.batch * k.heads * k.seq).U64(k.dv).U32(k.splits)
-	return st.Launch(k.reduceFn, k.reduceGrid, block, 0, a)
+	a.U32(k.splits).Ptr(outputs[0].Ptr).Ptr(k.counters)
+	return st.Launch(k.attnFn, k.attnGrid, block, 0, a)
 }

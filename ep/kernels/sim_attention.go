@@ -16,7 +16,6 @@ func init() {
 			m["cudaep_gqa_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSplitReduce(l, dt, 0) }
 			m["cudaep_gqa_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAPrefill(l, dt) }
 			m["cudaep_attn_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnDecode(l, dt) }
-			m["cudaep_attn_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSplitReduce(l, dt, math.NaN()) }
 			m["cudaep_attn_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnPrefill(l, dt) }
 		}
 	})
@@ -276,9 +275,7 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 	return nil
 }
 
-// simSplitReduce is cudaep_gqa_reduce_<t> and cudaep_attn_reduce_<t>(out, part, rows,
-// headSize, splits): the splits' partial results of each row combined, a row without weight
-// (all of its keys masked) being empty (GroupQueryAttention 0, Attention NaN).
+// simSplitReduce is cudaep_gqa_reduce_<t>(out, part, rows, headSize, splits).
 func simSplitReduce(l *cudadrv.KernelLaunch, dt DType, empty float64) error {
 	rows, D, splits := int(l.U64Arg(2)), int(l.U64Arg(3)), int(l.U32Arg(4))
 	if splits < 1 || D < 1 {
@@ -288,7 +285,14 @@ func simSplitReduce(l *cudadrv.KernelLaunch, dt DType, empty float64) error {
 	if err != nil {
 		return err
 	}
-	out, err := simView(l, l.PtrArg(0), dt, rows*D)
+	return simSplitRows(l, dt, l.PtrArg(0), part, rows, D, splits, empty)
+}
+
+// simSplitRows combines the splits' partial results of each of rows rows (part) into out, rows
+// of D elements of dt: a row without weight (all of its keys masked) is empty
+// (GroupQueryAttention 0, Attention NaN).
+func simSplitRows(l *cudadrv.KernelLaunch, dt DType, at cudadrv.DevicePtr, part []float32, rows, D, splits int, empty float64) error {
+	out, err := simView(l, at, dt, rows*D)
 	if err != nil {
 		return err
 	}
@@ -470,9 +474,12 @@ func simAttnScores(scores []float64, q, k simTensor, bias func(b, h, s, j int) f
 }
 
 // simAttnDecode is cudaep_attn_decode_<t>(part, q, k, v, mask, heads, kvHeads, seq, kvSeq, dk,
-// dv, maskStrides[4], maskKind, causal, scale, splits), grid (splits, heads * seq, batch): each
-// block's partial result (max, sum of exponentials, weighted values) of its share of the keys,
-// whole tiles of 32 as the kernel splits them.
+// dv, maskStrides[4], maskKind, causal, scale, splits, out, counters), grid (splits, heads *
+// seq, batch): each block's partial result (max, sum of exponentials, weighted values) of its
+// share of the keys, whole tiles of 32 as the kernel splits them, then every row's reduce into
+// out, as the last block of each row does. It fails the launch when a row's counter is not
+// zero at launch (a launch that did not finish, or another kernel writing the counters); the
+// counters are left zero, as the kernel's last blocks leave them.
 func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 	g, err := simAttnArgs(l)
 	if err != nil {
@@ -482,9 +489,19 @@ func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 	if splits < 1 || int(l.Grid.X) != splits || int(l.Grid.Y) != g.heads*g.seq {
 		return fmt.Errorf("%s: grid %v for %d splits, %d rows of %d heads", l.Name, l.Grid, splits, g.seq, g.heads)
 	}
-	part, err := l.Float32s(l.PtrArg(0), g.batch*g.heads*g.seq*splits*(g.dv+2))
+	rows := g.batch * g.heads * g.seq
+	part, err := l.Float32s(l.PtrArg(0), rows*splits*(g.dv+2))
 	if err != nil {
 		return err
+	}
+	counters, err := l.Uint32s(l.PtrArg(20), rows)
+	if err != nil {
+		return err
+	}
+	for r, c := range counters {
+		if c != 0 {
+			return fmt.Errorf("%s: counter of row %d is %d at launch; the kernel needs it 0", l.Name, r, c)
+		}
 	}
 	q, k, v, bias, err := simAttnInputs(l, dt, g)
 	if err != nil {
@@ -524,7 +541,7 @@ func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 			}
 		}
 	}
-	return nil
+	return simSplitRows(l, dt, l.PtrArg(19), part, rows, g.dv, splits, math.NaN())
 }
 
 // simAttnPrefill is cudaep_attn_prefill_<t>(out, q, k, v, mask, heads, kvHeads, seq, kvSeq,

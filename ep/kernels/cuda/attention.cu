@@ -263,9 +263,13 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 // group g adds splits g, g + G, … of each of its dimensions, several loads in flight; group
 // 0 adds the groups' sums in order. Every partial is read by one thread, once.
 #define GQA_MAX_SPLITS 128
+
+// split_reduce_row is one row of gqa_reduce by the whole block: out[0, head_size) from the
+// splits' partials at pr. It reads the partials from L2 (ld.global.cg), so a block may add
+// partials other blocks of the same launch wrote (attn_decode's last block of a row). It ends
+// with a barrier: its shared memory may be used again right away.
 template <typename T>
-__device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits,
-	float empty) {
+__device__ __forceinline__ void split_reduce_row(T* out, const float* pr, u64 head_size, unsigned splits, float empty) {
 	__shared__ float w[GQA_MAX_SPLITS];
 	__shared__ float red[ATTN_WARPS * 32];
 	__shared__ float total;
@@ -274,42 +278,47 @@ __device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, 
 	// G groups of width threads: thread t takes dimensions t % width (+ width, …) of group t / width.
 	const unsigned groups = head_size < blockDim.x ? blockDim.x / (unsigned)head_size : 1;
 	const unsigned width = blockDim.x / groups, g = t / width;
-	for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-		const float* pr = part + row * splits * stride;
-		if (t < 32) {
-			float M = NEG_INF;
-			for (unsigned sp = lane; sp < splits; sp += 32) M = fmaxf(M, pr[sp * stride]);
-			for (unsigned o = 16; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-			float L = 0.0f;
-			for (unsigned sp = lane; sp < splits; sp += 32) {
-				const float m = pr[sp * stride];
-				const float wt = m == NEG_INF ? 0.0f : expf(m - M);
-				w[sp] = wt;
-				L += pr[sp * stride + 1] * wt;
-			}
-			for (unsigned o = 16; o > 0; o /= 2) L += __shfl_xor_sync(0xffffffffu, L, o);
-			if (t == 0) total = L;
+	if (t < 32) {
+		float M = NEG_INF;
+		for (unsigned sp = lane; sp < splits; sp += 32) M = fmaxf(M, __ldcg(pr + sp * stride));
+		for (unsigned o = 16; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+		float L = 0.0f;
+		for (unsigned sp = lane; sp < splits; sp += 32) {
+			const float m = __ldcg(pr + sp * stride);
+			const float wt = m == NEG_INF ? 0.0f : expf(m - M);
+			w[sp] = wt;
+			L += __ldcg(pr + sp * stride + 1) * wt;
 		}
-		__syncthreads();
-		const float L = total;
-		for (u64 d0 = 0; d0 < head_size; d0 += width) {
-			const u64 d = d0 + t % width;
-			float a = 0.0f;
-			if (g < groups && d < head_size) {
+		for (unsigned o = 16; o > 0; o /= 2) L += __shfl_xor_sync(0xffffffffu, L, o);
+		if (t == 0) total = L;
+	}
+	__syncthreads();
+	const float L = total;
+	for (u64 d0 = 0; d0 < head_size; d0 += width) {
+		const u64 d = d0 + t % width;
+		float a = 0.0f;
+		if (g < groups && d < head_size) {
 #pragma unroll 4
-				for (unsigned sp = g; sp < splits; sp += groups) a += pr[sp * stride + 2 + d] * w[sp];
-			}
-			if (groups > 1) {
-				red[t] = a;
-				__syncthreads();
-				if (g == 0 && d < head_size) {
-					for (unsigned i = 1; i < groups; ++i) a += red[i * width + t];
-				}
-				__syncthreads();
-			}
-			if (g == 0 && d < head_size) out[row * head_size + d] = from_float<T>(L > 0.0f ? a / L : empty);
+			for (unsigned sp = g; sp < splits; sp += groups) a += __ldcg(pr + sp * stride + 2 + d) * w[sp];
 		}
-		__syncthreads();  // w and total are the next row's
+		if (groups > 1) {
+			red[t] = a;
+			__syncthreads();
+			if (g == 0 && d < head_size) {
+				for (unsigned i = 1; i < groups; ++i) a += red[i * width + t];
+			}
+			__syncthreads();
+		}
+		if (g == 0 && d < head_size) out[d] = from_float<T>(L > 0.0f ? a / L : empty);
+	}
+	__syncthreads();  // w and total are the next row's
+}
+
+template <typename T>
+__device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits,
+	float empty) {
+	for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+		split_reduce_row<T>(out + row * head_size, part + row * splits * (head_size + 2), head_size, splits, empty);
 	}
 }
 
@@ -562,7 +571,7 @@ __device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, 
 // row in 16-byte packs), then updates its running softmax once per tile and accumulates the
 // tile's values, each lane dv / 32 dimensions.
 template <typename T>
-__device__ __forceinline__ void attn_decode(float* part, const T* q, const T* k, const T* v, const void* mask, u64 heads,
+__device__ __forceinline__ void attn_decode_split(float* part, const T* q, const T* k, const T* v, const void* mask, u64 heads,
 	u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, i64 msj, unsigned mask_kind,
 	unsigned causal, float scale, unsigned splits) {
 	__shared__ float qs[ATTN_MAX_HEAD];
@@ -612,6 +621,30 @@ __device__ __forceinline__ void attn_decode(float* part, const T* q, const T* k,
 		}
 	}
 	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), m, l, acc, dv);
+}
+
+// attn_decode is attn_decode_split followed, in the block that writes a row's last partial, by
+// that row's reduce (split_reduce_row) into out[row * dv, (row + 1) * dv), row = b * gridDim.y
+// + y in Y's row order (a row whose keys are all masked is NaN): each block fences its partial
+// and counts itself in counters[row] (zero at launch); the block that arrives last adds the
+// row's partials and puts the counter back to 0 for the next launch or replay. One launch
+// instead of a decode pass and a reduce kernel.
+template <typename T>
+__device__ __forceinline__ void attn_decode(T* out, unsigned* counters, float* part, const T* q, const T* k, const T* v,
+	const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, i64 msj,
+	unsigned mask_kind, unsigned causal, float scale, unsigned splits) {
+	__shared__ unsigned last;
+	attn_decode_split<T>(part, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, mask_kind, causal,
+		scale, splits);
+	const u64 row = (u64)blockIdx.z * gridDim.y + blockIdx.y;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(&counters[row], 1u) == splits - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	split_reduce_row<T>(out + row * dv, part + row * splits * (dv + 2), dv, splits, QNAN);
+	if (threadIdx.x == 0) counters[row] = 0;
 }
 
 // F4 is four floats read or written at once in shared memory.
@@ -794,12 +827,9 @@ __device__ __forceinline__ void attn_prefill(T* out, const T* q, const T* k, con
 #define ONNX_ATTENTION(sfx, T) \
 	extern "C" __global__ void cudaep_attn_decode_##sfx(float* part, const T* q, const T* k, const T* v, \
 		const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, \
-		i64 msj, unsigned mask_kind, unsigned causal, float scale, unsigned splits) { \
-		attn_decode<T>(part, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, mask_kind, causal, \
-			scale, splits); \
-	} \
-	extern "C" __global__ void cudaep_attn_reduce_##sfx(T* out, const float* part, u64 rows, u64 dv, unsigned splits) { \
-		gqa_reduce<T>(out, part, rows, dv, splits, QNAN); \
+		i64 msj, unsigned mask_kind, unsigned causal, float scale, unsigned splits, T* out, unsigned* counters) { \
+		attn_decode<T>(out, counters, part, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, \
+			mask_kind, causal, scale, splits); \
 	} \
 	extern "C" __global__ void cudaep_attn_prefill_##sfx(T* out, const T* q, const T* k, const T* v, \
 		const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, \

@@ -35,6 +35,7 @@ __device__ unsigned __float_as_uint(float);
 __device__ void __syncwarp(unsigned mask = 0xffffffffu);
 __device__ int __any_sync(unsigned, int);
 __device__ float __shfl_sync(unsigned, float, int);
+__device__ float __ldcg(const float*);
 __device__ int __syncthreads_or(int);
 __device__ void __threadfence(void);
 __device__ unsigned atomicAdd(unsigned*, unsigned);
