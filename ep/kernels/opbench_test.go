@@ -344,6 +344,26 @@ func TestOpBenchTable(t *testing.T) {
 				kernels.Spec{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{flatInfo, flatInfo}}, 3*tb, 0, "stride", "")
 		}
 	}
+	// A decode step's cache update as torch.onnx exports a static cache: Where of the position
+	// mask, the new key row and the cache of one layer (bfloat16, 8 key-value heads, head size
+	// 64) into the other cache buffer.
+	for _, m := range []int64{192, 2112} {
+		id := fmt.Sprintf("where/bf16/cache%d", m)
+		if sim {
+			m /= 16
+		}
+		if !rowFilter.MatchString(id) {
+			continue
+		}
+		bf := kernels.BFloat16
+		spec := kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, 1, 1, m, 1), info(bf, 1, 8, 1, 64), info(bf, 1, 8, m, 64)}}
+		k := f.get(spec)
+		ins, outs := inputs(spec), f.outputs(k)
+		o, _ := measure(10*batch, func() error { return k.Execute(ins, outs) }, nil)
+		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: fmt.Sprintf("Where bool[1,1,%d,1], bf16[1,8,1,64], bf16[1,8,%d,64] [%d blocks]", m, m, kernels.LaunchGrid(k).X),
+			Bytes: float64(m + 2*8*64 + 2*2*8*m*64), OursMs: o})
+	}
+
 	// The device-to-device copy of one tensor: what the memory system gives a plain copy.
 	if rowFilter.MatchString("copy") {
 		src, dst := f.alloc(info(kernels.Float32, tensorBytes/4)), f.alloc(info(kernels.Float32, tensorBytes/4))
@@ -354,7 +374,7 @@ func TestOpBenchTable(t *testing.T) {
 	// Attention as a Llama decoder runs it (bfloat16, 32 query heads, 8 key-value heads, head
 	// size 64): decode against a long cache with its mask, prefill with is_causal and with a
 	// mask (the fill's values: no key tile is skipped, the mask's worst case).
-	attnSeqs := [][2]int64{{1, 4096}, {2048, 2048}, {512, 512}}
+	attnSeqs := [][2]int64{{1, 192}, {1, 2112}, {1, 4096}, {2048, 2048}, {512, 512}}
 	if sim {
 		attnSeqs = [][2]int64{{1, 256}, {64, 64}, {32, 32}}
 	}
