@@ -42,6 +42,9 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		{Op: "Add", Opset: 14, Inputs: []kernels.TensorInfo{{DType: kernels.Int64, Shape: []int64{64, 32}}, {DType: kernels.Int64, Shape: []int64{32}}}},
 		{Op: "cudaep.RotateHalf", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 4, 8, 64), f32Info(1, 1, 8, 64), f32Info(8, 64)}},
 		{Op: "cudaep.SiluMul", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(64, 32), f32Info(64, 32)}},
+		{Op: "cudaep.MatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1024, 64), f32Info(1024, 32)}},
+		{Op: "cudaep.SkipNormMatMulGroup", Opset: 1, NumOutputs: 3, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1, 1024), f32Info(1024), f32Info(1024, 64), f32Info(1024, 32)}},
+		{Op: "cudaep.SiluMulMatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1, 1024), f32Info(1024, 64)}},
 	}
 	for _, spec := range specs {
 		k := f.get(spec)

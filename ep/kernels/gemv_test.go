@@ -535,6 +535,41 @@ func TestMatMulGroupProloguesAgainstReference(t *testing.T) {
 	}
 }
 
+// TestMatMulGroupPrologueRefusals: what the groups with a prologue refuse at Get, each with an
+// error naming the problem: a skip or a B of another shape than the row, a scale that is not
+// the row's length, a row input of another dtype, a negative epsilon, an attribute the op does
+// not take, a sum output where the op has none, and no matrix.
+func TestMatMulGroupPrologueRefusals(t *testing.T) {
+	f := newFixture(t)
+	bf := kernels.BFloat16
+	x, w, m := info(bf, 1, 64), info(bf, 64), info(bf, 64, 256)
+	eps := func(v float32) map[string]kernels.Attribute {
+		return map[string]kernels.Attribute{"epsilon": kernels.FloatAttr(v)}
+	}
+	cases := []struct {
+		name, op string
+		ins      []kernels.TensorInfo
+		attrs    map[string]kernels.Attribute
+		outs     int
+		msg      string
+	}{
+		{"skip of another shape", "cudaep.SkipNormMatMulGroup", []kernels.TensorInfo{x, info(bf, 64), w, m}, nil, 0, "input 1 (skip) has shape [64]"},
+		{"scale of another length", "cudaep.NormMatMulGroup", []kernels.TensorInfo{x, info(bf, 32), m}, nil, 0, "input 1 (scale) has shape [32]"},
+		{"gate and up of other shapes", "cudaep.SiluMulMatMulGroup", []kernels.TensorInfo{x, info(bf, 1, 32), m}, nil, 0, "input 1 (B)"},
+		{"a row input of another dtype", "cudaep.SkipNormMatMulGroup", []kernels.TensorInfo{x, info(kernels.Float16, 1, 64), w, m}, nil, 0, "input 1 (skip)"},
+		{"negative epsilon", "cudaep.NormMatMulGroup", []kernels.TensorInfo{x, w, m}, eps(-1), 0, "epsilon"},
+		{"epsilon on SiluMul", "cudaep.SiluMulMatMulGroup", []kernels.TensorInfo{x, x, m}, eps(1e-5), 0, "epsilon"},
+		{"a sum without a skip", "cudaep.NormMatMulGroup", []kernels.TensorInfo{x, w, m}, nil, 2, "make 1 outputs; the node has 2"},
+		{"no matrix", "cudaep.SkipNormMatMulGroup", []kernels.TensorInfo{x, x, w}, nil, 0, "want X, skip, scale and 1 to 4 matrices"},
+		{"two rows", "cudaep.SiluMulMatMulGroup", []kernels.TensorInfo{info(bf, 2, 64), info(bf, 2, 64), m}, nil, 0, "do not take the GEMV path"},
+	}
+	for _, c := range cases {
+		_, err := f.lib.Get(kernels.Spec{Op: c.op, Opset: 1, Inputs: c.ins, Attrs: c.attrs, NumOutputs: c.outs})
+		require.ErrorIs(t, err, kernels.ErrUnsupported, c.name)
+		assert.Contains(t, err.Error(), c.msg, c.name)
+	}
+}
+
 // TestMatMulGroupRefusals: what cudaep.MatMulGroup refuses at Get, each with an error naming
 // the problem: no matrix or more than four, A with two rows, a batched or 1-D B, N not whole
 // packs, B of another dtype or inner dimension, an output count that differs, an attribute.
