@@ -27,26 +27,26 @@ const (
 	gqaMaxSplits    = 128
 	gqaMinChunk     = 16 // decode: no split gets fewer than this many positions of the capacity
 	gqaSharedLimit  = 48 << 10
-	gqaReduceBlocks = 65535
 )
 
 // gqaKernel is com.microsoft's GroupQueryAttention: cudaep_gqa_append_<t> (rotary on the new
 // keys; new keys and values into the present caches), then for one query token
 // cudaep_gqa_decode_<t> (the cache split over splits blocks per head, partial softmax results
-// in scratch) and cudaep_gqa_reduce_<t>, or for several cudaep_gqa_prefill_<t> (tiles of query
+// in scratch, and the last block of a row, counted in the Library's counters, adds the row's
+// partials into the output), or for several cudaep_gqa_prefill_<t> (tiles of query
 // rows against shared-memory tiles of keys).
 type gqaKernel struct {
 	kernelBase
-	appendFn, attnFn, reduceFn           *cudadrv.Function
+	appendFn, attnFn                     *cudadrv.Function
 	batch, seq, heads, kvHeads, headSize uint64
 	pastCap, presentCap, rot, maxPos     uint64
 	interleaved                          bool
 	scale                                float32
 	decode                               bool
 	splits                               uint32            // decode
-	partials                             cudadrv.DevicePtr // decode: scratch
+	partials, counters                   cudadrv.DevicePtr // decode: scratch, one counter per row
 	keyTile, shared                      uint32            // prefill
-	attnGrid, reduceGrid                 cudadrv.Dim3
+	attnGrid                             cudadrv.Dim3
 	args                                 cudadrv.KernelArgs
 }
 
@@ -276,12 +276,14 @@ func buildGQA(l *Library, s opSpec) (Kernel, error) {
 	k.decode = seq == 1
 	if k.decode {
 		k.splits = gqaSplits(batch*heads, presentCap)
-		k.attnFn, k.reduceFn = l.function("cudaep_gqa_decode_"+sfx), l.function("cudaep_gqa_reduce_"+sfx)
+		k.attnFn = l.function("cudaep_gqa_decode_" + sfx)
 		k.attnGrid = cudadrv.Dim3{X: k.splits, Y: uint32(seq * heads), Z: uint32(batch)}
 		rows := uint64(batch * seq * heads)
-		k.reduceGrid = cudadrv.Dim3{X: uint32(min(rows, gqaReduceBlocks)), Y: 1, Z: 1}
 		size := rows * uint64(k.splits) * uint64(d+2) * 4
 		if k.partials, err = l.scratchBuffer(size); err != nil {
+			return nil, err
+		}
+		if k.counters, err = l.counterBuffer(rows); err != nil {
 			return nil, err
 		}
 		return k, nil
@@ -374,13 +376,8 @@ func (k *gqaKernel) Execute(inputs, outputs []Tensor) error {
 		a.U32(k.keyTile)
 		return st.Launch(k.attnFn, k.attnGrid, block, k.shared, a)
 	}
-	a.U32(k.splits)
-	if err := st.Launch(k.attnFn, k.attnGrid, block, 0, a); err != nil {
-		return err
-	}
-	a.Reset()
-	a.Ptr(outputs[0].Ptr).Ptr(k.partials).U64(k.batch * k.seq * k.heads).U64(k.headSize).U32(k.splits)
-	return st.Launch(k.reduceFn, k.reduceGrid, block, 0, a)
+	a.U32(k.splits).Ptr(outputs[0].Ptr).Ptr(k.counters)
+	return st.Launch(k.attnFn, k.attnGrid, block, 0, a)
 }
 
 // overlaps reports whether the bytes of two non-empty tensors intersect.

@@ -8,7 +8,7 @@ import (
 
 func init() {
 	modules = append(modules, ptxModule{"ptx/attention.ptx", append(typedEntries([]string{
-		"cudaep_rotary", "cudaep_gqa_append", "cudaep_gqa_decode", "cudaep_gqa_reduce", "cudaep_gqa_prefill"}, floatTypes),
+		"cudaep_rotary", "cudaep_gqa_append", "cudaep_gqa_decode", "cudaep_gqa_prefill"}, floatTypes),
 		onnxAttentionEntries()...)})
 	builders["com.microsoft.RotaryEmbedding"] = builder{inputNames: []string{"input", "position_ids", "cos_cache", "sin_cache"}, build: buildRotary}
 }

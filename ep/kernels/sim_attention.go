@@ -13,7 +13,6 @@ func init() {
 			m["cudaep_rotary_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simRotary(l, dt) }
 			m["cudaep_gqa_append_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAAppend(l, dt) }
 			m["cudaep_gqa_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQADecode(l, dt) }
-			m["cudaep_gqa_reduce_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSplitReduce(l, dt, 0) }
 			m["cudaep_gqa_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simGQAPrefill(l, dt) }
 			m["cudaep_attn_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnDecode(l, dt) }
 			m["cudaep_attn_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnPrefill(l, dt) }
@@ -211,9 +210,10 @@ func simGQAViews(l *cudadrv.KernelLaunch, dt DType, g simGQAShape) (q, pk, pv si
 }
 
 // simGQADecode is cudaep_gqa_decode_<t>(part, q, pk, pv, seqlens, total, cos, sin, heads,
-// kvHeads, seq, headSize, cap, rot, maxPos, interleaved, scale, splits), grid (splits, seq *
-// heads, batch): each block's partial result (max, sum of exponentials, weighted values) of
-// its even share of the keys, as the kernel splits them.
+// kvHeads, seq, headSize, cap, rot, maxPos, interleaved, scale, splits, out, counters), grid
+// (splits, seq * heads, batch): each block's partial result (max, sum of exponentials,
+// weighted values) of its even share of the keys, as the kernel splits them, then every row's
+// reduce into out (simCountersZero, simSplitRows).
 func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 	g, scale, err := simGQAAttnArgs(l)
 	if err != nil {
@@ -227,6 +227,9 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 	rows := g.batch * g.seq * g.heads
 	part, err := l.Float32s(l.PtrArg(0), rows*splits*(D+2))
 	if err != nil {
+		return err
+	}
+	if err := simCountersZero(l, 19, rows); err != nil {
 		return err
 	}
 	q, pk, pv, cos, sin, err := simGQAViews(l, dt, g)
@@ -272,25 +275,29 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 			}
 		}
 	}
-	return nil
+	return simSplitRows(l, dt, l.PtrArg(18), part, rows, D, splits, 0)
 }
 
-// simSplitReduce is cudaep_gqa_reduce_<t>(out, part, rows, headSize, splits).
-func simSplitReduce(l *cudadrv.KernelLaunch, dt DType, empty float64) error {
-	rows, D, splits := int(l.U64Arg(2)), int(l.U64Arg(3)), int(l.U32Arg(4))
-	if splits < 1 || D < 1 {
-		return fmt.Errorf("%s: %d splits, head size %d", l.Name, splits, D)
-	}
-	part, err := l.Float32s(l.PtrArg(1), rows*splits*(D+2))
+// simCountersZero fails a split decode launch whose counters (argument arg, one per row) are
+// not all zero at launch: a launch that did not finish, or another kernel writing them. The
+// kernel's last blocks leave them zero, and so do the simulated kernels, which never touch
+// them.
+func simCountersZero(l *cudadrv.KernelLaunch, arg, rows int) error {
+	counters, err := l.Uint32s(l.PtrArg(arg), rows)
 	if err != nil {
 		return err
 	}
-	return simSplitRows(l, dt, l.PtrArg(0), part, rows, D, splits, empty)
+	for r, c := range counters {
+		if c != 0 {
+			return fmt.Errorf("%s: counter of row %d is %d at launch; the kernel needs it 0", l.Name, r, c)
+		}
+	}
+	return nil
 }
 
-// simSplitRows combines the splits' partial results of each of rows rows (part) into out, rows
-// of D elements of dt: a row without weight (all of its keys masked) is empty
-// (GroupQueryAttention 0, Attention NaN).
+// simSplitRows is split_finish's reduce of every row (cuda/attention.cu): the splits' partial
+// results of each of rows rows (part) combined into out, rows of D elements of dt, a row
+// without weight (all of its keys masked) being empty (GroupQueryAttention 0, Attention NaN).
 func simSplitRows(l *cudadrv.KernelLaunch, dt DType, at cudadrv.DevicePtr, part []float32, rows, D, splits int, empty float64) error {
 	out, err := simView(l, at, dt, rows*D)
 	if err != nil {
@@ -477,9 +484,7 @@ func simAttnScores(scores []float64, q, k simTensor, bias func(b, h, s, j int) f
 // dv, maskStrides[4], maskKind, causal, scale, splits, out, counters), grid (splits, heads *
 // seq, batch): each block's partial result (max, sum of exponentials, weighted values) of its
 // share of the keys, whole tiles of 32 as the kernel splits them, then every row's reduce into
-// out, as the last block of each row does. It fails the launch when a row's counter is not
-// zero at launch (a launch that did not finish, or another kernel writing the counters); the
-// counters are left zero, as the kernel's last blocks leave them.
+// out (simCountersZero, simSplitRows).
 func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 	g, err := simAttnArgs(l)
 	if err != nil {
@@ -494,14 +499,8 @@ func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 	if err != nil {
 		return err
 	}
-	counters, err := l.Uint32s(l.PtrArg(20), rows)
-	if err != nil {
+	if err := simCountersZero(l, 20, rows); err != nil {
 		return err
-	}
-	for r, c := range counters {
-		if c != 0 {
-			return fmt.Errorf("%s: counter of row %d is %d at launch; the kernel needs it 0", l.Name, r, c)
-		}
 	}
 	q, k, v, bias, err := simAttnInputs(l, dt, g)
 	if err != nil {

@@ -161,7 +161,7 @@ __device__ __forceinline__ float gqa_query(const T* qrow, u64 d, u64 rot, unsign
 	return to_float(from_float<T>(rotated(qrow, d, rot, interleaved, cosc, sinc, pos, max_pos)));
 }
 
-// attn_write_partial is the end of a split-K decode block (gqa_decode, attn_decode): it merges
+// attn_write_partial is the end of a split-K decode block (gqa_decode_split, attn_decode_split): it merges
 // the ATTN_WARPS warps' running softmax states (each warp's maximum m, sum of exponentials l
 // and weighted sums acc, dimension lane + 32 * i in acc[i], of n <= ATTN_MAX_HEAD dimensions)
 // through shared memory and writes the block's partial result at out: the maximum, the sum of
@@ -201,7 +201,7 @@ __device__ __forceinline__ void attn_write_partial(float* out, float m, float l,
 	}
 }
 
-// gqa_decode is the split pass of one query token per (batch, head): grid (splits, seq *
+// gqa_decode_split is the split pass of one query token per (batch, head): grid (splits, seq *
 // heads, batch), ATTN_WARPS warps. Block (sp, y, b) takes chunk sp of the keys query (s, h) =
 // (y / heads, y % heads) sees, split evenly among the splits at run time, and writes its
 // partial result at part[((b * gridDim.y + y) * splits + sp) * (head_size + 2)]: the running
@@ -209,7 +209,7 @@ __device__ __forceinline__ void attn_write_partial(float* out, float m, float l,
 // (an empty chunk: -inf, 0, zeros). The warps walk alternate keys with their own running
 // softmax and merge at the end.
 template <typename T>
-__device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc, const T* vc, const int* seqlens,
+__device__ __forceinline__ void gqa_decode_split(float* part, const T* q, const T* kc, const T* vc, const int* seqlens,
 	const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, u64 head_size, u64 cap, u64 rot,
 	u64 max_pos, unsigned interleaved, float scale, unsigned splits) {
 	__shared__ float qs[ATTN_MAX_HEAD];
@@ -250,11 +250,11 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (D + 2), m, l, acc, D);
 }
 
-// gqa_reduce combines the splits' partial results of each of rows query rows into out, row r
-// at out[r * head_size] (GroupQueryAttention: rows batch * seq * heads of [batch, seq, heads *
-// head_size]; Attention: batch * heads * seq of [batch, heads, seq, v_head_size]): one block
-// of ATTN_WARPS warps per row (grid-stride), at most GQA_MAX_SPLITS splits. A row whose splits
-// hold no weight (every key masked) is empty.
+// split_reduce_row combines the splits' partial results of one query row (GroupQueryAttention:
+// rows batch * seq * heads of [batch, seq, heads * head_size]; Attention: batch * heads * seq of
+// [batch, heads, seq, v_head_size]) into out[0, head_size), by the whole block (ATTN_WARPS
+// warps), at most GQA_MAX_SPLITS splits. A row whose splits hold no weight (every key masked)
+// is empty.
 //
 // Warp 0 reads the splits' maxima (lane j: splits j, j + 32, …), reduces them to the row's
 // maximum M, and stores each split's weight exp(m - M) in shared memory with the weighted sum
@@ -264,10 +264,9 @@ __device__ __forceinline__ void gqa_decode(float* part, const T* q, const T* kc,
 // 0 adds the groups' sums in order. Every partial is read by one thread, once.
 #define GQA_MAX_SPLITS 128
 
-// split_reduce_row is one row of gqa_reduce by the whole block: out[0, head_size) from the
-// splits' partials at pr. It reads the partials from L2 (ld.global.cg), so a block may add
-// partials other blocks of the same launch wrote (attn_decode's last block of a row). It ends
-// with a barrier: its shared memory may be used again right away.
+// The partials at pr are read from L2 (ld.global.cg), so a block may add partials other
+// blocks of the same launch wrote (split_finish). It ends with a barrier: its shared memory
+// may be used again right away.
 template <typename T>
 __device__ __forceinline__ void split_reduce_row(T* out, const float* pr, u64 head_size, unsigned splits, float empty) {
 	__shared__ float w[GQA_MAX_SPLITS];
@@ -314,12 +313,25 @@ __device__ __forceinline__ void split_reduce_row(T* out, const float* pr, u64 he
 	__syncthreads();  // w and total are the next row's
 }
 
+// split_finish ends a split decode block (gqa_decode, attn_decode) after its partial result
+// is written: in the block that writes a row's last partial, that row's reduce
+// (split_reduce_row) into out[row * d, (row + 1) * d), row = blockIdx.z * gridDim.y +
+// blockIdx.y, the partials' row (a row without weight is empty). Each block fences its partial
+// and counts itself in counters[row] (zero at launch); the block that arrives last adds the
+// row's partials and puts the counter back to 0 for the next launch or replay. One launch
+// instead of a split pass and a reduce kernel.
 template <typename T>
-__device__ __forceinline__ void gqa_reduce(T* out, const float* part, u64 rows, u64 head_size, unsigned splits,
-	float empty) {
-	for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-		split_reduce_row<T>(out + row * head_size, part + row * splits * (head_size + 2), head_size, splits, empty);
-	}
+__device__ __forceinline__ void split_finish(T* out, unsigned* counters, const float* part, u64 d, unsigned splits, float empty) {
+	__shared__ unsigned last;
+	const u64 row = (u64)blockIdx.z * gridDim.y + blockIdx.y;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(&counters[row], 1u) == splits - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	split_reduce_row<T>(out + row * d, part + row * splits * (d + 2), d, splits, empty);
+	if (threadIdx.x == 0) counters[row] = 0;
 }
 
 // gqa_prefill is the attention of several query tokens: grid (ceil(seq / PF_TILE), heads,
@@ -623,28 +635,15 @@ __device__ __forceinline__ void attn_decode_split(float* part, const T* q, const
 	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), m, l, acc, dv);
 }
 
-// attn_decode is attn_decode_split followed, in the block that writes a row's last partial, by
-// that row's reduce (split_reduce_row) into out[row * dv, (row + 1) * dv), row = b * gridDim.y
-// + y in Y's row order (a row whose keys are all masked is NaN): each block fences its partial
-// and counts itself in counters[row] (zero at launch); the block that arrives last adds the
-// row's partials and puts the counter back to 0 for the next launch or replay. One launch
-// instead of a decode pass and a reduce kernel.
+// attn_decode is attn_decode_split, then split_finish: Y's rows (b * heads + h) * seq + s,
+// NaN for a row whose keys are all masked.
 template <typename T>
 __device__ __forceinline__ void attn_decode(T* out, unsigned* counters, float* part, const T* q, const T* k, const T* v,
 	const void* mask, u64 heads, u64 kv_heads, u64 seq, u64 kv_seq, u64 dk, u64 dv, i64 msb, i64 msh, i64 mss, i64 msj,
 	unsigned mask_kind, unsigned causal, float scale, unsigned splits) {
-	__shared__ unsigned last;
 	attn_decode_split<T>(part, q, k, v, mask, heads, kv_heads, seq, kv_seq, dk, dv, msb, msh, mss, msj, mask_kind, causal,
 		scale, splits);
-	const u64 row = (u64)blockIdx.z * gridDim.y + blockIdx.y;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0) last = atomicAdd(&counters[row], 1u) == splits - 1;
-	__syncthreads();
-	if (!last) return;
-	__threadfence();
-	split_reduce_row<T>(out + row * dv, part + row * splits * (dv + 2), dv, splits, QNAN);
-	if (threadIdx.x == 0) counters[row] = 0;
+	split_finish<T>(out, counters, part, dv, splits, QNAN);
 }
 
 // F4 is four floats read or written at once in shared memory.
@@ -856,13 +855,11 @@ ONNX_ATTENTION(bf16, bf16_t)
 	} \
 	extern "C" __global__ void cudaep_gqa_decode_##sfx(float* part, const T* q, const T* kc, const T* vc, \
 		const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, \
-		u64 head_size, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, float scale, unsigned splits) { \
-		gqa_decode<T>(part, q, kc, vc, seqlens, total, cosc, sinc, heads, kv_heads, seq, head_size, cap, rot, max_pos, \
-			interleaved, scale, splits); \
-	} \
-	extern "C" __global__ void cudaep_gqa_reduce_##sfx(T* out, const float* part, u64 rows, u64 head_size, \
-		unsigned splits) { \
-		gqa_reduce<T>(out, part, rows, head_size, splits, 0.0f); \
+		u64 head_size, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, float scale, unsigned splits, T* out, \
+		unsigned* counters) { \
+		gqa_decode_split<T>(part, q, kc, vc, seqlens, total, cosc, sinc, heads, kv_heads, seq, head_size, cap, rot, \
+			max_pos, interleaved, scale, splits); \
+		split_finish<T>(out, counters, part, head_size, splits, 0.0f); \
 	} \
 	extern "C" __global__ void cudaep_gqa_prefill_##sfx(T* out, const T* q, const T* kc, const T* vc, \
 		const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, \
