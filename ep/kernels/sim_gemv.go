@@ -25,9 +25,9 @@ func init() {
 // partials, stored in partials at the column's place among the group's tiles, added by slices
 // as the tile's last block does. It fails the launch where the CUDA kernel would go wrong: a
 // block that is not 256 threads, a grid that is not the group's tiles × chunks, an n_i not
-// whole 16-byte packs, a matrix after an absent one (n_i = 0), or, with K split, a counter that is not zero at launch (a launch that did not finish, or another
-// kernel writing the counters); the counters are left zero, as the kernel's last blocks leave
-// them.
+// whole 16-byte packs, a matrix after an absent one (n_i = 0), or, with K split, a counter
+// that is not zero at launch (a launch that did not finish, or another kernel writing the
+// counters); the counters are left zero, as the kernel's last blocks leave them.
 func simGemv(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue) error {
 	if l.Block != (cudadrv.Dim3{X: gemvThreads, Y: 1, Z: 1}) {
 		return fmt.Errorf("%s: block %v: the kernel needs %d threads", l.Name, l.Block, gemvThreads)
@@ -168,7 +168,7 @@ func simGemvRow(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue, k int) ([]f
 	switch pro {
 	case gemvSilu:
 		for i, g := range row {
-			row[i] = storedAs(dt, float32(refSiluMul(float64(g), v[1].float(int64(i)))))
+			row[i] = float32(refRoundTo(dt, refSiluMul(float64(g), v[1].float(int64(i)))))
 		}
 	case gemvRMSNorm:
 		gamma := v[len(v)-1]
@@ -192,20 +192,8 @@ func simGemvRow(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue, k int) ([]f
 		}
 		inv := float32(1 / math.Sqrt(float64(float32(s2)*(1/float32(k))+l.F32Arg(epsArg))))
 		for i, h := range row {
-			row[i] = storedAs(dt, h*inv*float32(gamma.float(int64(i))))
+			row[i] = float32(refRoundTo(dt, float64(h*inv*float32(gamma.float(int64(i))))))
 		}
 	}
 	return row, nil
-}
-
-// storedAs returns f as a kernel stores it in dt and reads it back: rounded to nearest even
-// for float16 and bfloat16.
-func storedAs(dt DType, f float32) float32 {
-	switch dt {
-	case Float16:
-		return cudadrv.Float16Value(cudadrv.Float16Bits(f))
-	case BFloat16:
-		return cudadrv.BFloat16Value(cudadrv.BFloat16Bits(f))
-	}
-	return f
 }
