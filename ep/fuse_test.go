@@ -608,6 +608,33 @@ func TestKernelViewIsTheInputsBytesUnderAnotherShape(t *testing.T) {
 	}
 }
 
+func TestKernelInPlaceNamesTheInputsOfTheOutputsShape(t *testing.T) {
+	p := newProvider(t)
+	b := ep.TensorInfo{DType: ep.Bool, Shape: []int64{1, 1, 16, 1}}
+	for _, tc := range []struct {
+		name    string
+		spec    ep.Spec
+		inPlace []bool // per input
+	}{
+		{"Where into a cache", ep.Spec{Op: "Where", Opset: 16, Inputs: []ep.TensorInfo{b, f32(1, 2, 1, 8), f32(1, 2, 16, 8)}},
+			[]bool{false, false, true}},
+		{"Where of two full operands", ep.Spec{Op: "Where", Opset: 16, Inputs: []ep.TensorInfo{b, f32(1, 2, 16, 8), f32(1, 2, 16, 8)}},
+			[]bool{false, true, true}},
+		{"Add with a row", ep.Spec{Op: "Add", Opset: 14, Inputs: []ep.TensorInfo{f32(4, 8), f32(8)}}, []bool{true, false}},
+		{"Equal: bool out", ep.Spec{Op: "Equal", Opset: 13, Inputs: []ep.TensorInfo{f32(4), f32(4)}}, []bool{false, false}},
+		{"Relu", ep.Spec{Op: "Relu", Opset: 14, Inputs: []ep.TensorInfo{f32(5)}}, []bool{true}},
+		{"Softmax", ep.Spec{Op: "Softmax", Opset: 13, Inputs: []ep.TensorInfo{f32(2, 5)}}, []bool{false}},
+		{"MatMul", ep.Spec{Op: "MatMul", Opset: 13, Inputs: []ep.TensorInfo{f32(4, 4), f32(4, 4)}}, []bool{false, false}},
+	} {
+		k, err := p.GetKernel(tc.spec)
+		require.NoError(t, err, tc.name)
+		for i, want := range tc.inPlace {
+			assert.Equal(t, want, k.InPlace(i), "%s input %d", tc.name, i)
+		}
+		assert.False(t, k.InPlace(len(tc.inPlace)), "%s: an input it does not have", tc.name)
+	}
+}
+
 func TestFuseDropsEveryExpandOfOneNode(t *testing.T) {
 	p := newProvider(t)
 	g := newGraph(t, p)

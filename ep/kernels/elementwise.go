@@ -101,7 +101,7 @@ func elementwiseEntries() []string {
 		}
 	}
 	for _, size := range []string{"b8", "b16", "b32", "b64"} {
-		e = append(e, "cudaep_where_"+size, "cudaep_expand_"+size)
+		e = append(e, "cudaep_where_"+size, "cudaep_where_update_"+size, "cudaep_expand_"+size)
 	}
 	return append(e, fusedEntries()...)
 }
@@ -252,6 +252,10 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 
+// inPlace reports whether the output may be input op's memory: an operand of the output's
+// dtype and shape, read by the thread that writes each element, before it writes it.
+func (k *binaryKernel) inPlace(op int) bool { return (op == 0 || op == 1) && k.ins[op].Equal(k.outs[0]) }
+
 // unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n) on linearGrid (the flat
 // grid of the binaries, sameShapeGrid, lost for float16 Sigmoid on the H200).
 type unaryKernel struct {
@@ -291,6 +295,10 @@ func newUnary(l *Library, s opSpec, stem string) (Kernel, error) {
 	k.grid = linearGrid(k.n)
 	return k, nil
 }
+
+// inPlace reports whether the output may be the input's memory: always (the same dtype and
+// shape, each element read by the thread that writes it).
+func (k *unaryKernel) inPlace(op int) bool { return op == 0 }
 
 // buildGelu builds Gelu (opset 20): approximate "none" is x·Φ(x) with the error function,
 // "tanh" the tanh approximation.
@@ -366,11 +374,15 @@ func (k *identityKernel) Execute(inputs, outputs []Tensor) error {
 const maxWhereDims = 4
 
 // whereKernel is Where(condition, X, Y) with three-way numpy broadcasting, by element size:
-// cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4], yStrides[4]).
+// cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4], yStrides[4]). When
+// the output is the memory of X or Y (in place: InPlace), it launches
+// cudaep_where_update_<size>(out, c, src, n, dims[4], cStrides[4], srcStrides[4], when), which
+// stores only the elements taken from the other operand (src): a key/value cache updated in
+// place at one position stores that position's row, not the whole cache.
 type whereKernel struct {
 	kernelBase
-	fn      *cudadrv.Function
-	n       uint64
+	fn, update *cudadrv.Function
+	n          uint64
 	dims    [maxWhereDims]int64
 	strides [3][maxWhereDims]int64
 	grid    cudadrv.Dim3
@@ -414,7 +426,8 @@ func buildWhere(l *Library, s opSpec) (Kernel, error) {
 	if len(layout.dims) > maxWhereDims {
 		return nil, s.errorf("broadcasting %s, %s and %s needs %d dimensions after merging neighbours; at most %d are supported", shapeString(c), shapeString(x), shapeString(y), len(layout.dims), maxWhereDims)
 	}
-	k := &whereKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), fn: l.function("cudaep_where_" + dt.sizeSuffix())}
+	k := &whereKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), fn: l.function("cudaep_where_" + dt.sizeSuffix()),
+		update: l.function("cudaep_where_update_" + dt.sizeSuffix())}
 	k.n = uint64(k.outs[0].NumElements())
 	off := maxWhereDims - len(layout.dims)
 	for i := range k.dims {
@@ -428,13 +441,28 @@ func buildWhere(l *Library, s opSpec) (Kernel, error) {
 	return k, nil
 }
 
-// Execute queues out = condition ? X : Y.
+// Execute queues out = condition ? X : Y, storing only what changes when the output is X or Y
+// (inPlaceOperand).
 func (k *whereKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}
 	a := &k.args
 	a.Reset()
+	if op := k.inPlaceOperand(inputs, outputs); op != 0 {
+		src := 3 - op // the operand whose elements are stored: X when the output is Y
+		a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[src].Ptr).U64(k.n)
+		for _, d := range k.dims {
+			a.I64(d)
+		}
+		for _, op := range []int{0, src} {
+			for _, st := range k.strides[op] {
+				a.I64(st)
+			}
+		}
+		a.U32(uint32(op - 1)) // when: 1 stores X where the condition holds, 0 stores Y where it does not
+		return k.lib.rt.Stream.Launch(k.update, k.grid, linearBlock, 0, a)
+	}
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).U64(k.n)
 	for _, d := range k.dims {
 		a.I64(d)
@@ -445,6 +473,24 @@ func (k *whereKernel) Execute(inputs, outputs []Tensor) error {
 		}
 	}
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
+}
+
+// inPlaceOperand returns the input (1: X, 2: Y) whose memory the output is, when that input
+// may be (inPlace), else 0. With both (X and Y the same tensor) every element is already in
+// place: Y is taken, and the update stores X's element, the same value, where the condition holds.
+func (k *whereKernel) inPlaceOperand(inputs, outputs []Tensor) int {
+	for _, op := range []int{2, 1} {
+		if outputs[0].Ptr == inputs[op].Ptr && k.inPlace(op) {
+			return op
+		}
+	}
+	return 0
+}
+
+// inPlace reports whether the output may be input op's memory: X or Y of the output's shape
+// (no broadcasting), each element read by the thread that writes it, before it writes it.
+func (k *whereKernel) inPlace(op int) bool {
+	return (op == 1 || op == 2) && k.ins[op].Equal(k.outs[0])
 }
 
 // packedGrid is the grid of a broadcasting kernel with a packed loop (cuda/elementwise.cu's

@@ -38,8 +38,8 @@ func ForceVariant(family, v string) string { return forceVariant(family, v) }
 
 // LaunchVariant returns the kernel that k's Execute launches for these tensors: the
 // register layernorm, the batched 2-D transpose or the GEMV KernelVariant names, or its
-// fallback for addresses it cannot use ("old", "tile64", "cublas"); KernelVariant for other
-// kernels.
+// fallback for addresses it cannot use ("old", "tile64", "cublas"); "update" for a Where whose
+// output is its X or Y; KernelVariant for other kernels.
 func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 	switch k := k.(type) {
 	case *transpose2dKernel:
@@ -52,6 +52,10 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 		}
 	case *matMulGroupKernel:
 		return "gemv"
+	case *whereKernel:
+		if k.inPlaceOperand(inputs, outputs) != 0 {
+			return "update"
+		}
 	}
 	return KernelVariant(k)
 }

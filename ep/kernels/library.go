@@ -262,8 +262,8 @@ type Kernel interface {
 	Outputs() []TensorInfo
 	// Execute queues the operator on the Library's stream, reading inputs and writing outputs.
 	// The Library's context must be bound on the calling OS thread. It allocates nothing and
-	// does not wait for the work. The elementwise ops, Softmax and Identity may run in place
-	// (an output that is an input of the output's shape), and GroupQueryAttention's present
+	// does not wait for the work. The kernels InPlace names, Softmax and Identity may run in
+	// place (an output that is an input of the output's shape), and GroupQueryAttention's present
 	// outputs may be its past inputs (the shared cache); otherwise outputs must not overlap
 	// inputs.
 	//
@@ -279,6 +279,20 @@ type Kernel interface {
 }
 
 var _ graphs.Node = Kernel(nil)
+
+// inPlacer is a kernel whose output may share the memory of some of its inputs.
+type inPlacer interface{ inPlace(input int) bool }
+
+// InPlace reports whether k's Execute may be given its output in the memory of input (the
+// same address): the elementwise unary and binary ops and Where, for an input of the output's
+// dtype and shape. Each output element is then computed from the input's element at the same
+// offset by the thread that reads it, before it writes it, so the result is the out-of-place
+// one. A Where in place stores only the elements it takes from its other operand (a key/value
+// cache updated at one position stores one row).
+func InPlace(k Kernel, input int) bool {
+	ip, ok := k.(inPlacer)
+	return ok && ip.inPlace(input)
+}
 
 // builder makes the kernel for one op from a validated-by-the-builder spec.
 type builder struct {

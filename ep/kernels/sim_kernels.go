@@ -84,6 +84,7 @@ func SimKernels() map[string]cudadrv.KernelBody {
 		dt := sizeType(size)
 		m["cudaep_expand_"+size] = func(l *cudadrv.KernelLaunch) error { return simExpand(l, dt) }
 		m["cudaep_where_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhere(l, dt) }
+		m["cudaep_where_update_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhereUpdate(l, dt) }
 	}
 	for _, dt := range floatTypes {
 		m["cudaep_softmax_rows_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSoftmaxRows(l, dt) }
@@ -275,30 +276,11 @@ func simExpand(l *cudadrv.KernelLaunch, dt DType) error {
 // simWhere is cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4],
 // yStrides[4]); the four dimensions are padded to the six simLayout's walk takes.
 func simWhere(l *cudadrv.KernelLaunch, dt DType) error {
+	dims, strides, err := simWhereLayout(l, 3)
+	if err != nil {
+		return err
+	}
 	n := l.U64Arg(4)
-	var dims [maxBroadcastDims]int64
-	strides := make([][maxBroadcastDims]int64, 3)
-	off := maxBroadcastDims - maxWhereDims
-	total := uint64(1)
-	for i := range dims {
-		dims[i] = 1
-	}
-	for i := range maxWhereDims {
-		dims[off+i] = l.I64Arg(5 + i)
-		if dims[off+i] < 1 {
-			return fmt.Errorf("%s: dimension %d is %d", l.Name, i, dims[off+i])
-		}
-		total *= uint64(dims[off+i])
-		for k := range 3 {
-			strides[k][off+i] = l.I64Arg(5 + (k+1)*maxWhereDims + i)
-			if strides[k][off+i] < 0 {
-				return fmt.Errorf("%s: negative stride", l.Name)
-			}
-		}
-	}
-	if total != n {
-		return fmt.Errorf("%s: dimensions %v hold %d elements, n is %d", l.Name, dims, total, n)
-	}
 	v, err := simViewsOf(l, []int{0, 1, 2, 3}, []DType{dt, Bool, dt, dt},
 		[]int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1]), simExtent(dims, strides[2])})
 	if err != nil {
@@ -312,6 +294,63 @@ func simWhere(l *cudadrv.KernelLaunch, dt DType) error {
 		}
 	})
 	return nil
+}
+
+// simWhereUpdate is cudaep_where_update_<size>(out, c, src, n, dims[4], cStrides[4],
+// srcStrides[4], when): out[i] = src[i] where c[i] == when, the other elements left as they are.
+func simWhereUpdate(l *cudadrv.KernelLaunch, dt DType) error {
+	dims, strides, err := simWhereLayout(l, 2)
+	if err != nil {
+		return err
+	}
+	n := l.U64Arg(3)
+	when := l.U32Arg(4 + 3*maxWhereDims)
+	if when > 1 {
+		return fmt.Errorf("%s: when is %d, not 0 or 1", l.Name, when)
+	}
+	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{dt, Bool, dt},
+		[]int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1])})
+	if err != nil {
+		return err
+	}
+	simWalk(dims, strides, func(i int, offs []int64) {
+		if (v[1].b8[offs[0]] != 0) == (when == 1) {
+			v[0].copyElem(int64(i), v[2], offs[1])
+		}
+	})
+	return nil
+}
+
+// simWhereLayout reads the Where kernels' dimensions and the strides of their ops operands
+// (the arguments after out, the operands' pointers and n), padded to the six dimensions
+// simLayout's walk takes, and checks them against n.
+func simWhereLayout(l *cudadrv.KernelLaunch, ops int) ([maxBroadcastDims]int64, [][maxBroadcastDims]int64, error) {
+	first := 2 + ops // the first dimension's argument
+	n := l.U64Arg(first - 1)
+	var dims [maxBroadcastDims]int64
+	strides := make([][maxBroadcastDims]int64, ops)
+	off := maxBroadcastDims - maxWhereDims
+	total := uint64(1)
+	for i := range dims {
+		dims[i] = 1
+	}
+	for i := range maxWhereDims {
+		dims[off+i] = l.I64Arg(first + i)
+		if dims[off+i] < 1 {
+			return dims, nil, fmt.Errorf("%s: dimension %d is %d", l.Name, i, dims[off+i])
+		}
+		total *= uint64(dims[off+i])
+		for k := range ops {
+			strides[k][off+i] = l.I64Arg(first + (k+1)*maxWhereDims + i)
+			if strides[k][off+i] < 0 {
+				return dims, nil, fmt.Errorf("%s: negative stride", l.Name)
+			}
+		}
+	}
+	if total != n {
+		return dims, nil, fmt.Errorf("%s: dimensions %v hold %d elements, n is %d", l.Name, dims, total, n)
+	}
+	return dims, strides, nil
 }
 
 // simUnary is cudaep_<op>_<t>(out, x, n).

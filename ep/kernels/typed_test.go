@@ -247,6 +247,92 @@ func TestWhereBroadcastsEveryDType(t *testing.T) {
 	}
 }
 
+// TestWhereUpdatesInPlace: a Where whose output is the memory of Y (a key/value cache updated
+// at one position) or of X launches the update kernel, which stores only the other operand's
+// elements; the result is the out-of-place Where's, for every element size, in 16-byte packs
+// and element by element (rows of 3 elements), with a condition that mixes within a pack.
+func TestWhereUpdatesInPlace(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name    string
+		c, x, y []int64
+		into    int // the operand the output is: 1 (X) or 2 (Y)
+	}{
+		{"cache row into Y", []int64{1, 1, 24, 1}, []int64{1, 2, 1, 16}, []int64{1, 2, 24, 16}, 2},
+		{"cache row into Y, rows of 3", []int64{1, 1, 24, 1}, []int64{1, 2, 1, 3}, []int64{1, 2, 24, 3}, 2},
+		{"mixed packs into X", []int64{4, 40}, []int64{4, 40}, []int64{40}, 1},
+		{"scalar other into Y", []int64{6, 8}, nil, []int64{6, 8}, 2},
+	}
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16, kernels.Int64, kernels.Bool} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%s", dt, c.name), func(t *testing.T) {
+				f := f.sub(t)
+				spec := kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, c.c...), info(dt, c.x...), info(dt, c.y...)}}
+				cond := make([]float64, numel(c.c))
+				for i := range cond {
+					cond[i] = float64(f.rng.IntN(2))
+				}
+				cond[0], cond[len(cond)-1] = 1, 0
+				vals := func(n int64, sign float64) []float64 {
+					v := make([]float64, n)
+					for i := range v {
+						v[i] = roundTo(dt, sign*(float64(i%7)+1.5))
+						if dt == kernels.Bool {
+							v[i] = float64(i % 2)
+						}
+					}
+					return v
+				}
+				x, y := vals(numel(c.x), 1), vals(numel(c.y), -1)
+				k, want := f.runTyped(spec, cond, x, y)
+				ops := []kernels.Tensor{f.uploadTyped(kernels.Bool, c.c, cond), f.uploadTyped(dt, c.x, x), f.uploadTyped(dt, c.y, y)}
+				out := ops[c.into]
+				assert.Equal(t, "update", kernels.LaunchVariant(k, ops, []kernels.Tensor{out}))
+				require.NoError(t, k.Execute(ops, []kernels.Tensor{out}))
+				assert.Equal(t, want, f.downloadTyped(out), k.Name())
+			})
+		}
+	}
+}
+
+// TestWhereUpdateStoresOnlyTheOtherOperand: the update kernel, launched raw into an output
+// that is not Y, leaves every element it does not take from X as it was (the out-of-place
+// kernel would store Y's there): the in-place cache update stores one row, not the cache.
+func TestWhereUpdateStoresOnlyTheOtherOperand(t *testing.T) {
+	f := newFixture(t)
+	const heads, pos, dim = 2, 8, 8
+	cond := make([]float64, pos)
+	cond[5] = 1
+	c := f.uploadTyped(kernels.Bool, []int64{1, 1, pos, 1}, cond)
+	x := f.randomTyped(kernels.Float32, heads*dim)
+	src := f.uploadTyped(kernels.Float32, []int64{1, heads, 1, dim}, x)
+	before := f.randomTyped(kernels.Float32, heads*pos*dim)
+	out := f.uploadTyped(kernels.Float32, []int64{1, heads, pos, dim}, before)
+	for _, when := range []uint32{1, 0} {
+		args := new(cudadrv.KernelArgs)
+		args.Ptr(out.Ptr).Ptr(c.Ptr).Ptr(src.Ptr).U64(heads * pos * dim)
+		for _, v := range []int64{1, heads, pos, dim, 0, 0, 1, 0, 0, dim, 0, 1} { // dims, c's strides, X's
+			args.I64(v)
+		}
+		args.U32(when)
+		fn := kernels.LibraryFunction(f.lib, "cudaep_where_update_b32")
+		require.NoError(t, f.stream.Launch(fn, cudadrv.Dim3{X: 1, Y: 1, Z: 1}, cudadrv.Dim3{X: 256, Y: 1, Z: 1}, 0, args))
+		got := f.downloadTyped(out)
+		for h := range heads {
+			for p := range pos {
+				for d := range dim {
+					i := (h*pos+p)*dim + d
+					if (p == 5) == (when == 1) {
+						assert.Equal(t, x[h*dim+d], got[i], "when %d: head %d position %d element %d stored", when, h, p, d)
+					} else if when == 1 {
+						assert.Equal(t, before[i], got[i], "when 1: head %d position %d element %d left as it was", h, p, d)
+					}
+				}
+			}
+		}
+	}
+}
+
 // shapeOf is the broadcast shape of a and b (the shape of their elementwise result v).
 func shapeOf(_ []float64, a, b []int64) []int64 {
 	s, _ := broadcast(a, b)

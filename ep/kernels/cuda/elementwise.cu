@@ -363,6 +363,63 @@ WHERE(b16, u16)
 WHERE(b32, unsigned)
 WHERE(b64, u64)
 
+// where_update_loop is Where with its output in the memory of its X or Y operand (a key/value
+// cache updated in place): out[i] = src[i] where c[i] == when, and out[i] is left as it is
+// elsewhere (it already holds the other operand). Only the selected elements are read from src
+// and stored: a decode step's cache update of one position out of thousands stores one row,
+// not the whole cache. s holds the condition's strides, then src's.
+template <typename E, typename Index>
+__device__ __forceinline__ void where_update_loop(E* out, const u8* c, const E* src, Index n, const i64* d, const i64* s,
+	u8 when) {
+	const void* in[1] = {src};
+	if (bcast_packed<E, 4, 1>(out, in, d, s + 4)) {
+		const int V = 16 / sizeof(E);
+		for (Index p = (Index)blockIdx.x * blockDim.x + threadIdx.x; p < n / V; p += (Index)gridDim.x * blockDim.x) {
+			i64 off[2];
+			bcast_offsets<4, 2, Index>(p * V, d, s, off);
+			unsigned sel = 0;
+#pragma unroll
+			for (int e = 0; e < V; ++e) sel |= (unsigned)((c[off[0] + e * s[3]] != 0) == (when != 0)) << e;
+			if (sel == 0) continue;
+			const Pack<E> v = load_pack<E>(src, off[1], s[7]);
+			if (sel == (1u << V) - 1) {
+				*(Pack<E>*)(out + p * V) = v;
+				continue;
+			}
+#pragma unroll
+			for (int e = 0; e < V; ++e)
+				if (sel >> e & 1) out[p * V + e] = v.v[e];
+		}
+		return;
+	}
+	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
+		i64 off[2];
+		bcast_offsets<4, 2, Index>(i, d, s, off);
+		if ((c[off[0]] != 0) == (when != 0)) out[i] = src[off[1]];
+	}
+}
+
+// cudaep_where_update_<size>(out, c, src, n, dims[4], cStrides[4], srcStrides[4], when) is
+// Where(c, src, out) when `when` is 1 (the output is Y's memory) and Where(c, out, src) when it
+// is 0 (the output is X's): see where_update_loop.
+#define WHERE_UPDATE(sfx, E) \
+	extern "C" __global__ void cudaep_where_update_##sfx(E* out, const u8* c, const E* src, u64 n, \
+		i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, i64 ss0, i64 ss1, i64 ss2, i64 ss3, \
+		unsigned when) { \
+		const i64 d[4] = {d0, d1, d2, d3}; \
+		const i64 s[8] = {cs0, cs1, cs2, cs3, ss0, ss1, ss2, ss3}; \
+		if (n < 0x80000000ull) { \
+			where_update_loop<E, unsigned>(out, c, src, (unsigned)n, d, s, (u8)when); \
+		} else { \
+			where_update_loop<E, u64>(out, c, src, n, d, s, (u8)when); \
+		} \
+	}
+
+WHERE_UPDATE(b8, u8)
+WHERE_UPDATE(b16, u16)
+WHERE_UPDATE(b32, unsigned)
+WHERE_UPDATE(b64, u64)
+
 template <typename E, typename Index>
 __device__ __forceinline__ void expand_loop(E* out, const E* in, Index n, const i64* d, const i64* s) {
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
