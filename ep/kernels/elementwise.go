@@ -254,7 +254,9 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 
 // inPlace reports whether the output may be input op's memory: an operand of the output's
 // dtype and shape, read by the thread that writes each element, before it writes it.
-func (k *binaryKernel) inPlace(op int) bool { return (op == 0 || op == 1) && k.ins[op].Equal(k.outs[0]) }
+func (k *binaryKernel) inPlace(op int) bool {
+	return (op == 0 || op == 1) && k.ins[op].Equal(k.outs[0])
+}
 
 // unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n) on linearGrid (the flat
 // grid of the binaries, sameShapeGrid, lost for float16 Sigmoid on the H200).
@@ -383,10 +385,10 @@ type whereKernel struct {
 	kernelBase
 	fn, update *cudadrv.Function
 	n          uint64
-	dims    [maxWhereDims]int64
-	strides [3][maxWhereDims]int64
-	grid    cudadrv.Dim3
-	args    cudadrv.KernelArgs
+	dims       [maxWhereDims]int64
+	strides    [3][maxWhereDims]int64
+	grid       cudadrv.Dim3
+	args       cudadrv.KernelArgs
 }
 
 func buildWhere(l *Library, s opSpec) (Kernel, error) {
