@@ -371,26 +371,36 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 	}
 	var spans []span
 	rm := map[ep.DevicePtr]ep.DevicePtr{}
-	take := func(b *ep.Buffer, t hostTensor, out bool) {
+	// take maps b to t's device memory and returns the index of its span, or -1.
+	take := func(b *ep.Buffer, t hostTensor, out bool) int {
 		n := uint64(t.info.Bytes())
 		if !t.onGPU || n == 0 {
-			return
+			return -1
 		}
 		addr := uint64(uintptr(t.data))
 		db, _, err := l.find(addr, n)
 		if err != nil || db.ordinal != pt.s.opts.provider.DeviceID {
-			return
+			return -1
 		}
 		if _, dup := rm[b.Ptr()]; dup {
-			return
+			return -1
 		}
 		rm[b.Ptr()] = ep.DevicePtr(addr)
 		spans = append(spans, span{addr, addr + n, out})
+		return len(spans) - 1
 	}
+	inSpan := make([]int, len(ins)) // each input's span, -1 when copied
 	for i, in := range ins {
-		take(pl.inputs[i].buf, in, false)
+		inSpan[i] = take(pl.inputs[i].buf, in, false)
 	}
 	for j, out := range outs {
+		if i := pl.sharedInput(j, ins, out, inSpan, spans); i >= 0 {
+			// The output is input i's memory, and may be: the kernel that writes it writes
+			// that memory in place, and its span now counts as an output's.
+			rm[pl.outputs[j].buf.Ptr()] = ep.DevicePtr(uintptr(out.data))
+			spans[inSpan[i]].out = true
+			continue
+		}
 		if pl.written[pl.outputs[j].buf] {
 			take(pl.outputs[j].buf, out, true)
 		} else if n := uint64(out.info.Bytes()); out.onGPU && n > 0 {
@@ -403,6 +413,70 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 		return nil
 	}
 	return rm
+}
+
+// sharedInput returns the input whose memory output j of the run is, when the plan lets the
+// output be written there (findShares) and no other output took it already: the same device
+// address and size as an input the run reads in place (inSpan[i] >= 0). Else -1.
+func (pl *plan) sharedInput(j int, ins []hostTensor, out hostTensor, inSpan []int, spans []span) int {
+	if j >= len(pl.shares) || !out.onGPU {
+		return -1
+	}
+	for _, i := range pl.shares[j] {
+		if inSpan[i] < 0 || spans[inSpan[i]].out || ins[i].data != out.data || ins[i].info.Bytes() != out.info.Bytes() {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// findShares fills pl.shares: output j may be the memory of input i when the one step that
+// writes it reads input i only through operands its kernel may run in place on (ep.Kernel's
+// InPlace: an elementwise op or Where of the output's shape), no later step reads input i, and
+// input i is not itself an output. The run then computes what it would with the input copied
+// first: every read of the input's elements happens before, or in the same thread as, the
+// write of the same element. A key/value cache bound as both a step's past and its present (one
+// set of buffers instead of two swapped) is updated in place so.
+func (pl *plan) findShares() {
+	pl.shares = make([][]int, len(pl.outputs))
+	for j, o := range pl.outputs {
+		if !pl.written[o.buf] {
+			continue
+		}
+		w := slices.IndexFunc(pl.steps, func(st step) bool { return len(st.out) > 0 && st.out[0].Ptr == o.buf.Ptr() })
+		if w < 0 || len(pl.steps[w].out) != 1 {
+			continue
+		}
+		for i, in := range pl.inputs {
+			if pl.sharable(w, in.buf) {
+				pl.shares[j] = append(pl.shares[j], i)
+			}
+		}
+	}
+}
+
+// sharable reports whether step w's output may be written into the memory of b, a buffer of
+// the plan's inputs: see findShares.
+func (pl *plan) sharable(w int, b *ep.Buffer) bool {
+	st, reads := pl.steps[w], false
+	for m, t := range st.ins {
+		if t.Ptr == b.Ptr() {
+			if !st.k.InPlace(m) {
+				return false
+			}
+			reads = true
+		}
+	}
+	if !reads {
+		return false
+	}
+	for _, later := range pl.steps[w+1:] {
+		if slices.ContainsFunc(later.ins, func(t ep.Tensor) bool { return t.Ptr == b.Ptr() }) {
+			return false
+		}
+	}
+	return !slices.ContainsFunc(pl.outputs, func(o tensorBuf) bool { return o.buf == b })
 }
 
 // span is the bytes [lo, hi) of a run's device tensor, an output or not.
@@ -626,5 +700,6 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		pl.outBytes = append(pl.outBytes, uint64(t.info.Bytes()))
 		pl.wide = pl.wide || t.info.Rank() > maxRank
 	}
+	pl.findShares()
 	return pl, nil
 }

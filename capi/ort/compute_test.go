@@ -39,8 +39,9 @@ const (
 )
 
 // newDecodeRun makes a session on the simulator (CUDA graphs as cudaGraph says) and the decode
-// partition on it, and registers ORT's tensors; cleanup unregisters them and closes both.
-func newDecodeRun(tb testing.TB, cudaGraph bool) *decodeRun {
+// partition on it (with the extra nodes last), and registers ORT's tensors; cleanup
+// unregisters them and closes both.
+func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...ep.Node) *decodeRun {
 	tb.Helper()
 	opts := ep.DefaultOptions()
 	opts.Backend = ep.BackendSim
@@ -66,7 +67,7 @@ func newDecodeRun(tb testing.TB, cudaGraph bool) *decodeRun {
 		pt.inputs = append(pt.inputs, past)
 		pt.outputs = append(pt.outputs, present)
 	}
-	pt.nodes = nodes
+	pt.nodes = append(nodes, extra...)
 	d := &decodeRun{pt: pt, kvInfo: kvInfo, host: [2]int64{5, 128}, hostInfo: [2]ep.TensorInfo{i64(1, 1), i64(1)}}
 	var regs []uint64
 	for k := range 2 {
@@ -269,6 +270,50 @@ func TestRepeatedRunsReuseTheirDecision(t *testing.T) {
 			assert.Zero(t, allocs, "a reused decision allocates nothing")
 		})
 	}
+}
+
+// TestSharedCacheBuffersAreUpdatedInPlace: a decode loop that binds one set of cache buffers
+// as both past and present (what ORT's generative runtime does with a shared buffer) runs
+// every tensor in place, each present in its past's memory, and reuses its decisions.
+func TestSharedCacheBuffersAreUpdatedInPlace(t *testing.T) {
+	for _, cudaGraph := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cuda_graph=%v", cudaGraph), func(t *testing.T) {
+			d := newDecodeRun(t, cudaGraph)
+			d.kv[1] = d.kv[0]
+			for i := range 4 {
+				got, want, pl := d.step(t, i&1)
+				assert.Equal(t, want, got, "step %d", i)
+				require.Len(t, got.rm, 2*2*decodeLayers+1, "every device tensor in place")
+				for l := range 2 * decodeLayers {
+					assert.Equal(t, []int{2 + l}, pl.shares[1+l], "present.%d may be past.%d's memory", l, l)
+					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.rm[pl.outputs[1+l].buf.Ptr()], "present.%d", l)
+					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.rm[pl.inputs[2+l].buf.Ptr()], "past.%d", l)
+				}
+				assert.Equal(t, []int{0, 1}, got.copyIns, "the host inputs are copied")
+				assert.Empty(t, got.copyOuts)
+				if cudaGraph && !got.captured {
+					markCaptured(pl, got.gk)
+				}
+			}
+			assert.Positive(t, d.reused())
+		})
+	}
+}
+
+// TestSharedBufferReadAfterItsUpdateIsCopied: when a later node reads past.0 again, present.0
+// may not take its memory (the later read would see the update): a run that binds them to
+// the same buffer copies every tensor, as for any overlap, and computes what it would with
+// separate buffers. The other caches may still share.
+func TestSharedBufferReadAfterItsUpdateIsCopied(t *testing.T) {
+	kvInfo := ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 2, 16, 8}}
+	d := newDecodeRun(t, false, ep.Node{Name: "again", Op: "Neg", Opset: 17,
+		Inputs: []ep.Value{{Name: "past.0", Info: kvInfo}}, Outputs: []ep.Value{{Name: "unread", Info: kvInfo}}})
+	d.kv[1] = d.kv[0]
+	got, want, pl := d.step(t, 0)
+	assert.Equal(t, want, got)
+	assert.Nil(t, got.rm, "nothing in place")
+	assert.Empty(t, pl.shares[1], "present.0 may not be past.0's memory")
+	assert.Equal(t, []int{3}, pl.shares[2], "present.1 may be past.1's")
 }
 
 // TestDecisionsFollowDeviceAllocations: a remembered decision is reused only while every

@@ -63,6 +63,7 @@ type plan struct {
 	outputs []tensorBuf
 	owned   []*ep.Buffer        // every buffer the plan allocated
 	written map[*ep.Buffer]bool // the buffers a step writes (not inputs, weights or views of them)
+	shares  [][]int             // per output, the inputs whose memory it may be (findShares)
 	graphs  map[string]ep.Slot  // captured graphs by in-place addresses (directKey)
 	scratch []ep.Tensor         // a step's remapped tensors (execute)
 	wide    bool                // an output's rank passes maxRank (made one by one, see makeOutputs)
