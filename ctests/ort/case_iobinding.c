@@ -17,6 +17,9 @@
  *   graph    a session with enable_cuda_graph=1, 20 runs: X updated in place between runs
  *            (batch 8, another tensor of batch 3 in runs 10-14), Y bound once per shape so that
  *            ORT hands the EP the same output buffer again; no run may repeat the previous output
+ *   cache    a static key/value cache bound as both past and present (one device tensor), with
+ *            and without graphs: updated in place, one position a step; and a model that reads
+ *            past after the update, which must see the cache as it was (CudaEp copies then)
  *
  * Binding a device tensor that does not really lie in device memory (a freed allocation, a host
  * pointer labelled as device memory) cannot be expressed through ORT's API without undefined
@@ -654,6 +657,166 @@ static int check_graph(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
   return f;
 }
 
+/* gen_models.py's cache models: a [1, CACHE_HEADS, CACHE_LEN, CACHE_DIM] cache. */
+#define CACHE_HEADS 2
+#define CACHE_LEN 8
+#define CACHE_DIM 4
+#define CACHE_N (CACHE_HEADS * CACHE_LEN * CACHE_DIM)
+
+/* bind_host_input wraps the host tensor t as a CPU value and binds it as input `name`. */
+static int bind_host_input(ort_rt* rt, OrtIoBinding* binding, const char* name, host_tensor* t, char* why, size_t cap) {
+  OrtValue* v = NULL;
+  rt_error e;
+  if (wrap(rt, t, &v, &e) < 0) {
+    textf(why, cap, "wrapping %s: %s", name, e.msg);
+    return -1;
+  }
+  int rc = rt_take(rt, A(BindInput)(binding, name, v), "BindInput", &e, 1);
+  if (rc < 0) textf(why, cap, "BindInput(%s): [%s] %s", name, rt_error_code_name(e.code), e.msg);
+  A(ReleaseValue)(v); /* the binding holds its own reference */
+  return rc < 0 ? -1 : 0;
+}
+
+/* cache_step runs step t of check_cache: the one position t % CACHE_LEN of the device cache kv,
+ * bound as both past and present, takes new values; want (the host's copy of the cache) is
+ * updated alike and *sum gets the reread model's second output (past + present), when given. */
+static int cache_step(ort_rt* rt, rt_session* s, OrtIoBinding* binding, OrtValue* kv, const OrtMemoryInfo* dev, int t,
+                      float* want, host_tensor* sum, char* why, size_t cap) {
+  host_tensor cond, fresh;
+  static const int64_t cd[4] = {1, 1, CACHE_LEN, 1}, nd[4] = {1, CACHE_HEADS, 1, CACHE_DIM};
+  rt_error e;
+  int rc = -1;
+  memset(&cond, 0, sizeof cond);
+  memset(&fresh, 0, sizeof fresh);
+  if (host_tensor_alloc(&cond, ONNX_PB_BOOL, cd, 4, why, cap) < 0 || host_tensor_alloc(&fresh, ONNX_PB_FLOAT, nd, 4, why, cap) < 0)
+    goto out;
+  memset(cond.data, 0, CACHE_LEN);
+  ((unsigned char*)cond.data)[t % CACHE_LEN] = 1;
+  for (size_t i = 0; i < fresh.count; i++) ((float*)fresh.data)[i] = 100.0f + 10.0f * (float)t + (float)i;
+  A(ClearBoundInputs)(binding);
+  A(ClearBoundOutputs)(binding);
+  if (bind_host_input(rt, binding, "cond", &cond, why, cap) < 0 || bind_host_input(rt, binding, "new", &fresh, why, cap) < 0)
+    goto out;
+  if (rt_take(rt, A(BindInput)(binding, "past", kv), "BindInput", &e, 1) < 0 ||
+      rt_take(rt, A(BindOutput)(binding, "present", kv), "BindOutput", &e, 1) < 0 ||
+      (sum && rt_take(rt, A(BindOutputToDevice)(binding, "sum", dev), "BindOutputToDevice", &e, 1) < 0)) {
+    textf(why, cap, "binding the cache: [%s] %s", rt_error_code_name(e.code), e.msg);
+    goto out;
+  }
+  if (rt_take(rt, A(RunWithBinding)(s->session, NULL, binding), "RunWithBinding", &e, 1) < 0) {
+    textf(why, cap, "RunWithBinding: [%s] %s", rt_error_code_name(e.code), e.msg);
+    goto out;
+  }
+  if (sum) {
+    OrtValue** outs = NULL;
+    size_t n = 0;
+    if (rt_take(rt, A(GetBoundOutputValues)(binding, rt->alloc, &outs, &n), "GetBoundOutputValues", &e, 1) < 0) {
+      textf(why, cap, "GetBoundOutputValues: [%s] %s", rt_error_code_name(e.code), e.msg);
+      goto out;
+    }
+    int got = n == 2 && outs && outs[1] ? download(rt, outs[1], sum, why, cap) : -1;
+    if (got < 0 && !(n == 2 && outs && outs[1])) textf(why, cap, "GetBoundOutputValues gave %zu values, want 2", n);
+    for (size_t i = 0; outs && i < n; i++)
+      if (outs[i]) A(ReleaseValue)(outs[i]);
+    if (outs) rt_check(rt, A(AllocatorFree)(rt->alloc, outs), "AllocatorFree");
+    if (got < 0) goto out;
+  }
+  for (int h = 0; h < CACHE_HEADS; h++)
+    for (int d = 0; d < CACHE_DIM; d++)
+      want[(h * CACHE_LEN + t % CACHE_LEN) * CACHE_DIM + d] = ((float*)fresh.data)[h * CACHE_DIM + d];
+  rc = 0;
+out:
+  A(ClearBoundInputs)(binding);
+  A(ClearBoundOutputs)(binding);
+  host_tensor_free(&cond);
+  host_tensor_free(&fresh);
+  return rc;
+}
+
+/* check_cache: a decode loop's static key/value cache, one device tensor bound as both the past
+ * input and the present output of cache.onnx (present = Where(cond, new, past): position t
+ * replaced), as ORT's generative runtime binds a shared buffer, with and without
+ * enable_cuda_graph: 12 steps, each leaving exactly the host's copy of the cache behind. CudaEp
+ * must update the cache in its own memory, copying nothing. Then
+ * cache_reread.onnx, which reads past again after the update (sum = past + present, one
+ * partition): bound the same way, the run must compute what separate buffers would (the cache
+ * before the update plus after it), so CudaEp copies the cache instead. (Two partitions, each
+ * run on its own, would not promise that: ORT runs them one after the other on the memory the
+ * host bound.) */
+static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const OrtMemoryInfo* dev) {
+  if (!rt->ep_mode) {
+    printf("  cache: skipped without CudaEp (ORT's CPU kernels do not promise an output bound to an input's memory)\n");
+    return 0;
+  }
+  int f = 0;
+  char why[1024], what[1400], path[4096];
+  for (int model = 0; model < 2; model++) {
+    const char* file = model ? "cache_reread.onnx" : "cache.onnx";
+    for (int graph = 0; graph < 2; graph++) {
+      rt_session_opts o;
+      ep_options(rt, &o);
+      add_ep_option(&o, "enable_cuda_graph", graph ? "1" : "0");
+      o.disable_cpu_fallback = 1;
+      rt_session s;
+      rt_error e;
+      textf(path, sizeof path, "%s/%s", dir, file);
+      if (rt_session_create(rt, path, &o, &s, &e, 1) < 0) {
+        textf(what, sizeof what, "%s: opening a session: [%s] %s", file, rt_error_code_name(e.code), e.msg);
+        f += tally(0, what);
+        continue;
+      }
+      OrtIoBinding* binding = NULL;
+      host_tensor h, got, sum;
+      static const int64_t kd[4] = {1, CACHE_HEADS, CACHE_LEN, CACHE_DIM};
+      float want[CACHE_N], before[CACHE_N];
+      OrtValue* kv = NULL;
+      int steps = 12, done = 0, bad = 0;
+      CudaEpOrtStats s0, s1;
+      memset(&got, 0, sizeof got);
+      why[0] = 0;
+      if (host_tensor_alloc(&h, ONNX_PB_FLOAT, kd, 4, why, sizeof why) == 0) {
+        for (int i = 0; i < CACHE_N; i++) want[i] = ((float*)h.data)[i] = 0.5f * (float)i - 7.0f;
+        if (upload(rt, alloc, &h, &kv, why, sizeof why) == 0 && new_binding(rt, &s, &binding) == 0 && binding &&
+            rt_ep_stats(rt, &s0) == 0) {
+          for (int t = 0; t < steps; t++) {
+            memcpy(before, want, sizeof want);
+            memset(&sum, 0, sizeof sum);
+            if (cache_step(rt, &s, binding, kv, dev, t, want, model ? &sum : NULL, why, sizeof why) < 0) break;
+            host_tensor_free(&got);
+            if (download(rt, kv, &got, why, sizeof why) < 0) break;
+            done++;
+            int ok_run = got.count == CACHE_N && memcmp(got.data, want, sizeof want) == 0;
+            for (int i = 0; model && ok_run && i < CACHE_N; i++) ok_run = ((float*)sum.data)[i] == before[i] + want[i];
+            if (!ok_run && bad++ < 3) printf("    %s step %d: the cache or sum differs from the host's copy\n", file, t);
+            host_tensor_free(&sum);
+          }
+        }
+      }
+      if (why[0]) printf("    %s: %s\n", file, why);
+      textf(what, sizeof what, "%s, enable_cuda_graph=%d, past and present one device tensor: %d of %d steps ran, "
+            "%d differ from the host's copy", file, graph, done, steps, bad);
+      f += tally(done == steps && bad == 0, what);
+      if (done == steps && rt_ep_stats(rt, &s1) == 0) {
+        unsigned long long copied = s1.values_copied - s0.values_copied, in_place = s1.values_in_place - s0.values_in_place;
+        if (model == 0) {
+          textf(what, sizeof what, "%s: the cache is updated in place (%llu values in place, %llu copied; ORT hands "
+                "over the two host inputs in device memory)", file, in_place, copied);
+          f += tally(copied == 0 && in_place == 4ull * (unsigned)steps, what);
+        } else {
+          textf(what, sizeof what, "%s: the cache is copied, not updated in place (%llu values copied)", file, copied);
+          f += tally(copied >= 4ull * (unsigned)steps, what);
+        }
+      }
+      host_tensor_free(&got);
+      host_tensor_free(&h);
+      if (binding) A(ReleaseIoBinding)(binding);
+      if (kv) A(ReleaseValue)(kv);
+      rt_session_release(rt, &s);
+    }
+  }
+  return f;
+}
+
 /* --- the case ----------------------------------------------------------------------------------- */
 
 int case_iobinding(ort_rt* rt, int argc, char** argv) {
@@ -720,6 +883,7 @@ int case_iobinding(ort_rt* rt, int argc, char** argv) {
     f += check_mixed(rt, &test, &ref, alloc, dev);
     f += check_pinned(rt, &test, &ref, dev);
     f += check_graph(rt, argv[1], alloc, dev);
+    f += check_cache(rt, argv[1], alloc, dev);
     /* Every tensor made with the session's allocator is released by now, so it may go. */
     A(ReleaseAllocator)(alloc);
   }

@@ -11,6 +11,10 @@ two runs write identical files (the absolute-path model excepted, which names OU
                             weight in OUTDIR/deep.weights.bin (external data): 6 layers of
                             16,640 bytes, 99,840 in all, for paging under a weight budget.
   OUTDIR/decoder.onnx       a tiny Llama-style decoder with a key/value cache (gen_decoder.py)
+  OUTDIR/cache.onnx         a static key/value cache updated at one position:
+                            present[1,2,8,4] = Where(cond[1,1,8,1], new[1,2,1,4], past[1,2,8,4])
+  OUTDIR/cache_reread.onnx  the same, then sum = Add(past, present): past is read after the
+                            update, so a present bound to past's memory cannot be written there
   OUTDIR/split.onnx         the same layers with LeakyRelu (not a CudaEp op) in the middle:
                             two CudaEp partitions around one CPU node. Weights inline.
   OUTDIR/misuse/ext_*.onnx  X[2,4] -> MatMul(W[4,3]) -> Y[2,3] with W in external data:
@@ -74,6 +78,7 @@ def f_float(field, x):
 # --- ONNX messages (onnx.proto field numbers) ----------------------------------------------------
 
 FLOAT = 1  # TensorProto.FLOAT
+BOOL = 9  # TensorProto.BOOL
 ATTR_FLOAT = 1  # AttributeProto.FLOAT
 ATTR_INT = 2
 IR_VERSION = 8
@@ -202,6 +207,21 @@ def write_deep(outdir):
     write(os.path.join(outdir, "deep.weights.bin"), bytes(blob))
     m = model("deep", nodes, inits, [value_info("X", ["batch", IN])], [value_info("Y", ["batch", IN])])
     write(os.path.join(outdir, "deep.onnx"), m)
+
+
+CACHE_HEADS, CACHE_LEN, CACHE_DIM = 2, 8, 4  # case_iobinding.c's check_cache uses the same
+
+
+def write_cache(outdir):
+    kv = [1, CACHE_HEADS, CACHE_LEN, CACHE_DIM]
+    inputs = [value_info("cond", [1, 1, CACHE_LEN, 1], BOOL), value_info("new", [1, CACHE_HEADS, 1, CACHE_DIM]),
+              value_info("past", kv)]
+    update = node("Where", ["cond", "new", "past"], ["present"], "update")
+    m = model("cache", [update], [], inputs, [value_info("present", kv)])
+    write(os.path.join(outdir, "cache.onnx"), m)
+    nodes = [update, node("Add", ["past", "present"], ["sum"], "reread")]
+    m = model("cache_reread", nodes, [], inputs, [value_info("present", kv), value_info("sum", kv)])
+    write(os.path.join(outdir, "cache_reread.onnx"), m)
 
 
 def write_split(outdir):
@@ -467,6 +487,7 @@ def main():
     from gen_decoder import write_decoder  # it imports this module's helpers
 
     write_decoder(outdir)
+    write_cache(outdir)
     write_split(outdir)
     write_misuse(outdir)
     write_node_extra(outdir)
