@@ -34,7 +34,8 @@ Benchmarks (printed as one table, same weights and dtype, one process):
   * decode ms/token at contexts 128 and 2048 (cache sizes 128+TOKENS and 2048+TOKENS): PyTorch
     eager (DynamicCache, the ordinary transformers loop), PyTorch static cache eager, PyTorch
     static cache with torch.cuda.CUDAGraph, ORT + CudaEp eager and with enable_cuda_graph=1
-    (IOBinding: the cache stays on the device between steps);
+    (IOBinding: the cache stays on the device between steps, one set of buffers bound as both
+    past and present, which CudaEp updates in place; one graph arm binds two sets swapped);
   * bytes read per token (weights + cache) over the time, against the H200's 4.8 TB/s;
   * prefill tokens/s for a 512-token prompt, PyTorch and ORT + CudaEp;
   * prefill with paging=on and weight_budget_bytes at 25 % of the weights.
@@ -286,14 +287,17 @@ class OrtRunner:
 
 
 class OrtDecoder:
-    """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): each
-    step's present buffers become the next step's past (two sets, swapped)."""
+    """Prefill then greedy decode through ORT with the cache bound on the device (IOBinding): one
+    set of cache buffers bound as both past and present (shared, as ORT's generative runtime binds
+    a shared buffer: CudaEp updates the one new position in place), or two sets, each step's
+    present becoming the next step's past (swapped)."""
 
     def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None,
-                 decode_profile=None):
+                 decode_profile=None, shared=True):
         """Either path may be None (a decoder that only prefills, or only decodes);
         prefill_options and decode_options are the sessions' further CudaEp options;
-        decode_profile, when given, profiles the decode session (OrtRunner.session's profile)."""
+        decode_profile, when given, profiles the decode session (OrtRunner.session's profile);
+        shared picks one set of cache buffers (past and present alike) over two swapped."""
         self.r, self.cfg, self.m = runner, cfg, m
         self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
         self.decode = (runner.session(decode_path, profile=decode_profile, enable_cuda_graph=int(graph),
@@ -301,7 +305,9 @@ class OrtDecoder:
                        if decode_path else None)
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
-        self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(2)]
+        sets = 1 if shared else 2
+        self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(sets)]
+        self.shared = shared
         self.cur = 0
         self.past_names, self.present_names = kv_names(cfg, "past"), kv_names(cfg, "present")
 
@@ -324,7 +330,7 @@ class OrtDecoder:
         """For timing at a long context without a prefill: random cache contents (both sets)."""
         rng = np.random.default_rng(seed)
         ort = self.r.ort
-        for v in self.sets[0] + self.sets[1]:
+        for v in sum(self.sets, []):
             host = rng.standard_normal(v.shape()).astype(np.float32) * 0.5
             bits = (host.view(np.uint32) >> 16).astype(np.uint16)
             ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, BF16)], [v])
@@ -337,16 +343,20 @@ class OrtDecoder:
         b.bind_output("logits", "cpu")
         for name, v in zip(self.past_names, self.sets[self.cur]):
             b.bind_ortvalue_input(name, v)
-        for name, v in zip(self.present_names, self.sets[1 - self.cur]):
+        for name, v in zip(self.present_names, self.sets[self.written()]):
             b.bind_ortvalue_output(name, v)
         return b
 
+    def written(self):
+        """The set of cache buffers the next step writes: the one it reads when shared."""
+        return self.cur if self.shared else 1 - self.cur
+
     def swapped_steps(self, ids, pos):
-        """A step function for timing the same step over and over: the step's two bindings (one
-        set of cache buffers read and the other written, then the reverse), alternated at every
-        call, as a decode loop alternates them."""
+        """A step function for timing the same step over and over: with two sets, the step's two
+        bindings (one set of cache buffers read and the other written, then the reverse),
+        alternated at every call, as a decode loop alternates them; shared, its one binding."""
         b = [self.step_binding(ids, pos)]
-        self.cur = 1 - self.cur
+        self.cur = self.written()
         b.append(self.step_binding(ids, pos))
         k = [0]
 
@@ -359,7 +369,7 @@ class OrtDecoder:
     def step(self, token, pos):
         b = self.step_binding(np.array([[token]], dtype=np.int64), np.array([pos], dtype=np.int64))
         self.decode.run_with_iobinding(b)
-        self.cur = 1 - self.cur
+        self.cur = self.written()
         return b.get_outputs()[0].numpy()
 
 
@@ -857,12 +867,14 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
         ort_rows = {}
         # (label, CUDA graph, further options): fusion=off shows what fusing the exported chains
         # gives, measured in the same run.
-        arms = (("ORT + CudaEp, eager (IOBinding)", False, {}),
-                ("ORT + CudaEp, enable_cuda_graph=1, fusion=off (IOBinding)", True, {"fusion": "off"}),
-                ("ORT + CudaEp, enable_cuda_graph=1 (IOBinding)", True, {}))
-        for label, graph, opts in arms:
+        # Every arm binds one shared set of cache buffers but the "two cache sets swapped" one.
+        arms = (("ORT + CudaEp, eager (IOBinding)", False, {}, True),
+                ("ORT + CudaEp, enable_cuda_graph=1, fusion=off (IOBinding)", True, {"fusion": "off"}, True),
+                ("ORT + CudaEp, enable_cuda_graph=1, two cache sets swapped (IOBinding)", True, {}, False),
+                ("ORT + CudaEp, enable_cuda_graph=1 (IOBinding)", True, {}, True))
+        for label, graph, opts, shared in arms:
             try:
-                d = OrtDecoder(runner, cfg, None, path, m, graph, decode_options=opts)
+                d = OrtDecoder(runner, cfg, None, path, m, graph, decode_options=opts, shared=shared)
                 try:
                     d.fill_random(7)
                 except Exception as e:  # timing only: the contents do not change the work
@@ -881,7 +893,7 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
                         results.setdefault("host_outside_gpu", {}).setdefault(str(ctx), {})[label] = dict(
                             wall_ms=ort_rows[label], gpu_ms=gpu[0], ops=gpu[1], small_gaps_ms=gpu[2])
                 del d, ort_step
-                if graph and not opts:
+                if graph and not opts and shared:
                     host_breakdown(runner, cfg, path, m, ctx, label, results, os.path.join(args.work, f"profile_{ctx}"))
             except Exception as e:
                 log(f"ORT decode at context {ctx} ({label}) failed: {str(e)[:600]}")
