@@ -346,22 +346,38 @@ func TestOpBenchTable(t *testing.T) {
 	}
 	// A decode step's cache update as torch.onnx exports a static cache: Where of the position
 	// mask, the new key row and the cache of one layer (bfloat16, 8 key-value heads, head size
-	// 64) into the other cache buffer.
+	// 64) into the other cache buffer, or into the cache itself ("inplace": one buffer bound as
+	// both past and present; the bytes counted are the mask and the row it stores).
 	for _, m := range []int64{192, 2112} {
-		id := fmt.Sprintf("where/bf16/cache%d", m)
-		if sim {
-			m /= 16
+		for _, inPlace := range []bool{false, true} {
+			id := fmt.Sprintf("where/bf16/cache%d", m)
+			if inPlace {
+				id += "/inplace"
+			}
+			n := m
+			if sim {
+				n /= 16
+			}
+			if !rowFilter.MatchString(id) {
+				continue
+			}
+			bf := kernels.BFloat16
+			spec := kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, 1, 1, n, 1), info(bf, 1, 8, 1, 64), info(bf, 1, 8, n, 64)}}
+			k := f.get(spec)
+			ins, outs := inputs(spec), f.outputs(k)
+			bytes := float64(n + 2*8*64 + 2*2*8*n*64)
+			if inPlace {
+				outs = []kernels.Tensor{ins[2]}
+				bytes = float64(n + 2*2*8*64)
+			}
+			kind := "into another buffer"
+			if kernels.LaunchVariant(k, ins, outs) == "update" {
+				kind = "in place: the update kernel"
+			}
+			o, _ := measure(10*batch, func() error { return k.Execute(ins, outs) }, nil)
+			rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: fmt.Sprintf("Where bool[1,1,%d,1], bf16[1,8,1,64], bf16[1,8,%d,64] [%d blocks, %s]", n, n, kernels.LaunchGrid(k).X, kind),
+				Bytes: bytes, OursMs: o})
 		}
-		if !rowFilter.MatchString(id) {
-			continue
-		}
-		bf := kernels.BFloat16
-		spec := kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, 1, 1, m, 1), info(bf, 1, 8, 1, 64), info(bf, 1, 8, m, 64)}}
-		k := f.get(spec)
-		ins, outs := inputs(spec), f.outputs(k)
-		o, _ := measure(10*batch, func() error { return k.Execute(ins, outs) }, nil)
-		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: fmt.Sprintf("Where bool[1,1,%d,1], bf16[1,8,1,64], bf16[1,8,%d,64] [%d blocks]", m, m, kernels.LaunchGrid(k).X),
-			Bytes: float64(m + 2*8*64 + 2*2*8*m*64), OursMs: o})
 	}
 
 	// The device-to-device copy of one tensor: what the memory system gives a plain copy.
