@@ -18,7 +18,9 @@
 //
 // Then a decode layer's four GEMVs in order (q+k+v, o, gate+up, down), W=1, each launch
 // prefetching into L2 (prefetch.global.L2, after its main loop) the first 0–32 MB of the next
-// launch's matrix: does the next launch's ramp shrink?
+// launch's matrix: does the next launch's ramp shrink? And the same layer with a 10 us stand-in
+// for the small kernels between q+k+v and o (small_ops) that prefetches o's weights and the first
+// part of gate+up's while the memory is nearly idle.
 //
 //   nvcc -O3 -arch=sm_90 -o gemv_stream gemv_stream.cu && ./gemv_stream
 #include <cuda_runtime.h>
@@ -97,6 +99,19 @@ __global__ void __launch_bounds__(256, 4) read_all(const Pack* __restrict__ b, f
 	}
 	for (; p < p1; p += 256) s += to_float(b[p].v[3]);
 	if (s == 12345.0f) out[blockIdx.x] = s;
+}
+
+// small_ops stands in for a decode layer's small kernels between its q+k+v and o projections
+// (rotary, cache update, attention: latency-bound, the memory nearly idle): 48 blocks spinning
+// for `cycles` clocks. Its threads first prefetch pf_bytes at pf into L2 (one
+// prefetch.global.L2 a 128-byte line), the weights the next GEMVs read.
+__global__ void small_ops(long long cycles, const char* pf, u64 pf_bytes) {
+	const u64 lines = pf_bytes / 128, threads = (u64)gridDim.x * blockDim.x;
+	for (u64 l = (u64)blockIdx.x * blockDim.x + threadIdx.x; l < lines; l += threads)
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(pf + l * 128));
+	const long long t0 = clock64();
+	while (clock64() - t0 < cycles) {
+	}
 }
 
 int main() {
@@ -202,6 +217,47 @@ int main() {
 		std::sort(us.begin(), us.end());
 		const float t = us[us.size() / 2];
 		printf("prefetch %5.1f MB: %7.2f us a layer, %.3f of 4.8 TB/s\n", pf / 1048576.0, t, layer_bytes / (t * 1e-6) / 4.8e12);
+	}
+
+	// The layer again with the small kernels between q+k+v and o (small_ops, 10 us), which
+	// prefetch the o projection's weights and the first part of gate+up's (pf past o's 8.4 MB).
+	int clock_khz = 0;
+	CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+	const long long cycles = (long long)clock_khz * 10 / 1000;  // 10 us
+	printf("# layers with 10 us of small kernels after q+k+v that prefetch o's weights and the first part of gate+up's\n");
+	for (long long extra : {-1ll, 0ll, 8ll << 20, 16ll << 20, 24ll << 20, 32ll << 20}) {
+		std::vector<float> us;
+		for (int round = 0; round < 8; ++round) {
+			CHECK(cudaEventRecord(e0));
+			char* at = big;
+			for (u64 l = 0; l < layers; ++l) {
+				for (int i = 0; i < 4; ++i) {
+					const Shape& s = seq[i];
+					const u64 bytes = s.k * s.n * 2;
+					const u64 tiles = s.n / 256;
+					u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
+					u64 rows = (s.k + chunks - 1) / chunks;
+					rows = (rows + 63) / 64 * 64;
+					chunks = (s.k + rows - 1) / rows;
+					gemv_w<1><<<dim3(tiles, chunks), 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
+					at += bytes;
+					if (i == 0) {
+						const u64 o_bytes = seq[1].k * seq[1].n * 2;
+						small_ops<<<48, 128>>>(cycles, at, extra < 0 ? 0 : o_bytes + extra);
+					}
+				}
+			}
+			CHECK(cudaEventRecord(e1));
+			CHECK(cudaEventSynchronize(e1));
+			float ms;
+			CHECK(cudaEventElapsedTime(&ms, e0, e1));
+			if (round) us.push_back(ms * 1000 / layers);
+		}
+		CHECK(cudaGetLastError());
+		std::sort(us.begin(), us.end());
+		const float t = us[us.size() / 2];
+		if (extra < 0) printf("no prefetch:                 %7.2f us a layer (10 us of it the small kernels)\n", t);
+		else printf("prefetch o + %4.1f MB of gate+up: %7.2f us a layer\n", extra / 1048576.0, t);
 	}
 	return 0;
 }
