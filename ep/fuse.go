@@ -70,6 +70,10 @@ type Value struct {
 //     bias) of one row whose normalized output only a MatMul or cudaep.MatMulGroup reads →
 //     cudaep.NormMatMulGroup or cudaep.SkipNormMatMulGroup: the GEMV launch normalizes the row
 //     itself (and stores the skip sum for its other readers), at the MatMul's place.
+//   - Two Wheres over one condition whose X and Y have the same dtypes and shapes, the first's
+//     output not read between them (a decode step's key and value cache updates: one position
+//     mask) → cudaep.WherePair at the second's place: one launch when both update their cache
+//     in place.
 //   - A cudaep.SiluMul only a MatMul or cudaep.MatMulGroup reads → cudaep.SiluMulMatMulGroup.
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
@@ -110,6 +114,7 @@ var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).siluMul,
 	(*fusion).attention,
 	(*fusion).dropExpand,
+	(*fusion).wherePair,
 	(*fusion).matMulGroup,
 	(*fusion).normMatMul,
 	(*fusion).siluMatMul,
@@ -646,6 +651,33 @@ func (g *fusion) dropExpand(i int) (Node, []int, bool) {
 		}
 		n.Inputs = ins
 		return n, []int{je}, true
+	}
+	return Node{}, nil, false
+}
+
+// wherePair fuses node i, a Where, with the nearest earlier live Where over the same condition
+// whose X and Y have i's X's and Y's dtypes and shapes, when no live node between the two
+// reads the earlier one's output and i does not: cudaep.WherePair(condition, X0, Y0, X1, Y1)
+// at i, the earlier Where's output first.
+func (g *fusion) wherePair(i int) (Node, []int, bool) {
+	n := &g.nodes[i]
+	if n.Op != "Where" || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	for j := i - 1; j >= 0; j-- {
+		m := &g.nodes[j]
+		if g.gone[j] || m.Op != "Where" || len(m.Inputs) != 3 || len(m.Outputs) != 1 || m.Inputs[0].Name != n.Inputs[0].Name ||
+			!m.Inputs[1].Info.Equal(n.Inputs[1].Info) || !m.Inputs[2].Info.Equal(n.Inputs[2].Info) {
+			continue
+		}
+		out := m.Outputs[0].Name
+		if slices.ContainsFunc(n.Inputs, func(v Value) bool { return v.Name == out }) || g.readBetween(out, j, i) {
+			return Node{}, nil, false
+		}
+		fused := Node{Name: n.Name, Op: "cudaep.WherePair", Opset: 1,
+			Inputs:  []Value{n.Inputs[0], m.Inputs[1], m.Inputs[2], n.Inputs[1], n.Inputs[2]},
+			Outputs: []Value{m.Outputs[0], n.Outputs[0]}}
+		return fused, []int{j}, true
 	}
 	return Node{}, nil, false
 }

@@ -360,8 +360,9 @@ func TestFuseDropsRepeatedNodes(t *testing.T) {
 	w3 := g.op("Where", nil, g.op("Equal", nil, g.ints(3, 2, 1, 0), pos), x, y) // other contents
 	axis := map[string]ep.Attribute{"axis": ep.IntAttr(0)}
 	out := g.op("Concat", axis, g.op("Concat", axis, w1, w2), w3)
-	fused := assertFusedSame(t, g, out, []string{"Equal", "Where", "Where", "Equal", "Where", "Concat", "Concat"}, 0)
-	assert.Equal(t, fused[0].Outputs[0].Name, fused[2].Inputs[0].Name, "the second Where reads the first Equal")
+	// The two Wheres over the one Equal left then pair up (cudaep.WherePair).
+	fused := assertFusedSame(t, g, out, []string{"Equal", "cudaep.WherePair", "Equal", "Where", "Concat", "Concat"}, 0)
+	assert.Equal(t, fused[0].Outputs[0].Name, fused[1].Inputs[0].Name, "the second Where reads the first Equal")
 
 	// Kept: the repeat's output is a graph output.
 	g = newGraph(t, p)
@@ -530,6 +531,45 @@ func TestFuseDropsAnExpandTheWhereBroadcasts(t *testing.T) {
 	assertFusedSame(t, g, out, []string{"Greater", "Where"}, 0)
 }
 
+// TestFuseWherePair: a decode step's key and value cache updates (Where over one position mask,
+// each new row expanded) become one cudaep.WherePair; Wheres over different masks, or whose
+// first output is read between them, stay apart.
+func TestFuseWherePair(t *testing.T) {
+	p := newProvider(t)
+	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
+	cache := func(g *graphBuilder) (k, v, pastK, pastV, pos ep.Value) {
+		return g.input("k", ep.Float32, 1, 2, 1, 8), g.input("v", ep.Float32, 1, 2, 1, 8),
+			g.input("past_k", ep.Float32, 1, 2, 6, 8), g.input("past_v", ep.Float32, 1, 2, 6, 8), g.input("pos", ep.Float32, 1, 1, 6, 1)
+	}
+	update := func(g *graphBuilder, hit, x, past ep.Value) ep.Value {
+		return g.op("Where", nil, hit, g.op("Expand", nil, x, g.ints(1, 2, 6, 8)), past)
+	}
+	t.Run("key and value caches", func(t *testing.T) {
+		g := newGraph(t, p)
+		k, v, pk, pv, pos := cache(g)
+		hit := g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.5))
+		ok, ov := update(g, hit, k, pk), update(g, hit, v, pv)
+		fused := assertFusedSame(t, g, g.op("Concat", concat, ok, ov), []string{"Greater", "cudaep.WherePair", "Concat"}, 0)
+		assert.Equal(t, []string{hit.Name, "k", "past_k", "v", "past_v"}, names(fused[1].Inputs))
+		assert.Equal(t, []string{ok.Name, ov.Name}, names(fused[1].Outputs))
+	})
+	t.Run("two masks", func(t *testing.T) {
+		g := newGraph(t, p)
+		k, v, pk, pv, pos := cache(g)
+		ok := update(g, g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.5)), k, pk)
+		ov := update(g, g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.25)), v, pv)
+		assertFusedSame(t, g, g.op("Concat", concat, ok, ov), []string{"Greater", "Where", "Greater", "Where", "Concat"}, 0)
+	})
+	t.Run("the first read between", func(t *testing.T) {
+		g := newGraph(t, p)
+		k, v, pk, pv, pos := cache(g)
+		hit := g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.5))
+		neg := g.op("Neg", nil, update(g, hit, k, pk))
+		ov := update(g, hit, v, pv)
+		assertFusedSame(t, g, g.op("Concat", concat, neg, ov), []string{"Greater", "Where", "Neg", "Where", "Concat"}, 0)
+	})
+}
+
 // attentionChain writes Hugging Face's eager attention with repeat_kv as torch.onnx exports it.
 func attentionChain(g *graphBuilder, q, k, v, mask ep.Value, scale float64) ep.Value {
 	rep := func(x ep.Value, groups int64) ep.Value {
@@ -629,9 +669,19 @@ func TestKernelInPlaceNamesTheInputsOfTheOutputsShape(t *testing.T) {
 		k, err := p.GetKernel(tc.spec)
 		require.NoError(t, err, tc.name)
 		for i, want := range tc.inPlace {
-			assert.Equal(t, want, k.InPlace(i), "%s input %d", tc.name, i)
+			assert.Equal(t, want, k.InPlace(0, i), "%s input %d", tc.name, i)
+			assert.False(t, k.InPlace(1, i), "%s: an output it does not have, input %d", tc.name, i)
 		}
-		assert.False(t, k.InPlace(len(tc.inPlace)), "%s: an input it does not have", tc.name)
+		assert.False(t, k.InPlace(0, len(tc.inPlace)), "%s: an input it does not have", tc.name)
+	}
+	// cudaep.WherePair: each output on its own Y (or X, when full-shaped), never the other's.
+	k, err := p.GetKernel(ep.Spec{Op: "cudaep.WherePair", Opset: 1, NumOutputs: 2,
+		Inputs: []ep.TensorInfo{b, f32(1, 2, 1, 8), f32(1, 2, 16, 8), f32(1, 2, 1, 8), f32(1, 2, 16, 8)}})
+	require.NoError(t, err)
+	for out, want := range [][]bool{{false, false, true, false, false}, {false, false, false, false, true}} {
+		for i, w := range want {
+			assert.Equal(t, w, k.InPlace(out, i), "WherePair output %d input %d", out, i)
+		}
 	}
 }
 

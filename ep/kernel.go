@@ -136,13 +136,14 @@ func isView(spec Spec, outs []TensorInfo) bool {
 	return false
 }
 
-// InPlace reports whether Execute may be given the kernel's output in the memory of input
-// (by index): the elementwise unary and binary ops and Where, for an input of the output's
-// dtype and shape. The result is then the out-of-place one, and a Where stores only the
-// elements it takes from its other operand: a key/value cache that is both a Where's Y and its
-// output is updated at its one new position, not copied. A plan may map such an output onto
-// the input's memory when nothing reads the input after the kernel.
-func (k *Kernel) InPlace(input int) bool { return kernels.InPlace(k.k, input) }
+// InPlace reports whether Execute may be given the kernel's output (by index) in the memory
+// of input (by index): the elementwise unary and binary ops and Where, for an input of the
+// output's dtype and shape, and cudaep.WherePair, each output for its own X or Y. The result is
+// then the out-of-place one, and a Where stores only the elements it takes from its other
+// operand: a key/value cache that is both a Where's Y and its output is updated at its one new
+// position, not copied. A plan may map such an output onto the input's memory when nothing
+// reads the input after the kernel.
+func (k *Kernel) InPlace(output, input int) bool { return kernels.InPlace(k.k, output, input) }
 
 // Name describes the kernel, e.g. "Add(float32[2,3], float32[3])".
 func (k *Kernel) Name() string { return k.k.Name() }

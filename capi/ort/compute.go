@@ -432,8 +432,9 @@ func (pl *plan) sharedInput(j int, ins []hostTensor, out hostTensor, inSpan []in
 }
 
 // findShares fills pl.shares: output j may be the memory of input i when the one step that
-// writes it reads input i only through operands its kernel may run in place on (ep.Kernel's
-// InPlace: an elementwise op or Where of the output's shape), no later step reads input i, and
+// writes it reads input i only through operands its kernel may run in place on for that output
+// (ep.Kernel's InPlace: an elementwise op or Where of the output's shape, a cudaep.WherePair's
+// own X or Y), no later step reads input i, and
 // input i is not itself an output. The run then computes what it would with the input copied
 // first: every read of the input's elements happens before, or in the same thread as, the
 // write of the same element. A key/value cache bound as both a step's past and its present (one
@@ -444,25 +445,31 @@ func (pl *plan) findShares() {
 		if !pl.written[o.buf] {
 			continue
 		}
-		w := slices.IndexFunc(pl.steps, func(st step) bool { return len(st.out) > 0 && st.out[0].Ptr == o.buf.Ptr() })
-		if w < 0 || len(pl.steps[w].out) != 1 {
+		w, out := -1, -1
+		for si, st := range pl.steps {
+			if o := slices.IndexFunc(st.out, func(t ep.Tensor) bool { return t.Ptr == o.buf.Ptr() }); o >= 0 {
+				w, out = si, o
+				break
+			}
+		}
+		if w < 0 {
 			continue
 		}
 		for i, in := range pl.inputs {
-			if pl.sharable(w, in.buf) {
+			if pl.sharable(w, out, in.buf) {
 				pl.shares[j] = append(pl.shares[j], i)
 			}
 		}
 	}
 }
 
-// sharable reports whether step w's output may be written into the memory of b, a buffer of
-// the plan's inputs: see findShares.
-func (pl *plan) sharable(w int, b *ep.Buffer) bool {
+// sharable reports whether output out of step w may be written into the memory of b, a buffer
+// of the plan's inputs: see findShares.
+func (pl *plan) sharable(w, out int, b *ep.Buffer) bool {
 	st, reads := pl.steps[w], false
 	for m, t := range st.ins {
 		if t.Ptr == b.Ptr() {
-			if !st.k.InPlace(m) {
+			if !st.k.InPlace(out, m) {
 				return false
 			}
 			reads = true

@@ -17,9 +17,9 @@
  *   graph    a session with enable_cuda_graph=1, 20 runs: X updated in place between runs
  *            (batch 8, another tensor of batch 3 in runs 10-14), Y bound once per shape so that
  *            ORT hands the EP the same output buffer again; no run may repeat the previous output
- *   cache    a static key/value cache bound as both past and present (one device tensor), with
- *            and without graphs: updated in place, one position a step; and a model that reads
- *            past after the update, which must see the cache as it was (CudaEp copies then)
+ *   cache    static key and value caches, each bound as both past and present (one device tensor
+ *            each), with and without graphs: updated in place, one position a step; and a model
+ *            that reads past after the update, which must see the cache as it was (CudaEp copies)
  *
  * Binding a device tensor that does not really lie in device memory (a freed allocation, a host
  * pointer labelled as device memory) cannot be expressed through ORT's API without undefined
@@ -677,72 +677,84 @@ static int bind_host_input(ort_rt* rt, OrtIoBinding* binding, const char* name, 
   return rc < 0 ? -1 : 0;
 }
 
-/* cache_step runs step t of check_cache: the one position t % CACHE_LEN of the device cache kv,
- * bound as both past and present, takes new values; want (the host's copy of the cache) is
- * updated alike and *sum gets the reread model's second output (past + present), when given. */
-static int cache_step(ort_rt* rt, rt_session* s, OrtIoBinding* binding, OrtValue* kv, const OrtMemoryInfo* dev, int t,
-                      float* want, host_tensor* sum, char* why, size_t cap) {
-  host_tensor cond, fresh;
+/* cache_step runs step t of check_cache: the one position t % CACHE_LEN of each of the caches
+ * device caches kv[c] (past_k and present_k, then past_v and present_v: both bound to kv[c])
+ * takes new values; want[c] (the host's copy of cache c) is updated alike, and *sum gets the
+ * model's last output, `extra` (cache.onnx's both, cache_reread.onnx's sum), bound in device
+ * memory. */
+static int cache_step(ort_rt* rt, rt_session* s, OrtIoBinding* binding, OrtValue* const* kv, int caches,
+                      const OrtMemoryInfo* dev, int t, float (*want)[CACHE_N], const char* extra, host_tensor* sum,
+                      char* why, size_t cap) {
+  static const char* const past[2] = {"past_k", "past_v"}, * const present[2] = {"present_k", "present_v"},
+                           * const news[2] = {"new_k", "new_v"};
   static const int64_t cd[4] = {1, 1, CACHE_LEN, 1}, nd[4] = {1, CACHE_HEADS, 1, CACHE_DIM};
+  host_tensor cond, fresh[2];
   rt_error e;
   int rc = -1;
   memset(&cond, 0, sizeof cond);
-  memset(&fresh, 0, sizeof fresh);
-  if (host_tensor_alloc(&cond, ONNX_PB_BOOL, cd, 4, why, cap) < 0 || host_tensor_alloc(&fresh, ONNX_PB_FLOAT, nd, 4, why, cap) < 0)
-    goto out;
-  memset(cond.data, 0, CACHE_LEN);
-  ((unsigned char*)cond.data)[t % CACHE_LEN] = 1;
-  for (size_t i = 0; i < fresh.count; i++) ((float*)fresh.data)[i] = 100.0f + 10.0f * (float)t + (float)i;
+  memset(fresh, 0, sizeof fresh);
   A(ClearBoundInputs)(binding);
   A(ClearBoundOutputs)(binding);
-  if (bind_host_input(rt, binding, "cond", &cond, why, cap) < 0 || bind_host_input(rt, binding, "new", &fresh, why, cap) < 0)
-    goto out;
-  if (rt_take(rt, A(BindInput)(binding, "past", kv), "BindInput", &e, 1) < 0 ||
-      rt_take(rt, A(BindOutput)(binding, "present", kv), "BindOutput", &e, 1) < 0 ||
-      (sum && rt_take(rt, A(BindOutputToDevice)(binding, "sum", dev), "BindOutputToDevice", &e, 1) < 0)) {
-    textf(why, cap, "binding the cache: [%s] %s", rt_error_code_name(e.code), e.msg);
+  if (host_tensor_alloc(&cond, ONNX_PB_BOOL, cd, 4, why, cap) < 0) goto out;
+  memset(cond.data, 0, CACHE_LEN);
+  ((unsigned char*)cond.data)[t % CACHE_LEN] = 1;
+  if (bind_host_input(rt, binding, "cond", &cond, why, cap) < 0) goto out;
+  for (int c = 0; c < caches; c++) {
+    if (host_tensor_alloc(&fresh[c], ONNX_PB_FLOAT, nd, 4, why, cap) < 0) goto out;
+    for (size_t i = 0; i < fresh[c].count; i++) ((float*)fresh[c].data)[i] = 100.0f * (float)(c + 1) + 10.0f * (float)t + (float)i;
+    if (bind_host_input(rt, binding, news[c], &fresh[c], why, cap) < 0) goto out;
+    if (rt_take(rt, A(BindInput)(binding, past[c], kv[c]), "BindInput", &e, 1) < 0 ||
+        rt_take(rt, A(BindOutput)(binding, present[c], kv[c]), "BindOutput", &e, 1) < 0) {
+      textf(why, cap, "binding cache %s: [%s] %s", past[c], rt_error_code_name(e.code), e.msg);
+      goto out;
+    }
+  }
+  if (rt_take(rt, A(BindOutputToDevice)(binding, extra, dev), "BindOutputToDevice", &e, 1) < 0) {
+    textf(why, cap, "binding %s: [%s] %s", extra, rt_error_code_name(e.code), e.msg);
     goto out;
   }
   if (rt_take(rt, A(RunWithBinding)(s->session, NULL, binding), "RunWithBinding", &e, 1) < 0) {
     textf(why, cap, "RunWithBinding: [%s] %s", rt_error_code_name(e.code), e.msg);
     goto out;
   }
-  if (sum) {
+  {
     OrtValue** outs = NULL;
-    size_t n = 0;
+    size_t n = 0, want_n = (size_t)caches + 1;
     if (rt_take(rt, A(GetBoundOutputValues)(binding, rt->alloc, &outs, &n), "GetBoundOutputValues", &e, 1) < 0) {
       textf(why, cap, "GetBoundOutputValues: [%s] %s", rt_error_code_name(e.code), e.msg);
       goto out;
     }
-    int got = n == 2 && outs && outs[1] ? download(rt, outs[1], sum, why, cap) : -1;
-    if (got < 0 && !(n == 2 && outs && outs[1])) textf(why, cap, "GetBoundOutputValues gave %zu values, want 2", n);
+    int got = n == want_n && outs && outs[n - 1] ? download(rt, outs[n - 1], sum, why, cap) : -1;
+    if (got < 0 && !(n == want_n && outs && outs[n - 1])) textf(why, cap, "GetBoundOutputValues gave %zu values, want %zu", n, want_n);
     for (size_t i = 0; outs && i < n; i++)
       if (outs[i]) A(ReleaseValue)(outs[i]);
     if (outs) rt_check(rt, A(AllocatorFree)(rt->alloc, outs), "AllocatorFree");
     if (got < 0) goto out;
   }
-  for (int h = 0; h < CACHE_HEADS; h++)
-    for (int d = 0; d < CACHE_DIM; d++)
-      want[(h * CACHE_LEN + t % CACHE_LEN) * CACHE_DIM + d] = ((float*)fresh.data)[h * CACHE_DIM + d];
+  for (int c = 0; c < caches; c++)
+    for (int h = 0; h < CACHE_HEADS; h++)
+      for (int d = 0; d < CACHE_DIM; d++)
+        want[c][(h * CACHE_LEN + t % CACHE_LEN) * CACHE_DIM + d] = ((float*)fresh[c].data)[h * CACHE_DIM + d];
   rc = 0;
 out:
   A(ClearBoundInputs)(binding);
   A(ClearBoundOutputs)(binding);
   host_tensor_free(&cond);
-  host_tensor_free(&fresh);
+  for (int c = 0; c < 2; c++) host_tensor_free(&fresh[c]);
   return rc;
 }
 
-/* check_cache: a decode loop's static key/value cache, one device tensor bound as both the past
- * input and the present output of cache.onnx (present = Where(cond, new, past): position t
- * replaced), as ORT's generative runtime binds a shared buffer, with and without
- * enable_cuda_graph: 12 steps, each leaving exactly the host's copy of the cache behind. CudaEp
- * must update the cache in its own memory, copying nothing. Then
- * cache_reread.onnx, which reads past again after the update (sum = past + present, one
- * partition): bound the same way, the run must compute what separate buffers would (the cache
- * before the update plus after it), so CudaEp copies the cache instead. (Two partitions, each
- * run on its own, would not promise that: ORT runs them one after the other on the memory the
- * host bound.) */
+/* check_cache: a decode loop's static key and value caches, each one device tensor bound as both
+ * the past input and the present output of cache.onnx (present_k = Where(cond, new_k, past_k),
+ * present_v likewise over the same cond: position t replaced; both = present_k + present_v),
+ * as ORT's generative runtime binds a shared buffer, with and without enable_cuda_graph: 12
+ * steps, each leaving exactly the host's copies of the caches behind and their sum in both.
+ * CudaEp must run the two Wheres as one cudaep.WherePair (two fused nodes counted) and update
+ * the caches in their own memory, copying nothing. Then cache_reread.onnx,
+ * which reads past_k again after the update (sum = past_k + present_k, one partition): bound
+ * the same way, the run must compute what separate buffers would (the cache before the update
+ * plus after it), so CudaEp copies the cache instead. (Two partitions, each run on its own, would
+ * not promise that: ORT runs them one after the other on the memory the host bound.) */
 static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const OrtMemoryInfo* dev) {
   if (!rt->ep_mode) {
     printf("  cache: skipped without CudaEp (ORT's CPU kernels do not promise an output bound to an input's memory)\n");
@@ -752,6 +764,7 @@ static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
   char why[1024], what[1400], path[4096];
   for (int model = 0; model < 2; model++) {
     const char* file = model ? "cache_reread.onnx" : "cache.onnx";
+    const int caches = model ? 1 : 2;
     for (int graph = 0; graph < 2; graph++) {
       rt_session_opts o;
       ep_options(rt, &o);
@@ -760,6 +773,8 @@ static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
       rt_session s;
       rt_error e;
       textf(path, sizeof path, "%s/%s", dir, file);
+      CudaEpOrtStats created;
+      if (rt_ep_stats(rt, &created) < 0) memset(&created, 0, sizeof created);
       if (rt_session_create(rt, path, &o, &s, &e, 1) < 0) {
         textf(what, sizeof what, "%s: opening a session: [%s] %s", file, rt_error_code_name(e.code), e.msg);
         f += tally(0, what);
@@ -768,40 +783,50 @@ static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
       OrtIoBinding* binding = NULL;
       host_tensor h, got, sum;
       static const int64_t kd[4] = {1, CACHE_HEADS, CACHE_LEN, CACHE_DIM};
-      float want[CACHE_N], before[CACHE_N];
-      OrtValue* kv = NULL;
-      int steps = 12, done = 0, bad = 0;
+      float want[2][CACHE_N], before[CACHE_N];
+      OrtValue* kv[2] = {NULL, NULL};
+      int steps = 12, done = 0, bad = 0, ready = 1;
       CudaEpOrtStats s0, s1;
       memset(&got, 0, sizeof got);
       why[0] = 0;
-      if (host_tensor_alloc(&h, ONNX_PB_FLOAT, kd, 4, why, sizeof why) == 0) {
-        for (int i = 0; i < CACHE_N; i++) want[i] = ((float*)h.data)[i] = 0.5f * (float)i - 7.0f;
-        if (upload(rt, alloc, &h, &kv, why, sizeof why) == 0 && new_binding(rt, &s, &binding) == 0 && binding &&
-            rt_ep_stats(rt, &s0) == 0) {
-          for (int t = 0; t < steps; t++) {
-            memcpy(before, want, sizeof want);
-            memset(&sum, 0, sizeof sum);
-            if (cache_step(rt, &s, binding, kv, dev, t, want, model ? &sum : NULL, why, sizeof why) < 0) break;
+      if (host_tensor_alloc(&h, ONNX_PB_FLOAT, kd, 4, why, sizeof why) < 0) ready = 0;
+      for (int c = 0; ready && c < caches; c++) {
+        for (int i = 0; i < CACHE_N; i++) want[c][i] = ((float*)h.data)[i] = 0.5f * (float)i - 7.0f - (float)c;
+        if (upload(rt, alloc, &h, &kv[c], why, sizeof why) < 0) ready = 0;
+      }
+      if (ready && new_binding(rt, &s, &binding) == 0 && binding && rt_ep_stats(rt, &s0) == 0) {
+        for (int t = 0; t < steps; t++) {
+          memcpy(before, want[0], sizeof before);
+          memset(&sum, 0, sizeof sum);
+          if (cache_step(rt, &s, binding, kv, caches, dev, t, want, model ? "sum" : "both", &sum, why, sizeof why) < 0) break;
+          int ok_run = 1, c = 0;
+          for (; ok_run && c < caches; c++) {
             host_tensor_free(&got);
-            if (download(rt, kv, &got, why, sizeof why) < 0) break;
-            done++;
-            int ok_run = got.count == CACHE_N && memcmp(got.data, want, sizeof want) == 0;
-            for (int i = 0; model && ok_run && i < CACHE_N; i++) ok_run = ((float*)sum.data)[i] == before[i] + want[i];
-            if (!ok_run && bad++ < 3) printf("    %s step %d: the cache or sum differs from the host's copy\n", file, t);
-            host_tensor_free(&sum);
+            if (download(rt, kv[c], &got, why, sizeof why) < 0) break;
+            ok_run = got.count == CACHE_N && memcmp(got.data, want[c], sizeof want[c]) == 0;
           }
+          if (ok_run && c < caches) {
+            host_tensor_free(&sum);
+            break;
+          }
+          done++;
+          for (int i = 0; ok_run && i < CACHE_N; i++)
+            ok_run = ((float*)sum.data)[i] == (model ? before[i] + want[0][i] : want[0][i] + want[1][i]);
+          host_tensor_free(&sum);
+          if (!ok_run && bad++ < 3) printf("    %s step %d: a cache or sum differs from the host's copy\n", file, t);
         }
       }
       if (why[0]) printf("    %s: %s\n", file, why);
-      textf(what, sizeof what, "%s, enable_cuda_graph=%d, past and present one device tensor: %d of %d steps ran, "
-            "%d differ from the host's copy", file, graph, done, steps, bad);
+      textf(what, sizeof what, "%s, enable_cuda_graph=%d, past and present one device tensor per cache: %d of %d steps "
+            "ran, %d differ from the host's copies", file, graph, done, steps, bad);
       f += tally(done == steps && bad == 0, what);
       if (done == steps && rt_ep_stats(rt, &s1) == 0) {
         unsigned long long copied = s1.values_copied - s0.values_copied, in_place = s1.values_in_place - s0.values_in_place;
         if (model == 0) {
-          textf(what, sizeof what, "%s: the cache is updated in place (%llu values in place, %llu copied; ORT hands "
-                "over the two host inputs in device memory)", file, in_place, copied);
-          f += tally(copied == 0 && in_place == 4ull * (unsigned)steps, what);
+          unsigned long long fused = s1.fused_nodes - created.fused_nodes;
+          textf(what, sizeof what, "%s: the caches are updated in place by one WherePair (%llu fused nodes, %llu values "
+                "in place, %llu copied; ORT hands over the three host inputs in device memory)", file, fused, in_place, copied);
+          f += tally(fused >= 2 && copied == 0 && in_place == 8ull * (unsigned)steps, what);
         } else {
           textf(what, sizeof what, "%s: the cache is copied, not updated in place (%llu values copied)", file, copied);
           f += tally(copied >= 4ull * (unsigned)steps, what);
@@ -810,7 +835,8 @@ static int check_cache(ort_rt* rt, const char* dir, OrtAllocator* alloc, const O
       host_tensor_free(&got);
       host_tensor_free(&h);
       if (binding) A(ReleaseIoBinding)(binding);
-      if (kv) A(ReleaseValue)(kv);
+      for (int c = 0; c < 2; c++)
+        if (kv[c]) A(ReleaseValue)(kv[c]);
       rt_session_release(rt, &s);
     }
   }

@@ -11,10 +11,14 @@ two runs write identical files (the absolute-path model excepted, which names OU
                             weight in OUTDIR/deep.weights.bin (external data): 6 layers of
                             16,640 bytes, 99,840 in all, for paging under a weight budget.
   OUTDIR/decoder.onnx       a tiny Llama-style decoder with a key/value cache (gen_decoder.py)
-  OUTDIR/cache.onnx         a static key/value cache updated at one position:
-                            present[1,2,8,4] = Where(cond[1,1,8,1], new[1,2,1,4], past[1,2,8,4])
-  OUTDIR/cache_reread.onnx  the same, then sum = Add(past, present): past is read after the
-                            update, so a present bound to past's memory cannot be written there
+  OUTDIR/cache.onnx         a static key and value cache updated at one position:
+                            present_k[1,2,8,4] = Where(cond[1,1,8,1], new_k[1,2,1,4], past_k[1,2,8,4]),
+                            present_v likewise from new_v and past_v, over the same cond, and
+                            both = Add(present_k, present_v), which a decoder's attention
+                            stands for (it makes the graph one partition)
+  OUTDIR/cache_reread.onnx  the key cache's update, then sum = Add(past_k, present_k): past_k is
+                            read after the update, so a present_k bound to past_k's memory
+                            cannot be written there
   OUTDIR/split.onnx         the same layers with LeakyRelu (not a CudaEp op) in the middle:
                             two CudaEp partitions around one CPU node. Weights inline.
   OUTDIR/misuse/ext_*.onnx  X[2,4] -> MatMul(W[4,3]) -> Y[2,3] with W in external data:
@@ -214,13 +218,17 @@ CACHE_HEADS, CACHE_LEN, CACHE_DIM = 2, 8, 4  # case_iobinding.c's check_cache us
 
 def write_cache(outdir):
     kv = [1, CACHE_HEADS, CACHE_LEN, CACHE_DIM]
-    inputs = [value_info("cond", [1, 1, CACHE_LEN, 1], BOOL), value_info("new", [1, CACHE_HEADS, 1, CACHE_DIM]),
-              value_info("past", kv)]
-    update = node("Where", ["cond", "new", "past"], ["present"], "update")
-    m = model("cache", [update], [], inputs, [value_info("present", kv)])
+    cond = value_info("cond", [1, 1, CACHE_LEN, 1], BOOL)
+    inputs, outputs, nodes = [cond], [], []
+    for c in ("k", "v"):
+        inputs += [value_info(f"new_{c}", [1, CACHE_HEADS, 1, CACHE_DIM]), value_info(f"past_{c}", kv)]
+        outputs.append(value_info(f"present_{c}", kv))
+        nodes.append(node("Where", ["cond", f"new_{c}", f"past_{c}"], [f"present_{c}"], f"update_{c}"))
+    both = node("Add", ["present_k", "present_v"], ["both"], "both")  # one partition, as attention makes it
+    m = model("cache", nodes + [both], [], inputs, outputs + [value_info("both", kv)])
     write(os.path.join(outdir, "cache.onnx"), m)
-    nodes = [update, node("Add", ["past", "present"], ["sum"], "reread")]
-    m = model("cache_reread", nodes, [], inputs, [value_info("present", kv), value_info("sum", kv)])
+    nodes = [nodes[0], node("Add", ["past_k", "present_k"], ["sum"], "reread")]
+    m = model("cache_reread", nodes, [], inputs[:3], [outputs[0], value_info("sum", kv)])
     write(os.path.join(outdir, "cache_reread.onnx"), m)
 
 

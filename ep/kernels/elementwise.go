@@ -254,8 +254,8 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 
 // inPlace reports whether the output may be input op's memory: an operand of the output's
 // dtype and shape, read by the thread that writes each element, before it writes it.
-func (k *binaryKernel) inPlace(op int) bool {
-	return (op == 0 || op == 1) && k.ins[op].Equal(k.outs[0])
+func (k *binaryKernel) inPlace(output, op int) bool {
+	return output == 0 && (op == 0 || op == 1) && k.ins[op].Equal(k.outs[0])
 }
 
 // unaryKernel is a float op launched as cudaep_<stem>_<t>(out, x, n) on linearGrid (the flat
@@ -300,7 +300,7 @@ func newUnary(l *Library, s opSpec, stem string) (Kernel, error) {
 
 // inPlace reports whether the output may be the input's memory: always (the same dtype and
 // shape, each element read by the thread that writes it).
-func (k *unaryKernel) inPlace(op int) bool { return op == 0 }
+func (k *unaryKernel) inPlace(output, op int) bool { return output == 0 && op == 0 }
 
 // buildGelu builds Gelu (opset 20): approximate "none" is x·Φ(x) with the error function,
 // "tanh" the tanh approximation.
@@ -452,17 +452,9 @@ func (k *whereKernel) Execute(inputs, outputs []Tensor) error {
 	a := &k.args
 	a.Reset()
 	if op := k.inPlaceOperand(inputs, outputs); op != 0 {
-		src := 3 - op // the operand whose elements are stored: X when the output is Y
-		a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[src].Ptr).U64(k.n)
-		for _, d := range k.dims {
-			a.I64(d)
-		}
-		for _, op := range []int{0, src} {
-			for _, st := range k.strides[op] {
-				a.I64(st)
-			}
-		}
-		a.U32(uint32(op - 1)) // when: 1 stores X where the condition holds, 0 stores Y where it does not
+		// The operand whose elements are stored: X when the output is Y.
+		a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[3-op].Ptr)
+		k.updateArgs(a, op)
 		return k.lib.rt.Stream.Launch(k.update, k.grid, linearBlock, 0, a)
 	}
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).U64(k.n)
@@ -482,7 +474,7 @@ func (k *whereKernel) Execute(inputs, outputs []Tensor) error {
 // place: Y is taken, and the update stores X's element, the same value, where the condition holds.
 func (k *whereKernel) inPlaceOperand(inputs, outputs []Tensor) int {
 	for _, op := range []int{2, 1} {
-		if outputs[0].Ptr == inputs[op].Ptr && k.inPlace(op) {
+		if outputs[0].Ptr == inputs[op].Ptr && k.inPlace(0, op) {
 			return op
 		}
 	}
@@ -491,8 +483,24 @@ func (k *whereKernel) inPlaceOperand(inputs, outputs []Tensor) int {
 
 // inPlace reports whether the output may be input op's memory: X or Y of the output's shape
 // (no broadcasting), each element read by the thread that writes it, before it writes it.
-func (k *whereKernel) inPlace(op int) bool {
-	return (op == 1 || op == 2) && k.ins[op].Equal(k.outs[0])
+func (k *whereKernel) inPlace(output, op int) bool {
+	return output == 0 && (op == 1 || op == 2) && k.ins[op].Equal(k.outs[0])
+}
+
+// updateArgs fills a with cudaep_where_update[2]_<size>'s arguments after the pointers, for
+// Where in place on operand op (inPlaceOperand): n, the dimensions, the condition's strides,
+// the other operand's, and when.
+func (k *whereKernel) updateArgs(a *cudadrv.KernelArgs, op int) {
+	a.U64(k.n)
+	for _, d := range k.dims {
+		a.I64(d)
+	}
+	for _, o := range []int{0, 3 - op} {
+		for _, st := range k.strides[o] {
+			a.I64(st)
+		}
+	}
+	a.U32(uint32(op - 1)) // when: 1 stores X where the condition holds, 0 stores Y where it does not
 }
 
 // packedGrid is the grid of a broadcasting kernel with a packed loop (cuda/elementwise.cu's

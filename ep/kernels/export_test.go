@@ -39,7 +39,8 @@ func ForceVariant(family, v string) string { return forceVariant(family, v) }
 // LaunchVariant returns the kernel that k's Execute launches for these tensors: the
 // register layernorm, the batched 2-D transpose or the GEMV KernelVariant names, or its
 // fallback for addresses it cannot use ("old", "tile64", "cublas"); "update" for a Where whose
-// output is its X or Y; KernelVariant for other kernels.
+// output is its X or Y, "update2" for a cudaep.WherePair whose outputs both are; KernelVariant
+// for other kernels.
 func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 	switch k := k.(type) {
 	case *transpose2dKernel:
@@ -55,6 +56,13 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 	case *whereKernel:
 		if k.inPlaceOperand(inputs, outputs) != 0 {
 			return "update"
+		}
+	case *wherePairKernel:
+		for p := range 2 {
+			k.ins[p] = [3]Tensor{inputs[0], inputs[1+2*p], inputs[2+2*p]}
+		}
+		if k.pairedOperand(outputs) != 0 {
+			return "update2"
 		}
 	}
 	return KernelVariant(k)

@@ -13,11 +13,105 @@ import (
 func init() {
 	builders["cudaep.RotateHalf"] = builder{inputNames: []string{"X", "cos", "sin"}, build: buildRotateHalf}
 	builders["cudaep.SiluMul"] = builder{inputNames: []string{"A", "B"}, build: buildSiluMul}
+	builders["cudaep.WherePair"] = builder{inputNames: []string{"condition", "X0", "Y0", "X1", "Y1"}, build: buildWherePair}
 }
 
 // fusedEntries lists the entry points of the cudaep ops in ptx/elementwise.ptx.
 func fusedEntries() []string {
-	return typedEntries([]string{"cudaep_rotate_half", "cudaep_silu_mul"}, floatTypes)
+	e := typedEntries([]string{"cudaep_rotate_half", "cudaep_silu_mul"}, floatTypes)
+	for _, size := range []string{"b8", "b16", "b32", "b64"} {
+		e = append(e, "cudaep_where_update2_"+size)
+	}
+	return e
+}
+
+// wherePairKernel is cudaep.WherePair(condition, X0, Y0, X1, Y1) → (Z0, Z1): Z0 = Where(
+// condition, X0, Y0) and Z1 = Where(condition, X1, Y1), X1 of X0's dtype and shape and Y1 of
+// Y0's (a decode step's key and value cache updates, which read one position mask). When each
+// output is in place on its own Y (or each on its own X: InPlace), one launch of
+// cudaep_where_update2_<size>(z0, z1, c, src0, src1, n, dims[4], cStrides[4], srcStrides[4],
+// when), grid (Where's, 2), stores both updates; otherwise each Where runs as Where does.
+type wherePairKernel struct {
+	kernelBase
+	w       [2]*whereKernel
+	update2 *cudadrv.Function
+	ins     [2][3]Tensor // each Where's inputs (scratch)
+	args    cudadrv.KernelArgs
+}
+
+// buildWherePair builds cudaep.WherePair (any opset of the cudaep domain): two Wheres as Where
+// (opset 16) takes them, over one condition.
+func buildWherePair(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(5, 5); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= 2; i++ {
+		if a, b := s.Inputs[i], s.Inputs[i+2]; !a.Equal(b) {
+			return nil, s.errorf("%s is %s and %s is %s; they must have one dtype and shape", s.input(i), a, s.input(i+2), b)
+		}
+	}
+	k := &wherePairKernel{}
+	var outs []TensorInfo
+	for p := range 2 {
+		spec := Spec{Op: "Where", Opset: 16, Inputs: []TensorInfo{s.Inputs[0], s.Inputs[1+2*p], s.Inputs[2+2*p]}}
+		w, err := buildWhere(l, opSpec{Spec: &spec, inputNames: []string{"condition", "X", "Y"}})
+		if err != nil {
+			return nil, s.errorf("Where %d of the pair: %v", p, err)
+		}
+		k.w[p] = w.(*whereKernel)
+		outs = append(outs, w.Outputs()[0])
+	}
+	k.kernelBase = newBase(l, s, outs...)
+	k.update2 = l.function("cudaep_where_update2_" + s.Inputs[1].DType.sizeSuffix())
+	return k, nil
+}
+
+// Execute queues both Wheres: one launch when both are in place on the same operand.
+func (k *wherePairKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	for p := range 2 {
+		k.ins[p] = [3]Tensor{inputs[0], inputs[1+2*p], inputs[2+2*p]}
+	}
+	w := k.w[0]
+	if op := k.pairedOperand(outputs); op != 0 {
+		a := &k.args
+		a.Reset()
+		a.Ptr(outputs[0].Ptr).Ptr(outputs[1].Ptr).Ptr(inputs[0].Ptr).Ptr(k.ins[0][3-op].Ptr).Ptr(k.ins[1][3-op].Ptr)
+		w.updateArgs(a, op)
+		grid := w.grid
+		grid.Y = 2
+		return k.lib.rt.Stream.Launch(k.update2, grid, linearBlock, 0, a)
+	}
+	for p := range 2 {
+		if err := k.w[p].Execute(k.ins[p][:], outputs[p:p+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pairedOperand returns the operand (1: X, 2: Y) both outputs are in place on, from k.ins,
+// else 0.
+func (k *wherePairKernel) pairedOperand(outputs []Tensor) int {
+	op := k.w[0].inPlaceOperand(k.ins[0][:], outputs[0:1])
+	if op == 0 || k.w[1].inPlaceOperand(k.ins[1][:], outputs[1:2]) != op {
+		return 0
+	}
+	return op
+}
+
+// inPlace reports whether output may be input's memory: output 0 X0 or Y0, output 1 X1 or Y1,
+// as Where allows.
+func (k *wherePairKernel) inPlace(output, input int) bool {
+	if output < 0 || output > 1 || input < 1+2*output || input > 2+2*output {
+		return false
+	}
+	return k.w[output].inPlace(0, input-2*output)
 }
 
 // rotateHalfKernel is cudaep.RotateHalf, one launch of cudaep_rotate_half_<t>(y, x, cos, sin,

@@ -280,18 +280,19 @@ type Kernel interface {
 
 var _ graphs.Node = Kernel(nil)
 
-// inPlacer is a kernel whose output may share the memory of some of its inputs.
-type inPlacer interface{ inPlace(input int) bool }
+// inPlacer is a kernel whose outputs may share the memory of some of its inputs.
+type inPlacer interface{ inPlace(output, input int) bool }
 
-// InPlace reports whether k's Execute may be given its output in the memory of input (the
-// same address): the elementwise unary and binary ops and Where, for an input of the output's
-// dtype and shape. Each output element is then computed from the input's element at the same
-// offset by the thread that reads it, before it writes it, so the result is the out-of-place
-// one. A Where in place stores only the elements it takes from its other operand (a key/value
-// cache updated at one position stores one row).
-func InPlace(k Kernel, input int) bool {
+// InPlace reports whether k's Execute may be given its output (by index) in the memory of
+// input (the same address): the elementwise unary and binary ops and Where, for an input of the
+// output's dtype and shape, and cudaep.WherePair, each output for its own X or Y. Each output
+// element is then computed from the input's element at the same offset by the thread that
+// reads it, before it writes it, so the result is the out-of-place one. A Where in place stores
+// only the elements it takes from its other operand (a key/value cache updated at one position
+// stores one row).
+func InPlace(k Kernel, output, input int) bool {
 	ip, ok := k.(inPlacer)
-	return ok && ip.inPlace(input)
+	return ok && ip.inPlace(output, input)
 }
 
 // builder makes the kernel for one op from a validated-by-the-builder spec.

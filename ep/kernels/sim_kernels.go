@@ -85,6 +85,7 @@ func SimKernels() map[string]cudadrv.KernelBody {
 		m["cudaep_expand_"+size] = func(l *cudadrv.KernelLaunch) error { return simExpand(l, dt) }
 		m["cudaep_where_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhere(l, dt) }
 		m["cudaep_where_update_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhereUpdate(l, dt) }
+		m["cudaep_where_update2_"+size] = func(l *cudadrv.KernelLaunch) error { return simWhereUpdate2(l, dt) }
 	}
 	for _, dt := range floatTypes {
 		m["cudaep_softmax_rows_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simSoftmaxRows(l, dt) }
@@ -276,7 +277,7 @@ func simExpand(l *cudadrv.KernelLaunch, dt DType) error {
 // simWhere is cudaep_where_<size>(out, c, x, y, n, dims[4], cStrides[4], xStrides[4],
 // yStrides[4]); the four dimensions are padded to the six simLayout's walk takes.
 func simWhere(l *cudadrv.KernelLaunch, dt DType) error {
-	dims, strides, err := simWhereLayout(l, 3)
+	dims, strides, err := simWhereLayout(l, 5, 3)
 	if err != nil {
 		return err
 	}
@@ -299,33 +300,50 @@ func simWhere(l *cudadrv.KernelLaunch, dt DType) error {
 // simWhereUpdate is cudaep_where_update_<size>(out, c, src, n, dims[4], cStrides[4],
 // srcStrides[4], when): out[i] = src[i] where c[i] == when, the other elements left as they are.
 func simWhereUpdate(l *cudadrv.KernelLaunch, dt DType) error {
-	dims, strides, err := simWhereLayout(l, 2)
+	return simWhereUpdates(l, dt, 4, []int{0}, 1, []int{2})
+}
+
+// simWhereUpdate2 is cudaep_where_update2_<size>(out0, out1, c, src0, src1, n, dims[4],
+// cStrides[4], srcStrides[4], when), grid (blocks, 2): cudaep_where_update_<size> of (out0,
+// src0) and of (out1, src1).
+func simWhereUpdate2(l *cudadrv.KernelLaunch, dt DType) error {
+	if l.Grid.Y != 2 {
+		return fmt.Errorf("%s: grid %v; the pair needs y = 2", l.Name, l.Grid)
+	}
+	return simWhereUpdates(l, dt, 6, []int{0, 1}, 2, []int{3, 4})
+}
+
+// simWhereUpdates runs the update kernels' problems: out[p] (argument outs[p]) updated from
+// srcs[p], the condition at argument c, the dimensions from argument first on.
+func simWhereUpdates(l *cudadrv.KernelLaunch, dt DType, first int, outs []int, c int, srcs []int) error {
+	dims, strides, err := simWhereLayout(l, first, 2)
 	if err != nil {
 		return err
 	}
-	n := l.U64Arg(3)
-	when := l.U32Arg(4 + 3*maxWhereDims)
+	n := l.U64Arg(first - 1)
+	when := l.U32Arg(first + 3*maxWhereDims)
 	if when > 1 {
 		return fmt.Errorf("%s: when is %d, not 0 or 1", l.Name, when)
 	}
-	v, err := simViewsOf(l, []int{0, 1, 2}, []DType{dt, Bool, dt},
-		[]int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1])})
-	if err != nil {
-		return err
-	}
-	simWalk(dims, strides, func(i int, offs []int64) {
-		if (v[1].b8[offs[0]] != 0) == (when == 1) {
-			v[0].copyElem(int64(i), v[2], offs[1])
+	for p := range outs {
+		v, err := simViewsOf(l, []int{outs[p], c, srcs[p]}, []DType{dt, Bool, dt},
+			[]int{int(n), simExtent(dims, strides[0]), simExtent(dims, strides[1])})
+		if err != nil {
+			return err
 		}
-	})
+		simWalk(dims, strides, func(i int, offs []int64) {
+			if (v[1].b8[offs[0]] != 0) == (when == 1) {
+				v[0].copyElem(int64(i), v[2], offs[1])
+			}
+		})
+	}
 	return nil
 }
 
-// simWhereLayout reads the Where kernels' dimensions and the strides of their ops operands
-// (the arguments after out, the operands' pointers and n), padded to the six dimensions
-// simLayout's walk takes, and checks them against n.
-func simWhereLayout(l *cudadrv.KernelLaunch, ops int) ([maxBroadcastDims]int64, [][maxBroadcastDims]int64, error) {
-	first := 2 + ops // the first dimension's argument
+// simWhereLayout reads the Where kernels' dimensions (from argument first on, n just before)
+// and the strides of their ops operands after them, padded to the six dimensions simLayout's
+// walk takes, and checks them against n.
+func simWhereLayout(l *cudadrv.KernelLaunch, first, ops int) ([maxBroadcastDims]int64, [][maxBroadcastDims]int64, error) {
 	n := l.U64Arg(first - 1)
 	var dims [maxBroadcastDims]int64
 	strides := make([][maxBroadcastDims]int64, ops)

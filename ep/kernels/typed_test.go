@@ -295,6 +295,83 @@ func TestWhereUpdatesInPlace(t *testing.T) {
 	}
 }
 
+// TestWherePairAgainstWhere: cudaep.WherePair gives each Where's result: in one update launch
+// when both outputs are in place on their Y (or both on their X), as two Wheres otherwise (one
+// in place, or neither), for every element size.
+func TestWherePairAgainstWhere(t *testing.T) {
+	f := newFixture(t)
+	cs, xs, ys := []int64{1, 1, 12, 1}, []int64{1, 2, 1, 16}, []int64{1, 2, 12, 16}
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.BFloat16, kernels.Int64, kernels.Bool} {
+		for _, c := range []struct {
+			name    string
+			into    [2]int // the operand each output is: 1 X, 2 Y, 0 a buffer of its own
+			variant string
+		}{
+			{"both into Y", [2]int{2, 2}, "update2"},
+			{"one into Y", [2]int{2, 0}, ""},
+			{"neither", [2]int{0, 0}, ""},
+		} {
+			t.Run(fmt.Sprintf("%s/%s", dt, c.name), func(t *testing.T) {
+				f := f.sub(t)
+				where := kernels.Spec{Op: "Where", Opset: 16, Inputs: []kernels.TensorInfo{info(kernels.Bool, cs...), info(dt, xs...), info(dt, ys...)}}
+				pair := kernels.Spec{Op: "cudaep.WherePair", Opset: 1, NumOutputs: 2,
+					Inputs: []kernels.TensorInfo{where.Inputs[0], where.Inputs[1], where.Inputs[2], where.Inputs[1], where.Inputs[2]}}
+				cond := make([]float64, numel(cs))
+				cond[3] = 1
+				vals := func(n int64, base float64) []float64 {
+					v := make([]float64, n)
+					for i := range v {
+						v[i] = roundTo(dt, base+float64(i%9))
+						if dt == kernels.Bool {
+							v[i] = float64((i + int(base)) % 2)
+						}
+					}
+					return v
+				}
+				x := [2][]float64{vals(numel(xs), 1), vals(numel(xs), 20)}
+				y := [2][]float64{vals(numel(ys), -40), vals(numel(ys), -80)}
+				k := f.get(pair)
+				ins := []kernels.Tensor{f.uploadTyped(kernels.Bool, cs, cond)}
+				for p := range 2 {
+					ins = append(ins, f.uploadTyped(dt, xs, x[p]), f.uploadTyped(dt, ys, y[p]))
+				}
+				outs := f.outputs(k)
+				for p, into := range c.into {
+					if into != 0 {
+						outs[p] = ins[into+2*p]
+					}
+				}
+				assert.Equal(t, c.variant, kernels.LaunchVariant(k, ins, outs))
+				require.NoError(t, k.Execute(ins, outs))
+				for p := range 2 {
+					_, want := f.runTyped(where, cond, x[p], y[p])
+					assert.Equal(t, want, f.downloadTyped(outs[p]), "output %d", p)
+				}
+			})
+		}
+	}
+}
+
+// TestWherePairRefusesUnlikeOperands: the second Where's X and Y must have the first's dtypes
+// and shapes, and each Where must be one Where takes.
+func TestWherePairRefusesUnlikeOperands(t *testing.T) {
+	f := newFixture(t)
+	c, x, y := info(kernels.Bool, 1, 1, 4, 1), f32Info(1, 2, 1, 8), f32Info(1, 2, 4, 8)
+	for _, tc := range []struct {
+		ins  []kernels.TensorInfo
+		want string
+	}{
+		{[]kernels.TensorInfo{c, x, y, f32Info(1, 2, 1, 4), y}, "one dtype and shape"},
+		{[]kernels.TensorInfo{c, x, y, x, info(kernels.Float16, 1, 2, 4, 8)}, "one dtype and shape"},
+		{[]kernels.TensorInfo{c, x, f32Info(1, 2, 3, 8), x, f32Info(1, 2, 3, 8)}, "do not broadcast"},
+		{[]kernels.TensorInfo{c, x, y, x}, "input"},
+	} {
+		_, err := f.lib.Get(kernels.Spec{Op: "cudaep.WherePair", Opset: 1, NumOutputs: 2, Inputs: tc.ins})
+		require.ErrorIs(t, err, kernels.ErrUnsupported)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
 // TestWhereUpdateStoresOnlyTheOtherOperand: the update kernel, launched raw into an output
 // that is not Y, leaves every element it does not take from X as it was (the out-of-place
 // kernel would store Y's there): the in-place cache update stores one row, not the cache.

@@ -420,6 +420,30 @@ WHERE_UPDATE(b16, u16)
 WHERE_UPDATE(b32, unsigned)
 WHERE_UPDATE(b64, u64)
 
+// cudaep_where_update2_<size>(out0, out1, c, src0, src1, n, dims[4], cStrides[4],
+// srcStrides[4], when) is cudaep_where_update_<size> for two problems of one layout and one
+// condition in one launch (cudaep.WherePair: a decode step's key and value cache updates):
+// blockIdx.y 0 updates out0 from src0, 1 out1 from src1.
+#define WHERE_UPDATE2(sfx, E) \
+	extern "C" __global__ void cudaep_where_update2_##sfx(E* out0, E* out1, const u8* c, const E* src0, const E* src1, u64 n, \
+		i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, i64 ss0, i64 ss1, i64 ss2, i64 ss3, \
+		unsigned when) { \
+		const i64 d[4] = {d0, d1, d2, d3}; \
+		const i64 s[8] = {cs0, cs1, cs2, cs3, ss0, ss1, ss2, ss3}; \
+		E* out = blockIdx.y ? out1 : out0; \
+		const E* src = blockIdx.y ? src1 : src0; \
+		if (n < 0x80000000ull) { \
+			where_update_loop<E, unsigned>(out, c, src, (unsigned)n, d, s, (u8)when); \
+		} else { \
+			where_update_loop<E, u64>(out, c, src, n, d, s, (u8)when); \
+		} \
+	}
+
+WHERE_UPDATE2(b8, u8)
+WHERE_UPDATE2(b16, u16)
+WHERE_UPDATE2(b32, unsigned)
+WHERE_UPDATE2(b64, u64)
+
 template <typename E, typename Index>
 __device__ __forceinline__ void expand_loop(E* out, const E* in, Index n, const i64* d, const i64* s) {
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
