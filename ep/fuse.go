@@ -54,6 +54,8 @@ type Value struct {
 //     whose fourth output is the sum, for the sum's other readers (the next residual Add).
 //   - Rotary embedding with rotate_half: Mul(x, cos), Slice of each half of x's last axis, Neg
 //     of the second, Concat(−second, first), Mul(·, sin), Add → cudaep.RotateHalf(x, cos, sin).
+//   - Two cudaep.RotateHalf of one cos and sin row (a decode step's query and key), the
+//     first's output not read between them → cudaep.RotateHalfPair at the second's place.
 //   - Gated SiLU: Sigmoid(a), Mul(a, ·), Mul(·, b) → cudaep.SiluMul(a, b).
 //   - Attention: repeat_kv of the keys and values (Unsqueeze, Expand, Reshape) or none,
 //     Transpose of the keys' last two axes, MatMul with the queries, Mul or Div by a constant
@@ -111,6 +113,7 @@ var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).rmsNorm,
 	(*fusion).skipNorm,
 	(*fusion).rotateHalf,
+	(*fusion).rotatePair,
 	(*fusion).siluMul,
 	(*fusion).attention,
 	(*fusion).dropExpand,
@@ -651,6 +654,32 @@ func (g *fusion) dropExpand(i int) (Node, []int, bool) {
 		}
 		n.Inputs = ins
 		return n, []int{je}, true
+	}
+	return Node{}, nil, false
+}
+
+// rotatePair fuses node i, a cudaep.RotateHalf, with the nearest earlier live one over the same
+// cos and sin, when no live node between the two reads the earlier one's output and i does not:
+// cudaep.RotateHalfPair(X0, X1, cos, sin) at i, the earlier rotation first. The pair's kernel
+// takes only one cos and sin row for all rows (builds says whether it does).
+func (g *fusion) rotatePair(i int) (Node, []int, bool) {
+	n := &g.nodes[i]
+	if n.Op != "cudaep.RotateHalf" || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
+		return Node{}, nil, false
+	}
+	for j := i - 1; j >= 0; j-- {
+		m := &g.nodes[j]
+		if g.gone[j] || m.Op != n.Op || len(m.Inputs) != 3 || len(m.Outputs) != 1 ||
+			m.Inputs[1].Name != n.Inputs[1].Name || m.Inputs[2].Name != n.Inputs[2].Name {
+			continue
+		}
+		out := m.Outputs[0].Name
+		if n.Inputs[0].Name == out || g.readBetween(out, j, i) {
+			return Node{}, nil, false
+		}
+		fused := Node{Name: n.Name, Op: "cudaep.RotateHalfPair", Opset: 1,
+			Inputs: []Value{m.Inputs[0], n.Inputs[0], n.Inputs[1], n.Inputs[2]}, Outputs: []Value{m.Outputs[0], n.Outputs[0]}}
+		return fused, []int{j}, true
 	}
 	return Node{}, nil, false
 }

@@ -339,6 +339,32 @@ func TestFuseRotateHalf(t *testing.T) {
 	}
 }
 
+// TestFuseRotatePair: a decode step's query and key rotations over one cos and sin row become
+// one cudaep.RotateHalfPair; a prompt's (cos and sin a row per position) stay two RotateHalfs.
+func TestFuseRotatePair(t *testing.T) {
+	p := newProvider(t)
+	concat := map[string]ep.Attribute{"axis": ep.IntAttr(1)}
+	for _, c := range []struct {
+		seq  int64
+		want []string
+	}{
+		{1, []string{"cudaep.RotateHalfPair", "Concat"}},
+		{3, []string{"cudaep.RotateHalf", "cudaep.RotateHalf", "Concat"}},
+	} {
+		t.Run(fmt.Sprintf("seq%d", c.seq), func(t *testing.T) {
+			g := newGraph(t, p)
+			q, k := g.input("q", ep.Float32, 1, 4, c.seq, 16), g.input("k", ep.Float32, 1, 2, c.seq, 16)
+			cos, sin := g.input("cos", ep.Float32, 1, 1, c.seq, 16), g.input("sin", ep.Float32, 1, 1, c.seq, 16)
+			qr, kr := rotaryChain(g, q, cos, sin), rotaryChain(g, k, cos, sin)
+			fused := assertFusedSame(t, g, g.op("Concat", concat, qr, kr), c.want, 1e-6)
+			if c.seq == 1 {
+				assert.Equal(t, []string{"q", "k", "cos", "sin"}, names(fused[0].Inputs))
+				assert.Equal(t, []string{qr.Name, kr.Name}, names(fused[0].Outputs))
+			}
+		})
+	}
+}
+
 func TestFuseSiluMul(t *testing.T) {
 	p := newProvider(t)
 	g := newGraph(t, p)

@@ -50,6 +50,7 @@
 //	com.microsoft.RotaryEmbedding float                    >= 1    input [B,S,H·D] or [B,H,S,D]; int64 position_ids, a start position ([] or [1]) or [B,S]; cos_cache and sin_cache [max_pos, R/2]; interleaved, num_heads, rotary_embedding_dim (R < D rotates part of each head), scale (no effect); is_packed_batching 0 only; see # Attention
 //	com.microsoft.GroupQueryAttention float                >= 1    query [B,S,H·D], key and value [B,S,KVH·D], past_key and past_value [B,KVH,P,D], int32 seqlens_k and total_sequence_length, cos_cache and sin_cache with do_rotary; num_heads, kv_num_heads, scale, do_rotary, rotary_interleaved; local_window_size -1, softcap 0 only; D <= 256; see # Attention
 //	cudaep.RotateHalf         float (all inputs alike)     >= 1    Y = X·cos + rotate_half(X)·sin (Hugging Face's rotary embedding, rotate_half(X) = [−X₂, X₁] over the halves of the last dimension); X of rank >= 1 with an even last dimension, cos and sin of X's last dimension broadcasting to X's shape
+//	cudaep.RotateHalfPair     float (all inputs alike)     >= 1    Y0, Y1 = RotateHalf of X0 and of X1 (one last dimension) with cos and sin of one row (a decode step's query and key), one launch
 //	cudaep.SiluMul            float (both inputs alike)    >= 1    Y = A·sigmoid(A)·B, same shapes
 //	cudaep.MatMulGroup        float (all inputs alike)     >= 1    Y_i = MatMul(A, B_i) for 1 to 4 matrices in one GEMV launch; A with one row, each B_i [K, N_i] with whole 16-byte rows
 //	cudaep.NormMatMulGroup    float (all inputs alike)     >= 1    the same over A = SimplifiedLayerNormalization(X, scale) (attribute epsilon), computed in the launch; inputs X, scale, B0…
@@ -57,6 +58,7 @@
 //	cudaep.SiluMulMatMulGroup float (all inputs alike)     >= 1    the same over A = SiluMul(A, B); inputs A, B, W0…
 //	Where                     bool condition; float,       >= 9    three-way numpy broadcasting, at most 4 dimensions after merging
 //	                          int32, int64, bool
+//	cudaep.WherePair          as Where                     >= 1    Z0, Z1 = Where(C, X0, Y0), Where(C, X1, Y1), X1 and Y1 of X0's and Y0's dtypes and shapes (a decode step's key and value cache updates); one launch when each output is its own Y (or each its X)
 //	Cast                      float32, float16, int32,     >= 6    to nearest (ties to even) between floats, truncation toward zero to integers, "not zero" to bool; bfloat16 is refused (see buildCast)
 //	                          int64, bool
 //	Identity                  float, float64, int32,       >= 1    a device-to-device copy

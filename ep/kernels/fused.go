@@ -14,11 +14,12 @@ func init() {
 	builders["cudaep.RotateHalf"] = builder{inputNames: []string{"X", "cos", "sin"}, build: buildRotateHalf}
 	builders["cudaep.SiluMul"] = builder{inputNames: []string{"A", "B"}, build: buildSiluMul}
 	builders["cudaep.WherePair"] = builder{inputNames: []string{"condition", "X0", "Y0", "X1", "Y1"}, build: buildWherePair}
+	builders["cudaep.RotateHalfPair"] = builder{inputNames: []string{"X0", "X1", "cos", "sin"}, build: buildRotateHalfPair}
 }
 
 // fusedEntries lists the entry points of the cudaep ops in ptx/elementwise.ptx.
 func fusedEntries() []string {
-	e := typedEntries([]string{"cudaep_rotate_half", "cudaep_silu_mul"}, floatTypes)
+	e := typedEntries([]string{"cudaep_rotate_half", "cudaep_rotate_half2", "cudaep_silu_mul"}, floatTypes)
 	for _, size := range []string{"b8", "b16", "b32", "b64"} {
 		e = append(e, "cudaep_where_update2_"+size)
 	}
@@ -210,6 +211,70 @@ func (k *rotateHalfKernel) Execute(inputs, outputs []Tensor) error {
 	for _, st := range k.sinStrides {
 		a.I64(st)
 	}
+	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
+}
+
+// rotateHalfPairKernel is cudaep.RotateHalfPair(X0, X1, cos, sin) → (Y0, Y1): cudaep.RotateHalf
+// of X0 and of X1 with one cos and sin (a decode step's query and key), in one launch of
+// cudaep_rotate_half2_<t>(y0, y1, x0, x1, cos, sin, rows0, rows1, half), grid (blocks, 2).
+type rotateHalfPairKernel struct {
+	kernelBase
+	r    [2]*rotateHalfKernel
+	fn   *cudadrv.Function
+	grid cudadrv.Dim3
+	args cudadrv.KernelArgs
+}
+
+// buildRotateHalfPair builds cudaep.RotateHalfPair (any opset of the cudaep domain): X0 and X1
+// of one dtype and last dimension, each with cos and sin as cudaep.RotateHalf takes them, and
+// cos and sin one row for every row of both (their elements the last dimension's count: a
+// decode step's one position); Y0 and Y1 have X0's and X1's shapes. Execute may run in place
+// (each Y its X).
+func buildRotateHalfPair(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(4, 4); err != nil {
+		return nil, err
+	}
+	if err := s.checkAttrs(nil); err != nil {
+		return nil, err
+	}
+	k := &rotateHalfPairKernel{}
+	var outs []TensorInfo
+	for p := range 2 {
+		spec := Spec{Op: "cudaep.RotateHalf", Opset: 1, Inputs: []TensorInfo{s.Inputs[p], s.Inputs[2], s.Inputs[3]}}
+		r, err := buildRotateHalf(l, opSpec{Spec: &spec, inputNames: []string{"X", "cos", "sin"}})
+		if err != nil {
+			return nil, s.errorf("rotation %d of the pair: %v", p, err)
+		}
+		k.r[p] = r.(*rotateHalfKernel)
+		outs = append(outs, r.Outputs()[0])
+	}
+	if a, b := s.Inputs[0], s.Inputs[1]; a.DType != b.DType || a.Shape[len(a.Shape)-1] != b.Shape[len(b.Shape)-1] {
+		return nil, s.errorf("%s is %s and %s is %s; they must have one dtype and last dimension", s.input(0), a, s.input(1), b)
+	}
+	d := s.Inputs[0].Shape[len(s.Inputs[0].Shape)-1]
+	for i := 2; i <= 3; i++ {
+		if n := s.Inputs[i].NumElements(); n != d {
+			return nil, s.errorf("%s has shape %s; a pair takes one row of %d elements for every row of both", s.input(i), shapeString(s.Inputs[i].Shape), d)
+		}
+	}
+	k.kernelBase = newBase(l, s, outs...)
+	k.fn = l.function("cudaep_rotate_half2_" + s.Inputs[0].DType.suffix())
+	k.grid = k.r[0].grid
+	k.grid.X = max(k.grid.X, k.r[1].grid.X)
+	k.grid.Y = 2
+	return k, nil
+}
+
+// Execute queues both rotations in one launch. Each Y may be its X; they must not overlap
+// otherwise, nor cos or sin.
+func (k *rotateHalfPairKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	a := &k.args
+	a.Reset()
+	a.Ptr(outputs[0].Ptr).Ptr(outputs[1].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).Ptr(inputs[3].Ptr)
+	a.U64(k.r[0].rows).U64(k.r[1].rows).U64(k.r[0].half)
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 

@@ -204,3 +204,51 @@ func TestFusedOpsReplayFromAGraph(t *testing.T) {
 		assert.Equal(t, eager[1], f.download(outs[1]), "replay %d: SiluMul", replay)
 	}
 }
+
+// TestRotateHalfPairAgainstRotateHalf: cudaep.RotateHalfPair gives each RotateHalf's result
+// (a decode step's 4 query heads and 2 key heads, one cos and sin row), in 16-byte packs and
+// element by element (head size 6), out of place and in place; cos and sin of more than one
+// row, and unlike X's, are refused.
+func TestRotateHalfPairAgainstRotateHalf(t *testing.T) {
+	f := newFixture(t)
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.BFloat16} {
+		for _, d := range []int64{64, 6} {
+			for _, inPlace := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/d%d/inplace=%v", dt, d, inPlace), func(t *testing.T) {
+					f := f.sub(t)
+					qs, ks, cs := []int64{1, 4, 1, d}, []int64{1, 2, 1, d}, []int64{1, 1, 1, d}
+					spec := kernels.Spec{Op: "cudaep.RotateHalfPair", Opset: 1, NumOutputs: 2,
+						Inputs: []kernels.TensorInfo{info(dt, qs...), info(dt, ks...), info(dt, cs...), info(dt, cs...)}}
+					vals := [][]float64{f.randomTyped(dt, numel(qs)), f.randomTyped(dt, numel(ks)), f.randomTyped(dt, d), f.randomTyped(dt, d)}
+					k := f.get(spec)
+					var ins []kernels.Tensor
+					for i, v := range vals {
+						ins = append(ins, f.uploadTyped(dt, spec.Inputs[i].Shape, v))
+					}
+					outs := f.outputs(k)
+					if inPlace {
+						outs = []kernels.Tensor{ins[0], ins[1]}
+					}
+					require.NoError(t, k.Execute(ins, outs))
+					for p := range 2 {
+						one := kernels.Spec{Op: "cudaep.RotateHalf", Opset: 1, Inputs: []kernels.TensorInfo{spec.Inputs[p], spec.Inputs[2], spec.Inputs[3]}}
+						_, want := f.runTyped(one, vals[p], vals[2], vals[3])
+						assert.Equal(t, want, f.downloadTyped(outs[p]), "output %d", p)
+					}
+				})
+			}
+		}
+	}
+	for _, tc := range []struct {
+		ins  []kernels.TensorInfo
+		want string
+	}{
+		{[]kernels.TensorInfo{f32Info(1, 4, 3, 8), f32Info(1, 2, 3, 8), f32Info(1, 1, 3, 8), f32Info(1, 1, 3, 8)}, "one row"},
+		{[]kernels.TensorInfo{f32Info(1, 4, 1, 8), f32Info(1, 2, 1, 4), f32Info(8), f32Info(8)}, "rotation 1"},
+		{[]kernels.TensorInfo{f32Info(1, 4, 1, 8), info(kernels.BFloat16, 1, 2, 1, 8), f32Info(8), f32Info(8)}, "rotation 1"},
+	} {
+		_, err := f.lib.Get(kernels.Spec{Op: "cudaep.RotateHalfPair", Opset: 1, NumOutputs: 2, Inputs: tc.ins})
+		require.ErrorIs(t, err, kernels.ErrUnsupported)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

@@ -235,8 +235,8 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 		"ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "SimplifiedLayerNormalization", "Sin", "Slice", "Softmax",
 		"Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where",
 		"com.microsoft.FastGelu", "com.microsoft.GroupQueryAttention", "com.microsoft.RotaryEmbedding", "com.microsoft.SkipLayerNormalization",
-		"com.microsoft.SkipSimplifiedLayerNormalization", "cudaep.MatMulGroup", "cudaep.NormMatMulGroup", "cudaep.RotateHalf", "cudaep.SiluMul",
-		"cudaep.SiluMulMatMulGroup", "cudaep.SkipNormMatMulGroup"}, kernels.SupportedOps())
+		"com.microsoft.SkipSimplifiedLayerNormalization", "cudaep.MatMulGroup", "cudaep.NormMatMulGroup", "cudaep.RotateHalf",
+		"cudaep.RotateHalfPair", "cudaep.SiluMul", "cudaep.SiluMulMatMulGroup", "cudaep.SkipNormMatMulGroup", "cudaep.WherePair"}, kernels.SupportedOps())
 }
 
 func TestLibraryLoadsOnceAndCloses(t *testing.T) {

@@ -549,3 +549,23 @@ __device__ __forceinline__ void rotate_half(T* y, const T* x, const T* cs, const
 ROTATE_HALF(f32, float)
 ROTATE_HALF(f16, half_t)
 ROTATE_HALF(bf16, bf16_t)
+
+// cudaep_rotate_half2_<t>(y0, y1, x0, x1, cos, sin, rows0, rows1, half) is cudaep.RotateHalfPair:
+// rotate_half of x0 (rows0 rows) into y0 and of x1 (rows1 rows) into y1, one launch, grid
+// (blocks, 2) (blockIdx.y picks the tensor), with one row of cos and of sin for every row (a
+// decode step's query and key at one position).
+#define ROTATE_HALF2(sfx, T) \
+	extern "C" __global__ void cudaep_rotate_half2_##sfx(T* y0, T* y1, const T* x0, const T* x1, const T* cs, const T* sn, \
+		u64 rows0, u64 rows1, u64 half) { \
+		const i64 d[6] = {1, 1, 1, 1, 1, 1}; \
+		const i64 s[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; \
+		if (blockIdx.y) { \
+			rotate_half<T>(y1, x1, cs, sn, rows1, half, d, s); \
+		} else { \
+			rotate_half<T>(y0, x0, cs, sn, rows0, half, d, s); \
+		} \
+	}
+
+ROTATE_HALF2(f32, float)
+ROTATE_HALF2(f16, half_t)
+ROTATE_HALF2(bf16, bf16_t)
