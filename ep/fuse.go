@@ -38,7 +38,8 @@ type Value struct {
 // as it is. A chain is fused only when its values' shapes are all known and the provider
 // builds the fused kernel for them, so fusing never turns a graph the provider runs into one
 // it refuses. Fuse neither modifies nodes nor touches the device beyond building kernels
-// (GetKernel).
+// (GetKernel). It tries the chains at every node twice over: a pair below may need a chain
+// that ends after it fused first.
 //
 // First, a node that repeats an earlier one (the same op, opset and attributes over the same
 // inputs: the same values, or constants of equal contents) is dropped and its readers read the
@@ -80,20 +81,24 @@ type Value struct {
 func (p *Provider) Fuse(nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
 	g.dedupe()
-	for i := range g.nodes {
-		// Try the rules again after each fusion at i: the fused node may end another chain (a
-		// Where that read two Expands drops both). Each fusion removes nodes, so this ends.
-		for fused := !g.gone[i]; fused; {
-			fused = false
-			for _, rule := range fusionRules {
-				if n, chain, ok := rule(g, i); ok && g.builds(n) {
-					for _, j := range chain {
-						g.gone[j] = true
+	// Two passes: a fusion may need one that a later node's chain makes (two cache updates pair
+	// up once the attention chain that read the first between them is one node).
+	for range 2 {
+		for i := range g.nodes {
+			// Try the rules again after each fusion at i: the fused node may end another chain (a
+			// Where that read two Expands drops both). Each fusion removes nodes, so this ends.
+			for fused := !g.gone[i]; fused; {
+				fused = false
+				for _, rule := range fusionRules {
+					if n, chain, ok := rule(g, i); ok && g.builds(n) {
+						for _, j := range chain {
+							g.gone[j] = true
+						}
+						g.nodes[i] = n
+						g.index()
+						fused = true
+						break
 					}
-					g.nodes[i] = n
-					g.index()
-					fused = true
-					break
 				}
 			}
 		}

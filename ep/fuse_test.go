@@ -586,6 +586,18 @@ func TestFuseWherePair(t *testing.T) {
 		ov := update(g, g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.25)), v, pv)
 		assertFusedSame(t, g, g.op("Concat", concat, ok, ov), []string{"Greater", "Where", "Greater", "Where", "Concat"}, 0)
 	})
+	t.Run("the first read between by a chain fused after the second", func(t *testing.T) {
+		// The gated SiLU of the value cache starts between the updates and ends after them: the
+		// first pass fuses it at its end, the second pairs the updates.
+		g := newGraph(t, p)
+		k, v, pk, pv, pos := cache(g)
+		hit := g.op("Greater", nil, pos, g.floats(ep.Float32, nil, 0.5))
+		ov := update(g, hit, v, pv)
+		gate := g.op("Mul", nil, ov, g.op("Sigmoid", nil, ov))
+		ok := update(g, hit, k, pk)
+		silu := g.op("Mul", nil, gate, ok)
+		assertFusedSame(t, g, silu, []string{"Greater", "cudaep.WherePair", "cudaep.SiluMul"}, 1e-6)
+	})
 	t.Run("the first read between", func(t *testing.T) {
 		g := newGraph(t, p)
 		k, v, pk, pv, pos := cache(g)
