@@ -664,56 +664,63 @@ func (g *fusion) dropExpand(i int) (Node, []int, bool) {
 }
 
 // rotatePair fuses node i, a cudaep.RotateHalf, with the nearest earlier live one over the same
-// cos and sin, when no live node between the two reads the earlier one's output and i does not:
-// cudaep.RotateHalfPair(X0, X1, cos, sin) at i, the earlier rotation first. The pair's kernel
-// takes only one cos and sin row for all rows (builds says whether it does).
+// cos and sin (earlierPartner): cudaep.RotateHalfPair(X0, X1, cos, sin) at i, the earlier
+// rotation first. The pair's kernel takes only one cos and sin row for all rows (builds says
+// whether it does).
 func (g *fusion) rotatePair(i int) (Node, []int, bool) {
 	n := &g.nodes[i]
 	if n.Op != "cudaep.RotateHalf" || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
 		return Node{}, nil, false
 	}
-	for j := i - 1; j >= 0; j-- {
-		m := &g.nodes[j]
-		if g.gone[j] || m.Op != n.Op || len(m.Inputs) != 3 || len(m.Outputs) != 1 ||
-			m.Inputs[1].Name != n.Inputs[1].Name || m.Inputs[2].Name != n.Inputs[2].Name {
-			continue
-		}
-		out := m.Outputs[0].Name
-		if n.Inputs[0].Name == out || g.readBetween(out, j, i) {
-			return Node{}, nil, false
-		}
-		fused := Node{Name: n.Name, Op: "cudaep.RotateHalfPair", Opset: 1,
-			Inputs: []Value{m.Inputs[0], n.Inputs[0], n.Inputs[1], n.Inputs[2]}, Outputs: []Value{m.Outputs[0], n.Outputs[0]}}
-		return fused, []int{j}, true
+	j, ok := g.earlierPartner(i, func(m *Node) bool {
+		return m.Op == n.Op && len(m.Inputs) == 3 && m.Inputs[1].Name == n.Inputs[1].Name && m.Inputs[2].Name == n.Inputs[2].Name
+	})
+	if !ok {
+		return Node{}, nil, false
 	}
-	return Node{}, nil, false
+	m := &g.nodes[j]
+	return Node{Name: n.Name, Op: "cudaep.RotateHalfPair", Opset: 1,
+		Inputs: []Value{m.Inputs[0], n.Inputs[0], n.Inputs[1], n.Inputs[2]}, Outputs: []Value{m.Outputs[0], n.Outputs[0]}}, []int{j}, true
 }
 
 // wherePair fuses node i, a Where, with the nearest earlier live Where over the same condition
-// whose X and Y have i's X's and Y's dtypes and shapes, when no live node between the two
-// reads the earlier one's output and i does not: cudaep.WherePair(condition, X0, Y0, X1, Y1)
-// at i, the earlier Where's output first.
+// whose X and Y have i's X's and Y's dtypes and shapes (earlierPartner):
+// cudaep.WherePair(condition, X0, Y0, X1, Y1) at i, the earlier Where's output first.
 func (g *fusion) wherePair(i int) (Node, []int, bool) {
 	n := &g.nodes[i]
 	if n.Op != "Where" || len(n.Inputs) != 3 || len(n.Outputs) != 1 {
 		return Node{}, nil, false
 	}
+	j, ok := g.earlierPartner(i, func(m *Node) bool {
+		return m.Op == "Where" && len(m.Inputs) == 3 && m.Inputs[0].Name == n.Inputs[0].Name &&
+			m.Inputs[1].Info.Equal(n.Inputs[1].Info) && m.Inputs[2].Info.Equal(n.Inputs[2].Info)
+	})
+	if !ok {
+		return Node{}, nil, false
+	}
+	m := &g.nodes[j]
+	return Node{Name: n.Name, Op: "cudaep.WherePair", Opset: 1,
+		Inputs:  []Value{n.Inputs[0], m.Inputs[1], m.Inputs[2], n.Inputs[1], n.Inputs[2]},
+		Outputs: []Value{m.Outputs[0], n.Outputs[0]}}, []int{j}, true
+}
+
+// earlierPartner returns the nearest live node j before i with one output that like accepts,
+// when its output may be made at i instead: no live node between the two reads it, and i does
+// not. A pair rule's fused node takes i's place.
+func (g *fusion) earlierPartner(i int, like func(m *Node) bool) (int, bool) {
+	n := &g.nodes[i]
 	for j := i - 1; j >= 0; j-- {
 		m := &g.nodes[j]
-		if g.gone[j] || m.Op != "Where" || len(m.Inputs) != 3 || len(m.Outputs) != 1 || m.Inputs[0].Name != n.Inputs[0].Name ||
-			!m.Inputs[1].Info.Equal(n.Inputs[1].Info) || !m.Inputs[2].Info.Equal(n.Inputs[2].Info) {
+		if g.gone[j] || len(m.Outputs) != 1 || !like(m) {
 			continue
 		}
 		out := m.Outputs[0].Name
 		if slices.ContainsFunc(n.Inputs, func(v Value) bool { return v.Name == out }) || g.readBetween(out, j, i) {
-			return Node{}, nil, false
+			return 0, false
 		}
-		fused := Node{Name: n.Name, Op: "cudaep.WherePair", Opset: 1,
-			Inputs:  []Value{n.Inputs[0], m.Inputs[1], m.Inputs[2], n.Inputs[1], n.Inputs[2]},
-			Outputs: []Value{m.Outputs[0], n.Outputs[0]}}
-		return fused, []int{j}, true
+		return j, true
 	}
-	return Node{}, nil, false
+	return 0, false
 }
 
 // broadcastShapes returns the ONNX multidirectional broadcast of shapes.

@@ -399,20 +399,28 @@ __device__ __forceinline__ void where_update_loop(E* out, const u8* c, const E* 
 	}
 }
 
+// WHERE_UPDATE_PARAMS and WHERE_UPDATE_BODY are the update kernels' arguments after the
+// pointers and their body, which updates out from src (where_update_loop); pick declares out
+// and src when the kernel's arguments do not.
+#define WHERE_UPDATE_PARAMS \
+	u64 n, i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, i64 ss0, i64 ss1, i64 ss2, i64 ss3, \
+		unsigned when
+#define WHERE_UPDATE_BODY(E, pick) \
+	const i64 d[4] = {d0, d1, d2, d3}; \
+	const i64 s[8] = {cs0, cs1, cs2, cs3, ss0, ss1, ss2, ss3}; \
+	pick \
+	if (n < 0x80000000ull) { \
+		where_update_loop<E, unsigned>(out, c, src, (unsigned)n, d, s, (u8)when); \
+	} else { \
+		where_update_loop<E, u64>(out, c, src, n, d, s, (u8)when); \
+	}
+
 // cudaep_where_update_<size>(out, c, src, n, dims[4], cStrides[4], srcStrides[4], when) is
 // Where(c, src, out) when `when` is 1 (the output is Y's memory) and Where(c, out, src) when it
 // is 0 (the output is X's): see where_update_loop.
 #define WHERE_UPDATE(sfx, E) \
-	extern "C" __global__ void cudaep_where_update_##sfx(E* out, const u8* c, const E* src, u64 n, \
-		i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, i64 ss0, i64 ss1, i64 ss2, i64 ss3, \
-		unsigned when) { \
-		const i64 d[4] = {d0, d1, d2, d3}; \
-		const i64 s[8] = {cs0, cs1, cs2, cs3, ss0, ss1, ss2, ss3}; \
-		if (n < 0x80000000ull) { \
-			where_update_loop<E, unsigned>(out, c, src, (unsigned)n, d, s, (u8)when); \
-		} else { \
-			where_update_loop<E, u64>(out, c, src, n, d, s, (u8)when); \
-		} \
+	extern "C" __global__ void cudaep_where_update_##sfx(E* out, const u8* c, const E* src, WHERE_UPDATE_PARAMS) { \
+		WHERE_UPDATE_BODY(E, ) \
 	}
 
 WHERE_UPDATE(b8, u8)
@@ -425,18 +433,9 @@ WHERE_UPDATE(b64, u64)
 // condition in one launch (cudaep.WherePair: a decode step's key and value cache updates):
 // blockIdx.y 0 updates out0 from src0, 1 out1 from src1.
 #define WHERE_UPDATE2(sfx, E) \
-	extern "C" __global__ void cudaep_where_update2_##sfx(E* out0, E* out1, const u8* c, const E* src0, const E* src1, u64 n, \
-		i64 d0, i64 d1, i64 d2, i64 d3, i64 cs0, i64 cs1, i64 cs2, i64 cs3, i64 ss0, i64 ss1, i64 ss2, i64 ss3, \
-		unsigned when) { \
-		const i64 d[4] = {d0, d1, d2, d3}; \
-		const i64 s[8] = {cs0, cs1, cs2, cs3, ss0, ss1, ss2, ss3}; \
-		E* out = blockIdx.y ? out1 : out0; \
-		const E* src = blockIdx.y ? src1 : src0; \
-		if (n < 0x80000000ull) { \
-			where_update_loop<E, unsigned>(out, c, src, (unsigned)n, d, s, (u8)when); \
-		} else { \
-			where_update_loop<E, u64>(out, c, src, n, d, s, (u8)when); \
-		} \
+	extern "C" __global__ void cudaep_where_update2_##sfx(E* out0, E* out1, const u8* c, const E* src0, const E* src1, \
+		WHERE_UPDATE_PARAMS) { \
+		WHERE_UPDATE_BODY(E, E* out = blockIdx.y ? out1 : out0; const E* src = blockIdx.y ? src1 : src0;) \
 	}
 
 WHERE_UPDATE2(b8, u8)
