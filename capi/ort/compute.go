@@ -434,21 +434,21 @@ func (pl *plan) sharedInput(j int, ins []hostTensor, out hostTensor, inSpan []in
 // findShares fills pl.shares: output j may be the memory of input i when the one step that
 // writes it reads input i only through operands its kernel may run in place on for that output
 // (ep.Kernel's InPlace: an elementwise op or Where of the output's shape, a cudaep.WherePair's
-// own X or Y), no later step reads input i, and
-// input i is not itself an output. The run then computes what it would with the input copied
-// first: every read of the input's elements happens before, or in the same thread as, the
-// write of the same element. A key/value cache bound as both a step's past and its present (one
-// set of buffers instead of two swapped) is updated in place so.
+// own X or Y), no later step reads input i, and input i is not itself an output. The run then
+// computes what it would with the input copied first: every read of the input's elements
+// happens before, or in the same thread as, the write of the same element. A key/value cache
+// bound as both a step's past and its present (one set of buffers instead of two swapped) is
+// updated in place so.
 func (pl *plan) findShares() {
 	pl.shares = make([][]int, len(pl.outputs))
 	for j, o := range pl.outputs {
 		if !pl.written[o.buf] {
 			continue
 		}
-		w, out := -1, -1
+		w, out := -1, -1 // the step that writes o, and which of its outputs o is
 		for si, st := range pl.steps {
-			if o := slices.IndexFunc(st.out, func(t ep.Tensor) bool { return t.Ptr == o.buf.Ptr() }); o >= 0 {
-				w, out = si, o
+			if k := slices.IndexFunc(st.out, func(t ep.Tensor) bool { return t.Ptr == o.buf.Ptr() }); k >= 0 {
+				w, out = si, k
 				break
 			}
 		}
