@@ -87,6 +87,10 @@ func (b *bench) matmulRows() ([]Row, error) {
 	if err := p.CopyToDevice(bufs[1], 0, floatBytes(hostB)); err != nil {
 		return nil, err
 	}
+	// Staged copies are queued on the compute stream; cuBLAS reads A and B on the raw stream.
+	if err := p.SynchronizeCompute(); err != nil {
+		return nil, err
+	}
 	a, bt, y := bufs[0], bufs[1], bufs[2]
 	ins := []ep.Tensor{
 		{TensorInfo: ep.TensorInfo{DType: kernels.Float32, Shape: []int64{m, k}}, Ptr: a.Ptr()},
@@ -199,6 +203,10 @@ func (b *bench) allocFilled(count int, size uint64) ([]*ep.Buffer, error) {
 		if err := b.p.CopyToDevice(buf, 0, floatPattern(int64(size/4), float32(i)+0.5)); err != nil {
 			return nil, errors.Join(err, releaseAll(bufs))
 		}
+	}
+	// Staged copies are queued on the compute stream: done before another stream reads them.
+	if err := b.p.SynchronizeCompute(); err != nil {
+		return nil, errors.Join(err, releaseAll(bufs))
 	}
 	return bufs, nil
 }

@@ -148,6 +148,11 @@ func (b *bench) newStepOn(p *ep.Provider, n int64) (*step, error) {
 			return nil, errors.Join(err, s.release())
 		}
 	}
+	// The copies are queued on the compute stream (staged); the raw baselines read the buffers
+	// from a stream of their own.
+	if err := p.SynchronizeCompute(); err != nil {
+		return nil, errors.Join(err, s.release())
+	}
 	t := func(buf *ep.Buffer) ep.Tensor { return ep.Tensor{TensorInfo: info, Ptr: buf.Ptr()} }
 	s.ins = [2][]ep.Tensor{{t(s.a), t(s.bb)}, {t(s.c), t(s.bb)}}
 	s.outs = [2][]ep.Tensor{{t(s.c)}, {t(s.a)}}
