@@ -279,3 +279,9 @@ func TestShareLayersJoinsSmallNeighboursUpToTheLargest(t *testing.T) {
 		"after 356 bytes the next node's weights would start unaligned")
 	assert.Empty(t, shareLayers(nil, 1))
 }
+
+func TestOpCountsListsOperatorsInFirstAppearanceOrder(t *testing.T) {
+	nodes := []ep.Node{{Op: "MatMul"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}, {Op: "Attention"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}}
+	assert.Equal(t, "MatMul x3, cudaep.WherePair x2, Attention x1", opCounts(nodes))
+	assert.Empty(t, opCounts(nil))
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -195,8 +196,8 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 		pt.nodes = s.p.Fuse(ordered, pt.outputs)
 		if len(pt.nodes) < len(ordered) {
 			counters.fusedNodes.Add(uint64(len(ordered) - len(pt.nodes) + fusedKernels(pt.nodes, ordered)))
-			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s fused partition %s: %d nodes run as %d kernels",
-				EPName, pt.name, len(ordered), len(pt.nodes)))
+			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s fused partition %s: %d nodes run as %d kernels (%s)",
+				EPName, pt.name, len(ordered), len(pt.nodes), opCounts(pt.nodes)))
 		}
 	}
 	if pt.w, err = s.loadWeights(g, pt.nodes); err != nil {
@@ -204,6 +205,25 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 		return nil, fmt.Errorf("partition %s: %w", pt.name, err)
 	}
 	return pt, nil
+}
+
+// opCounts lists how many of nodes each operator has, in order of first appearance ("MatMul
+// x4, Add x2"): what a fused partition runs.
+func opCounts(nodes []ep.Node) string {
+	var order []string
+	count := map[string]int{}
+	for _, n := range nodes {
+		op := n.Op
+		if count[op] == 0 {
+			order = append(order, op)
+		}
+		count[op]++
+	}
+	parts := make([]string, len(order))
+	for i, op := range order {
+		parts[i] = fmt.Sprintf("%s x%d", op, count[op])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fusedKernels counts the nodes of fused that are not in orig: the kernels fusion made.

@@ -316,20 +316,14 @@ __device__ __forceinline__ void split_reduce_row(T* out, const float* pr, u64 he
 // split_finish ends a split decode block (gqa_decode, attn_decode) after its partial result
 // is written: in the block that writes a row's last partial, that row's reduce
 // (split_reduce_row) into out[row * d, (row + 1) * d), row = blockIdx.z * gridDim.y +
-// blockIdx.y, the partials' row (a row without weight is empty). Each block fences its partial
-// and counts itself in counters[row] (zero at launch); the block that arrives last adds the
+// blockIdx.y, the partials' row (a row without weight is empty). Each block counts itself in
+// counters[row] (zero at launch) with arrive_last; the block that arrives last adds the
 // row's partials and puts the counter back to 0 for the next launch or replay. One launch
 // instead of a split pass and a reduce kernel.
 template <typename T>
 __device__ __forceinline__ void split_finish(T* out, unsigned* counters, const float* part, u64 d, unsigned splits, float empty) {
-	__shared__ unsigned last;
 	const u64 row = (u64)blockIdx.z * gridDim.y + blockIdx.y;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0) last = atomicAdd(&counters[row], 1u) == splits - 1;
-	__syncthreads();
-	if (!last) return;
-	__threadfence();
+	if (!arrive_last(&counters[row], splits)) return;
 	split_reduce_row<T>(out + row * d, part + row * splits * (d + 2), d, splits, empty);
 	if (threadIdx.x == 0) counters[row] = 0;
 }

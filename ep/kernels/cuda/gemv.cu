@@ -45,8 +45,8 @@
 // the residency __launch_bounds__ below guarantees, so the grid runs in one wave; at most 32
 // chunks, of at least 64 rows each). Each block stores its tile's float32 partial sums
 // in partials[chunk][gridDim.x·TC] (a Library scratch buffer: every launch overwrites the
-// slots it reads, so nothing needs zeroing), fences, and counts itself in counters[tile]
-// (tile: blockIdx.x, numbered over the group). The block that arrives last adds the chunks'
+// slots it reads, so nothing needs zeroing) and counts itself in counters[tile] (tile:
+// blockIdx.x, numbered over the group) with arrive_last's release. The block that arrives last adds the chunks'
 // partials in chunk order, converts and stores y, and puts the counter back to 0, so the next
 // launch (or a CUDA graph's replay) finds it zeroed. The sum order is fixed, so results are
 // bit-reproducible across runs and replays, which float atomics into a zeroed workspace would
@@ -149,7 +149,6 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 	const int V = 16 / sizeof(T);  // elements of a pack
 	const int TC = 32 * V;         // columns of a tile
 	__shared__ float red[GEMV_WARPS * TC];
-	__shared__ unsigned last;
 	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const u64 chunk = blockIdx.y, gtile = blockIdx.x;  // gtile: the tile's number over the group
 	const u64 col0 = tile * TC + (u64)lane * V;  // the lane's first column
@@ -234,12 +233,7 @@ __device__ __forceinline__ void gemv(T* __restrict__ y, const T* __restrict__ a,
 	// Split K: publish the partial, then the last block of the tile finishes it.
 	const u64 ld = (u64)gridDim.x * TC;  // partials' row length: every tile of the group whole
 	if (t < TC) partials[chunk * ld + gtile * TC + t] = sum;
-	__threadfence();
-	__syncthreads();
-	if (t == 0) last = atomicAdd(&counters[gtile], 1u) == gridDim.y - 1;
-	__syncthreads();
-	if (!last) return;
-	__threadfence();
+	if (!arrive_last(&counters[gtile], gridDim.y)) return;
 
 	// Thread t adds the 4 columns of group g = t % G over chunks s, s+S, s+2S, … (s = t / G),
 	// 16-byte loads; then the S slices are added in order for each column.

@@ -1,0 +1,154 @@
+// gemv_layer.cu: cudaep's own GEMV kernels (ep/kernels/cuda/gemv.cu, included as is) over a
+// decode layer's four projections of the 1B Llama (hidden 2048, MLP 8192, 8 key/value heads of
+// 64), launched as gemv.go plans them (gemvGeometry) and replayed from one CUDA graph, as a
+// decode step runs them. Every launch reads its own copy of the weights (copies round-robin over
+// 3 GiB), so nothing comes from L2.
+//
+// gemv_stream.cu's plain GEMV (no split-K reduction, no prologue) streamed the same layer in
+// 35.5 us from a graph (0.71 of 4.8 TB/s); CUPTI inside the decode step measured cudaep's four
+// launches at about 46 us a layer. Which part costs the difference: the split-K reduction by
+// the last block of each tile, or the prologues (the RMS normalizations before q+k+v and
+// gate+up, the gated SiLU before down)?
+//
+//   nvcc -O3 -arch=sm_90 -o gemv_layer gemv_layer.cu && ./gemv_layer
+//
+// -DGEMV_CU='"file"' -I ep/kernels/cuda compiles it against another version of gemv.cu.
+#ifndef GEMV_CU
+#define GEMV_CU "../../ep/kernels/cuda/gemv.cu"
+#endif
+#include GEMV_CU
+
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <vector>
+#include <algorithm>
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+
+typedef void (*GemvFn)(const bf16_t*, float*, unsigned*, u64, u64, bf16_t*, bf16_t*, bf16_t*, bf16_t*, const bf16_t*,
+	const bf16_t*, const bf16_t*, const bf16_t*, u64, u64, u64, u64, const bf16_t*, const bf16_t*, bf16_t*, float);
+
+// One projection of the layer: K, the group's N_i, and its prologue in the decode step.
+struct Proj {
+	const char* name;
+	u64 k;
+	u64 n[4];
+	int mode;  // GEMV_PLAIN, GEMV_RMSNORM or GEMV_SILU
+	u64 bytes() const { return k * (n[0] + n[1] + n[2] + n[3]) * 2; }
+};
+
+static GemvFn fn_of(int mode) {
+	return mode == GEMV_RMSNORM ? cudaep_gemv_rmsnorm_bf16 : mode == GEMV_SILU ? cudaep_gemv_silu_bf16 : cudaep_gemv_bf16;
+}
+
+int main() {
+	int sms = 0;
+	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	const Proj layer[4] = {
+		{"q+k+v (rmsnorm)", 2048, {2048, 512, 512, 0}, GEMV_RMSNORM},
+		{"o", 2048, {2048, 0, 0, 0}, GEMV_PLAIN},
+		{"gate+up (rmsnorm)", 2048, {8192, 8192, 0, 0}, GEMV_RMSNORM},
+		{"down (silu)", 8192, {2048, 0, 0, 0}, GEMV_SILU},
+	};
+	const u64 pool = 3ull << 30;
+	char* big;
+	CHECK(cudaMalloc(&big, pool));
+	CHECK(cudaMemset(big, 0x3c, pool));
+	bf16_t *a, *a2, *gamma, *y, *hsum;
+	CHECK(cudaMalloc(&a, 8192 * 2));
+	CHECK(cudaMalloc(&a2, 8192 * 2));
+	CHECK(cudaMalloc(&gamma, 8192 * 2));
+	CHECK(cudaMalloc(&hsum, 8192 * 2));
+	CHECK(cudaMalloc(&y, 4 * 8192 * 2));
+	CHECK(cudaMemset(a, 0x3c, 8192 * 2));
+	CHECK(cudaMemset(a2, 0x3c, 8192 * 2));
+	CHECK(cudaMemset(gamma, 0x3c, 8192 * 2));
+	float* partials;
+	unsigned* counters;
+	CHECK(cudaMalloc(&partials, 32ull << 20));
+	CHECK(cudaMalloc(&counters, 4096 * 4));
+	CHECK(cudaMemset(counters, 0, 4096 * 4));
+	cudaStream_t st;
+	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	cudaEvent_t e0, e1;
+	CHECK(cudaEventCreate(&e0));
+	CHECK(cudaEventCreate(&e1));
+
+	// launch is gemv.go's launch of p (gemvGeometry: 4 blocks an SM, at most 32 chunks of at
+	// least 64 rows), with p's prologue when pro, else the plain kernel.
+	auto launch = [&](const Proj& p, const char* w, bool pro) {
+		const u64 tc = 256;
+		u64 tiles = 0;
+		for (u64 n : p.n) tiles += (n + tc - 1) / tc;
+		u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), (p.k + 63) / 64));
+		u64 rows = (p.k + chunks - 1) / chunks;
+		rows = (rows + 63) / 64 * 64;
+		chunks = (p.k + rows - 1) / rows;
+		const bf16_t* b[4] = {nullptr, nullptr, nullptr, nullptr};
+		bf16_t* ys[4] = {nullptr, nullptr, nullptr, nullptr};
+		for (int i = 0; i < 4 && p.n[i]; ++i) {
+			b[i] = (const bf16_t*)w;
+			ys[i] = y + i * 8192;
+			w += p.k * p.n[i] * 2;
+		}
+		const int mode = pro ? p.mode : GEMV_PLAIN;
+		fn_of(mode)<<<dim3(tiles, chunks), GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3],
+			b[0], b[1], b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : a2,
+			mode == GEMV_RMSNORM ? gamma : nullptr, mode == GEMV_RMSNORM ? hsum : nullptr, 1e-5f);
+	};
+	// time replays a graph of what enqueue queues and returns the median us over 7 replays,
+	// divided by per.
+	auto time = [&](auto enqueue, double per) {
+		cudaGraph_t g;
+		cudaGraphExec_t exec;
+		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+		enqueue();
+		CHECK(cudaStreamEndCapture(st, &g));
+		CHECK(cudaGraphInstantiate(&exec, g, 0));
+		std::vector<float> us;
+		for (int round = 0; round < 8; ++round) {
+			CHECK(cudaEventRecord(e0, st));
+			CHECK(cudaGraphLaunch(exec, st));
+			CHECK(cudaEventRecord(e1, st));
+			CHECK(cudaEventSynchronize(e1));
+			float ms;
+			CHECK(cudaEventElapsedTime(&ms, e0, e1));
+			if (round) us.push_back(ms * 1000 / per);
+		}
+		CHECK(cudaGetLastError());
+		CHECK(cudaGraphExecDestroy(exec));
+		CHECK(cudaGraphDestroy(g));
+		std::sort(us.begin(), us.end());
+		return us[us.size() / 2];
+	};
+
+	printf("# gemv_layer on %d SMs: cudaep's GEMV kernels from one CUDA graph, us (median of 7 replays), share of 4.8 TB/s\n", sms);
+	printf("# each projection alone, every launch another copy of its weights\n");
+	for (const Proj& p : layer) {
+		const u64 copies = pool / p.bytes();
+		printf("%-18s %6.1f MB:", p.name, p.bytes() / 1e6);
+		for (int pro = 0; pro < (p.mode == GEMV_PLAIN ? 1 : 2); ++pro) {
+			const float t = time([&] { for (u64 c = 0; c < copies; ++c) launch(p, big + c * p.bytes(), pro); }, copies);
+			printf("   %s %6.2f us %.3f", pro ? "prologue" : "plain", t, p.bytes() / (t * 1e-6) / 4.8e12);
+		}
+		printf("\n");
+	}
+	u64 layer_bytes = 0;
+	for (const Proj& p : layer) layer_bytes += p.bytes();
+	const u64 layers = pool / layer_bytes;
+	printf("# the layer's four launches in order, %llu layers round-robin\n", layers);
+	for (int pro = 0; pro < 2; ++pro) {
+		const float t = time([&] {
+			char* at = big;
+			for (u64 l = 0; l < layers; ++l) {
+				for (const Proj& p : layer) {
+					launch(p, at, pro);
+					at += p.bytes();
+				}
+			}
+		}, layers);
+		printf("%-34s %6.2f us a layer, %.3f of 4.8 TB/s\n", pro ? "with the decode step's prologues" : "plain kernels (no prologue)", t,
+			layer_bytes / (t * 1e-6) / 4.8e12);
+	}
+	return 0;
+}
