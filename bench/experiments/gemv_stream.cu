@@ -20,7 +20,8 @@
 // prefetching into L2 (prefetch.global.L2, after its main loop) the first 0–32 MB of the next
 // launch's matrix: does the next launch's ramp shrink? And the same layer with a 10 us stand-in
 // for the small kernels between q+k+v and o (small_ops) that prefetches o's weights and the first
-// part of gate+up's while the memory is nearly idle.
+// part of gate+up's while the memory is nearly idle. Last, the layer from a stream against the
+// same launches captured into one CUDA graph, with and without 4 tiny kernels between the GEMVs.
 //
 //   nvcc -O3 -arch=sm_90 -o gemv_stream gemv_stream.cu && ./gemv_stream
 #include <cuda_runtime.h>
@@ -37,17 +38,7 @@ __device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(((u
 
 // Block: 8 warps; warp w is column segment w % W of the tile and row group w / W (8 / W groups).
 // A warp's unrolled step loads rows r + g + G*u (u < 8, G = 8 / W groups), its 512 bytes of each.
-// griddepcontrol (sm_90): with programmatic dependent launch, a grid launched with the
-// programmatic-serialization attribute may start before the grid ahead of it in the stream has
-// finished; griddep_wait blocks until that grid has completed and its writes are visible, and
-// griddep_launch lets the next such grid start once every block of this one has called it (or
-// exited). Without the attribute both are no-ops.
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-// P: 0 no griddepcontrol (plain launches); 1 wait, then let the next grid launch, first thing;
-// 2 load the block's first unrolled step of weights (independent of the grid ahead), then as 1.
-template <int W, int P = 0>
+template <int W>
 __global__ void __launch_bounds__(256, 4) gemv_w(const bf16_t* __restrict__ a, const bf16_t* __restrict__ b, float* __restrict__ part,
 	u64 k, u64 n, u64 rows, const char* pf = nullptr, u64 pf_bytes = 0) {
 	const int G = 8 / W;
@@ -58,27 +49,10 @@ __global__ void __launch_bounds__(256, 4) gemv_w(const bf16_t* __restrict__ a, c
 	const u64 stride = n / 8;
 	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 	u64 r = r0 + g;
-	Pack first[8];
-	bool have_first = false;
-	if (P == 2 && r + (u64)G * 7 < r1) {
-#pragma unroll
-		for (int u = 0; u < 8; ++u) first[u] = p[(r + (u64)G * u) * stride];
-		have_first = true;
-	}
-	if (P) {
-		griddep_wait();
-		griddep_launch();
-	}
 	for (; r + (u64)G * 7 < r1; r += (u64)G * 8) {
 		Pack x[8];
-		if (P == 2 && have_first) {
 #pragma unroll
-			for (int u = 0; u < 8; ++u) x[u] = first[u];
-			have_first = false;
-		} else {
-#pragma unroll
-			for (int u = 0; u < 8; ++u) x[u] = p[(r + (u64)G * u) * stride];
-		}
+		for (int u = 0; u < 8; ++u) x[u] = p[(r + (u64)G * u) * stride];
 #pragma unroll
 		for (int u = 0; u < 8; ++u) {
 			const float av = to_float(a[r + G * u]);
@@ -142,36 +116,30 @@ __global__ void small_ops(long long cycles, const char* pf, u64 pf_bytes) {
 }
 
 // tiny stands in for a decode layer's small kernels (rotary, cache update, attention: a few
-// blocks, a few KB of activations): each thread reads and writes one float. P as gemv_w's.
-template <int P>
+// blocks, a few KB of activations): each thread reads and writes one float.
 __global__ void tiny(float* x) {
-	if (P) {
-		griddep_wait();
-		griddep_launch();
-	}
 	const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
 	x[i] = x[i] * 0.5f + 1.0f;
 }
 
-// launch launches f on st, with the programmatic-serialization attribute when pdl.
-template <typename... Params, typename... Args>
-static void launch(bool pdl, cudaStream_t st, dim3 grid, dim3 block, void (*f)(Params...), Args... args) {
-	cudaLaunchConfig_t cfg = {};
-	cfg.gridDim = grid;
-	cfg.blockDim = block;
-	cfg.stream = st;
-	cudaLaunchAttribute attr = {};
-	attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	attr.val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = &attr;
-	cfg.numAttrs = pdl ? 1 : 0;
-	CHECK(cudaLaunchKernelEx(&cfg, f, args...));
+struct Shape { const char* name; u64 k, n; };
+
+// layer_grid is the grid of the layer sections' W=1 launches of s, as gemv.go plans it: a
+// 256-column tile a block, K split into at most 32 chunks of a multiple of 64 rows, about 4
+// blocks an SM; rows receives the chunk's rows.
+static dim3 layer_grid(const Shape& s, int sms, u64& rows) {
+	const u64 tiles = s.n / 256;
+	u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
+	rows = (s.k + chunks - 1) / chunks;
+	rows = (rows + 63) / 64 * 64;
+	chunks = (s.k + rows - 1) / rows;
+	return dim3(tiles, chunks);
 }
 
 int main() {
 	int sms = 0;
 	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	struct Shape { const char* name; u64 k, n; } shapes[] = {
+	const Shape shapes[] = {
 		{"qkv 2048x3072", 2048, 3072}, {"o 2048x2048", 2048, 2048}, {"gate+up 2048x16384", 2048, 16384},
 		{"down 8192x2048", 8192, 2048}, {"lm head 2048x32000", 2048, 32000}};
 	const u64 pool = 3ull << 30;  // copies round-robin over 3 GiB: nothing is read from L2 twice
@@ -252,12 +220,9 @@ int main() {
 					const u64 bytes = s.k * s.n * 2;
 					const char* next = at + bytes;
 					const u64 next_bytes = i < 3 ? seq[i + 1].k * seq[i + 1].n * 2 : (l + 1 < layers ? seq[0].k * seq[0].n * 2 : 0);
-					const u64 tiles = s.n / 256;
-					u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
-					u64 rows = (s.k + chunks - 1) / chunks;
-					rows = (rows + 63) / 64 * 64;
-					chunks = (s.k + rows - 1) / rows;
-					gemv_w<1><<<dim3(tiles, chunks), 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows, next, std::min(pf, next_bytes));
+					u64 rows;
+					const dim3 grid = layer_grid(s, sms, rows);
+					gemv_w<1><<<grid, 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows, next, std::min(pf, next_bytes));
 					at += bytes;
 				}
 			}
@@ -288,12 +253,9 @@ int main() {
 				for (int i = 0; i < 4; ++i) {
 					const Shape& s = seq[i];
 					const u64 bytes = s.k * s.n * 2;
-					const u64 tiles = s.n / 256;
-					u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
-					u64 rows = (s.k + chunks - 1) / chunks;
-					rows = (rows + 63) / 64 * 64;
-					chunks = (s.k + rows - 1) / rows;
-					gemv_w<1><<<dim3(tiles, chunks), 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
+					u64 rows;
+					const dim3 grid = layer_grid(s, sms, rows);
+					gemv_w<1><<<grid, 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
 					at += bytes;
 					if (i == 0) {
 						const u64 o_bytes = seq[1].k * seq[1].n * 2;
@@ -314,76 +276,57 @@ int main() {
 		else printf("prefetch o + %4.1f MB of gate+up: %7.2f us a layer\n", extra / 1048576.0, t);
 	}
 
-	// Programmatic dependent launch: the layer's four GEMVs (and, with small, 3 tiny kernels
-	// after q+k+v and 1 after gate+up, as a decode layer's rotary, cache update, attention and
-	// SiLU) launched with the programmatic-serialization attribute, so that each grid starts
-	// while the one ahead drains: P=1 waits first thing, P=2 loads its first weights before
-	// waiting. On a stream of its own, and captured into one CUDA graph (as cudaep replays a
-	// step), replayed.
+	// The layer's four GEMVs again (and, with tiny, 3 tiny kernels after q+k+v and 1 after
+	// gate+up, as a decode layer's rotary, cache update, attention and SiLU), launched on a stream
+	// of their own, and captured into one CUDA graph and replayed, as cudaep runs a decode step.
 	cudaStream_t st;
 	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	float* act;
 	CHECK(cudaMalloc(&act, 64 * 128 * sizeof(float)));
 	CHECK(cudaMemset(act, 0, 64 * 128 * sizeof(float)));
-	printf("# programmatic dependent launch: us per layer, share of 4.8 TB/s (GEMV bytes only)\n");
+	printf("# the layer from a stream and from a CUDA graph: us per layer, share of 4.8 TB/s (GEMV bytes only)\n");
 	for (int graph = 0; graph < 2; ++graph) {
-		for (int small = 0; small < 2; ++small) {
-			for (int P = 0; P < 3; ++P) {
-				auto step = [&]() {
-					char* at = big;
-					for (u64 l = 0; l < layers; ++l) {
-						for (int i = 0; i < 4; ++i) {
-							const Shape& s = seq[i];
-							const u64 bytes = s.k * s.n * 2;
-							const u64 tiles = s.n / 256;
-							u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
-							u64 rows = (s.k + chunks - 1) / chunks;
-							rows = (rows + 63) / 64 * 64;
-							chunks = (s.k + rows - 1) / rows;
-							const bf16_t* b = (const bf16_t*)at;
-							const char* nopf = nullptr;
-							const u64 zero = 0;
-							switch (P) {
-							case 0: launch(false, st, dim3(tiles, chunks), dim3(256), gemv_w<1, 0>, (const bf16_t*)a, b, part, s.k, s.n, rows, nopf, zero); break;
-							case 1: launch(true, st, dim3(tiles, chunks), dim3(256), gemv_w<1, 1>, (const bf16_t*)a, b, part, s.k, s.n, rows, nopf, zero); break;
-							case 2: launch(true, st, dim3(tiles, chunks), dim3(256), gemv_w<1, 2>, (const bf16_t*)a, b, part, s.k, s.n, rows, nopf, zero); break;
-							}
-							at += bytes;
-							const int tinies = !small ? 0 : i == 0 ? 3 : i == 2 ? 1 : 0;
-							for (int t = 0; t < tinies; ++t) {
-								if (P) launch(true, st, dim3(64), dim3(128), tiny<1>, act);
-								else launch(false, st, dim3(64), dim3(128), tiny<0>, act);
-							}
-						}
+		for (int with_tiny = 0; with_tiny < 2; ++with_tiny) {
+			auto step = [&]() {
+				char* at = big;
+				for (u64 l = 0; l < layers; ++l) {
+					for (int i = 0; i < 4; ++i) {
+						const Shape& s = seq[i];
+						u64 rows;
+						const dim3 grid = layer_grid(s, sms, rows);
+						gemv_w<1><<<grid, 256, 0, st>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
+						at += s.k * s.n * 2;
+						const int tinies = !with_tiny ? 0 : i == 0 ? 3 : i == 2 ? 1 : 0;
+						for (int t = 0; t < tinies; ++t) tiny<<<64, 128, 0, st>>>(act);
 					}
-				};
-				cudaGraphExec_t exec = nullptr;
-				if (graph) {
-					cudaGraph_t g;
-					CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-					step();
-					CHECK(cudaStreamEndCapture(st, &g));
-					CHECK(cudaGraphInstantiate(&exec, g, 0));
-					CHECK(cudaGraphDestroy(g));
 				}
-				std::vector<float> us;
-				for (int round = 0; round < 8; ++round) {
-					CHECK(cudaEventRecord(e0, st));
-					if (graph) CHECK(cudaGraphLaunch(exec, st));
-					else step();
-					CHECK(cudaEventRecord(e1, st));
-					CHECK(cudaEventSynchronize(e1));
-					float ms;
-					CHECK(cudaEventElapsedTime(&ms, e0, e1));
-					if (round) us.push_back(ms * 1000 / layers);
-				}
-				CHECK(cudaGetLastError());
-				if (exec) CHECK(cudaGraphExecDestroy(exec));
-				std::sort(us.begin(), us.end());
-				const float t = us[us.size() / 2];
-				printf("%-6s %-28s P=%d: %7.2f us a layer, %.3f of 4.8 TB/s\n", graph ? "graph" : "stream",
-					small ? "4 GEMVs + 4 tiny kernels" : "4 GEMVs", P, t, layer_bytes / (t * 1e-6) / 4.8e12);
+			};
+			cudaGraphExec_t exec = nullptr;
+			if (graph) {
+				cudaGraph_t g;
+				CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+				step();
+				CHECK(cudaStreamEndCapture(st, &g));
+				CHECK(cudaGraphInstantiate(&exec, g, 0));
+				CHECK(cudaGraphDestroy(g));
 			}
+			std::vector<float> us;
+			for (int round = 0; round < 8; ++round) {
+				CHECK(cudaEventRecord(e0, st));
+				if (graph) CHECK(cudaGraphLaunch(exec, st));
+				else step();
+				CHECK(cudaEventRecord(e1, st));
+				CHECK(cudaEventSynchronize(e1));
+				float ms;
+				CHECK(cudaEventElapsedTime(&ms, e0, e1));
+				if (round) us.push_back(ms * 1000 / layers);
+			}
+			CHECK(cudaGetLastError());
+			if (exec) CHECK(cudaGraphExecDestroy(exec));
+			std::sort(us.begin(), us.end());
+			const float t = us[us.size() / 2];
+			printf("%-6s %-26s %7.2f us a layer, %.3f of 4.8 TB/s\n", graph ? "graph" : "stream",
+				with_tiny ? "4 GEMVs + 4 tiny kernels" : "4 GEMVs", t, layer_bytes / (t * 1e-6) / 4.8e12);
 		}
 	}
 	return 0;
