@@ -208,7 +208,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 }
 
 // opCounts lists how many of nodes each operator has, in order of first appearance ("MatMul
-// x4, Add x2"): what a fused partition runs.
+// x4, Add x2"): what a fused partition runs, views (which launch nothing) included.
 func opCounts(nodes []ep.Node) string {
 	var order []string
 	count := map[string]int{}
