@@ -41,16 +41,19 @@ ORT_NODE_TESTS ?= /usr/share/libonnx-testdata/data/node
 ORT_MODE ?= ep
 
 # The fuzz layer runs each target for FUZZTIME, as PACKAGE:FuzzName (one package and one exact
-# target per `go test -fuzz` run). Append new targets here. FUZZTIME is a count of executions,
-# not a duration: Go 1.26's fuzz coordinator can report a bare "context deadline exceeded" when
-# a duration runs out under CPU contention, with no failing input (golang/go#75804, fixed in
-# Go 1.27); a count has no deadline to race. 100000 executions take 5-10 s per target here.
+# target per `go test -fuzz` run), or for its own count, as PACKAGE:FuzzName:COUNT. Append new
+# targets here. FUZZTIME is a count of executions, not a duration: Go 1.26's fuzz coordinator
+# can report a bare "context deadline exceeded" when a duration runs out under CPU contention,
+# with no failing input (golang/go#75804, fixed in Go 1.27); a count has no deadline to race.
+# 100000 executions take 5-10 s per target here; FuzzFuse runs each graph it writes on the
+# simulator, 300-800 a second on 2 cores, so it takes fewer.
 FUZZTIME ?= 100000x
 FUZZ_TARGETS := \
 	./capi/handles:FuzzHandleLookup \
 	./cudadrv/sim:FuzzParsePTX \
 	./ep:FuzzParseEntries \
-	./ep:FuzzOptionValue
+	./ep:FuzzOptionValue \
+	./ep:FuzzFuse:20000x
 
 # The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
@@ -110,9 +113,10 @@ test-go: header-copy
 # failure (its crasher is saved under the package's testdata/fuzz/ for `go test` to replay).
 test-fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \
-	  pkg=$${target%%:*}; name=$${target#*:}; \
-	  echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
-	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  pkg=$${target%%:*}; rest=$${target#*:}; name=$${rest%%:*}; count=$(FUZZTIME); \
+	  if [ "$$rest" != "$$name" ]; then count=$${rest#*:}; fi; \
+	  echo "fuzz $$pkg $$name for $$count"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$$count $$pkg; \
 	done
 
 test-abi: header-copy

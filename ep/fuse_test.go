@@ -108,6 +108,9 @@ func decode(dt ep.DType, b []byte) []float64 {
 		case ep.Float16:
 			out = append(out, float64(cudadrv.Float16Value(binary.LittleEndian.Uint16(b))))
 			b = b[2:]
+		case ep.Bool:
+			out = append(out, float64(b[0]))
+			b = b[1:]
 		default:
 			panic("decode: dtype " + dt.String())
 		}
@@ -117,6 +120,13 @@ func decode(dt ep.DType, b []byte) []float64 {
 
 // run executes nodes kernel by kernel on data (by input name) and returns the value named out.
 func run(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float64, out string) []float64 {
+	t.Helper()
+	return runAll(t, p, nodes, data, []string{out})[out]
+}
+
+// runAll executes nodes kernel by kernel on data (by input name) and returns the values named
+// outs.
+func runAll(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float64, outs []string) map[string][]float64 {
 	t.Helper()
 	vals, bufs := map[string]ep.Tensor{}, map[string]*ep.Buffer{}
 	put := func(v ep.Value, host []float64) {
@@ -157,11 +167,15 @@ func run(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float6
 		}
 		require.NoError(t, k.Execute(ins, outs), "node %s", n.Name)
 	}
-	res, ok := vals[out]
-	require.True(t, ok, "nothing makes %s", out)
-	b := make([]byte, res.Bytes())
-	require.NoError(t, p.CopyToHost(b, bufs[out], 0))
-	return decode(res.DType, b)
+	got := map[string][]float64{}
+	for _, out := range outs {
+		res, ok := vals[out]
+		require.True(t, ok, "nothing makes %s", out)
+		b := make([]byte, res.Bytes())
+		require.NoError(t, p.CopyToHost(b, bufs[out], 0))
+		got[out] = decode(res.DType, b)
+	}
+	return got
 }
 
 // randomData fills every graph input with distinct non-zero values in (-1, 1).
