@@ -48,10 +48,10 @@
 // slots it reads, so nothing needs zeroing) and counts itself in counters[tile] (tile:
 // blockIdx.x, numbered over the group) with arrive_last. The block that arrives last adds the
 // chunks' partials in chunk order, converts and stores y, and puts the counter back to 0, so
-// the next launch (or a CUDA graph's replay) finds it zeroed. The sum order is fixed, so results are
-// bit-reproducible across runs and replays, which float atomics into a zeroed workspace would
-// not be. With one chunk (gridDim.y == 1) the block stores y directly and never touches
-// partials or counters (they may be 0 then).
+// the next launch (or a CUDA graph's replay) finds it zeroed. The sum order is fixed, so
+// results are bit-reproducible across runs and replays, which float atomics into a zeroed
+// workspace would not be. With one chunk (gridDim.y == 1) the block stores y directly and
+// never touches partials or counters (they may be 0 then).
 //
 // Requirements the Go side guarantees: every n_i a multiple of V (whole packs per row, so a
 // lane's pack is either wholly inside a row or wholly past its end); gridDim.x the group's
