@@ -53,7 +53,8 @@ FUZZ_TARGETS := \
 	./cudadrv/sim:FuzzParsePTX \
 	./ep:FuzzParseEntries \
 	./ep:FuzzOptionValue \
-	./ep:FuzzFuse:20000x
+	./ep:FuzzFuse:20000x \
+	./capi/ort:FuzzParseOptions
 
 # The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").

@@ -3,6 +3,7 @@ package ort
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -284,4 +285,32 @@ func TestOpCountsListsOperatorsInFirstAppearanceOrder(t *testing.T) {
 	nodes := []ep.Node{{Op: "MatMul"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}, {Op: "Attention"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}}
 	assert.Equal(t, "MatMul x3, cudaep.WherePair x2, Attention x1", opCounts(nodes))
 	assert.Empty(t, opCounts(nil))
+}
+
+// FuzzParseOptions sets arbitrary values on every session option key, one key at a time and all
+// at once (session options come from hosts as strings): parseOptions accepts a value or refuses
+// it with an error wrapping errInvalid that names the key; it never panics. An unknown key is
+// always refused.
+func FuzzParseOptions(f *testing.F) {
+	for _, v := range []string{"", "0", "1", "on", "off", "auto", "sim", "cuda", "-1", "4096", "true", " 1", "18446744073709551616"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		all := map[string]string{}
+		for _, key := range append(slices.Clone(optionKeys), "no_such_key") {
+			full := optionPrefix + key
+			all[full] = value
+			_, err := parseOptions(map[string]string{full: value})
+			if key == "no_such_key" {
+				require.Error(t, err)
+			}
+			if err != nil {
+				require.ErrorIs(t, err, errInvalid, "%s=%q", full, value)
+				require.Contains(t, err.Error(), full, "%s=%q: the error names the key", full, value)
+			}
+		}
+		_, err := parseOptions(all)
+		require.ErrorIs(t, err, errInvalid, "the unknown key is refused among the others")
+		require.Contains(t, err.Error(), optionPrefix)
+	})
 }
