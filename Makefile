@@ -46,14 +46,14 @@ ORT_MODE ?= ep
 # can report a bare "context deadline exceeded" when a duration runs out under CPU contention,
 # with no failing input (golang/go#75804, fixed in Go 1.27); a count has no deadline to race.
 # 100000 executions take 5-10 s per target here; FuzzFuse runs each graph it writes on the
-# simulator, 300-800 a second on 2 cores, so it takes fewer.
+# simulator twice (a decode step and a prompt), 150-400 a second on 2 cores, so it takes fewer.
 FUZZTIME ?= 100000x
 FUZZ_TARGETS := \
 	./capi/handles:FuzzHandleLookup \
 	./cudadrv/sim:FuzzParsePTX \
 	./ep:FuzzParseEntries \
 	./ep:FuzzOptionValue \
-	./ep:FuzzFuse:20000x \
+	./ep:FuzzFuse:12000x \
 	./capi/ort:FuzzParseOptions
 
 # The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a

@@ -1,6 +1,7 @@
 package ep_test
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -12,8 +13,8 @@ import (
 	"github.com/cudaep/cudaep/ep"
 )
 
-// FuzzFuse feeds Fuse decoder-like graphs that prog writes (fuzzGraph): the chains Fuse looks
-// for, over values picked from everything made before (chains' intermediates included), so
+// FuzzFuse feeds Fuse decoder-like graphs that prog writes (fuzzGraph), as a decode step (one
+// position) and as a prompt (three): the chains Fuse looks for, over values picked from everything made before (chains' intermediates included), so
 // that chains share values, intermediates gain other readers, nodes repeat and values are
 // kept. Fuse must leave its input untouched and return nodes in topological order that make
 // every kept value with its dtype and shape, no more nodes than it got, and the same kept
@@ -37,58 +38,70 @@ func FuzzFuse(f *testing.F) {
 	require.NoError(f, err)
 	f.Cleanup(func() { require.NoError(f, p.Close()) })
 	f.Fuzz(func(t *testing.T, prog []byte) {
-		g, keep := fuzzGraph(t, p, prog)
-		before := cloneNodes(g.nodes)
-		fused := p.Fuse(g.nodes, keep)
-		require.True(t, reflect.DeepEqual(before, g.nodes), "Fuse modified its input")
-		require.LessOrEqual(t, len(fused), len(g.nodes))
-		checkTopological(t, g, fused, keep)
-
-		data := g.randomData()
-		ref := runAll(t, p, g.nodes, data, keep)
-		got := runAll(t, p, fused, data, keep)
-		for _, name := range keep {
-			want, have := ref[name], got[name]
-			require.Len(t, have, len(want), "value %s", name)
-			scale := 1.0
-			for _, x := range want {
-				scale = math.Max(scale, math.Abs(x))
-			}
-			for i := range want {
-				require.InDelta(t, want[i], have[i], 1e-4*scale, "value %s element %d (fused: %v)", name, i, ops(fused))
-			}
+		for _, seq := range []int64{1, 3} {
+			t.Run(fmt.Sprintf("seq%d", seq), func(t *testing.T) { checkFuse(t, p, prog, seq) })
 		}
 	})
 }
 
-// fuzzShapes are the shapes fuzzGraph's values take, by pool: a hidden row, its scale, query
-// and key-value heads of one position, a cos or sin row, a cache of 6 positions, its position
-// mask and attention mask, and three weight matrices.
-var fuzzShapes = map[string][]int64{
-	"h": {1, 1, 64}, "w": {64}, "q": {1, 4, 1, 16}, "kv": {1, 2, 1, 16}, "rot": {1, 1, 1, 16},
-	"cache": {1, 2, 6, 16}, "pos": {1, 1, 6, 1}, "mask": {1, 1, 1, 6}, "m64": {64, 64}, "m32": {64, 32},
+// checkFuse fuses the graph prog writes for seq positions and checks what FuzzFuse says.
+func checkFuse(t *testing.T, p *ep.Provider, prog []byte, seq int64) {
+	g, keep := fuzzGraph(t, p, prog, seq)
+	before := cloneNodes(g.nodes)
+	fused := p.Fuse(g.nodes, keep)
+	require.True(t, reflect.DeepEqual(before, g.nodes), "Fuse modified its input")
+	require.LessOrEqual(t, len(fused), len(g.nodes))
+	checkTopological(t, g, fused, keep)
+
+	data := g.randomData()
+	ref := runAll(t, p, g.nodes, data, keep)
+	got := runAll(t, p, fused, data, keep)
+	for _, name := range keep {
+		want, have := ref[name], got[name]
+		require.Len(t, have, len(want), "value %s", name)
+		scale := 1.0
+		for _, x := range want {
+			scale = math.Max(scale, math.Abs(x))
+		}
+		for i := range want {
+			require.InDelta(t, want[i], have[i], 1e-4*scale, "value %s element %d (fused: %v)", name, i, ops(fused))
+		}
+	}
 }
 
-// fuzzGraph writes a float32 graph from prog, at most 12 steps of an opcode byte and its
-// operand bytes (a missing byte reads as 0), each step one of:
+// fuzzShapes are the shapes fuzzGraph's values take for seq positions, by pool: the hidden
+// rows, their scale, query and key-value heads, cos or sin rows, a cache of 6 positions, its
+// position mask, the attention mask, and three weight matrices.
+func fuzzShapes(seq int64) map[string][]int64 {
+	return map[string][]int64{
+		"h": {1, seq, 64}, "w": {64}, "q": {1, 4, seq, 16}, "kv": {1, 2, seq, 16}, "rot": {1, 1, seq, 16},
+		"cache": {1, 2, 6, 16}, "pos": {1, 1, 6, 1}, "mask": {1, 1, seq, 6}, "m64": {64, 64}, "m32": {64, 32},
+	}
+}
+
+// fuzzGraph writes a float32 graph of seq positions (1: a decode step; more: a prompt) from
+// prog, at most 12 steps of an opcode byte and its operand bytes (a missing byte reads as 0),
+// each step one of:
 //
 //	0 RMSNorm chain of h with scale w      5 attention chain of q over two caches and a mask
-//	1 Add of two h                         6 cache update: Where(pos > ½, Expand(kv), cache)
+//	1 Add of two h                         6 cache update: Where(pos > ½, Expand(kv), cache);
+//	                                         of seq > 1, Where(pos > ½, cache, cache)
 //	2 rotary chain of q or kv (cos, sin)   7 Neg of any value (a reader of an intermediate)
 //	3 gated SiLU chain of two h            8 keep a value
 //	4 MatMul of h and a matrix             9 repeat an earlier node
 //
 // Operands pick among every value of the pool's shape made so far, inputs first. It returns the
 // builder and the values to keep: those step 8 chose and every value no node reads.
-func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte) (*graphBuilder, []string) {
+func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte, seq int64) (*graphBuilder, []string) {
 	g := newGraph(t, p)
+	shapes := fuzzShapes(seq)
 	pools := map[string][]ep.Value{}
 	for _, in := range []struct{ pool, name string }{
 		{"h", "h0"}, {"h", "h1"}, {"w", "w0"}, {"w", "w1"}, {"q", "q"}, {"kv", "k"}, {"kv", "v"},
 		{"rot", "cos"}, {"rot", "sin"}, {"cache", "past_k"}, {"cache", "past_v"}, {"pos", "pos"},
 		{"mask", "mask"}, {"m64", "m64"}, {"m32", "m32a"}, {"m32", "m32b"},
 	} {
-		pools[in.pool] = append(pools[in.pool], g.input(in.name, ep.Float32, fuzzShapes[in.pool]...))
+		pools[in.pool] = append(pools[in.pool], g.input(in.name, ep.Float32, shapes[in.pool]...))
 	}
 	at := 0
 	next := func() int {
@@ -127,7 +140,11 @@ func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte) (*graphBuilder, []stri
 			attentionChain(g, pick("q"), pick("cache"), pick("cache"), pick("mask"), 0.25)
 		case 6:
 			hit := g.op("Greater", nil, pick("pos"), g.floats(ep.Float32, nil, 0.5))
-			g.op("Where", nil, hit, g.op("Expand", nil, pick("kv"), g.ints(fuzzShapes["cache"]...)), pick("cache"))
+			x := pick("cache")
+			if seq == 1 { // a decode step's new row, broadcast over the cache
+				x = g.op("Expand", nil, pick("kv"), g.ints(shapes["cache"]...))
+			}
+			g.op("Where", nil, hit, x, pick("cache"))
 		case 7:
 			g.op("Neg", nil, pick(fuzzPool(next())))
 		case 8:
@@ -140,7 +157,7 @@ func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte) (*graphBuilder, []stri
 		}
 		for _, n := range g.nodes[made:] {
 			for _, v := range n.Outputs {
-				for pool, shape := range fuzzShapes {
+				for pool, shape := range shapes {
 					if v.Info.DType == ep.Float32 && slices.Equal(v.Info.Shape, shape) {
 						pools[pool] = append(pools[pool], v)
 					}
