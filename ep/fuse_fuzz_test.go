@@ -14,14 +14,15 @@ import (
 )
 
 // FuzzFuse feeds Fuse decoder-like graphs that prog writes (fuzzGraph), as a decode step (one
-// position) and as a prompt (three): the chains Fuse looks for, over values picked from everything made before (chains' intermediates included), so
-// that chains share values, intermediates gain other readers, nodes repeat and values are
-// kept. Fuse must leave its input untouched and return nodes in topological order that make
-// every kept value with its dtype and shape, no more nodes than it got, and the same kept
-// values as the unfused graph when both run on the same inputs (float32: within 1e-4 of the
-// larger of 1 and the value's largest magnitude).
+// position) and as a prompt (three): the chains Fuse looks for, over values picked from
+// everything made before (chains' intermediates included), so that chains share values,
+// intermediates gain other readers, nodes repeat and values are kept. Fuse must leave its
+// input untouched and return nodes in topological order that make every kept value with its
+// dtype and shape, no more nodes than it got, and the same kept values as the unfused graph
+// when both run on the same inputs (float32: within 1e-4 of the larger of 1 and the value's
+// largest magnitude).
 func FuzzFuse(f *testing.F) {
-	// An RMSNorm two MatMuls read: cudaep.NormMatMulGroup.
+	// The seeds' fusions as a decode step. An RMSNorm two MatMuls read: cudaep.NormMatMulGroup.
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 4, 4, 0, 1, 0, 4})
 	// A residual Add normalized into a MatMul, whose output a gated SiLU feeds into another:
 	// cudaep.SkipNormMatMulGroup, cudaep.SiluMulMatMulGroup.
@@ -74,8 +75,9 @@ func checkFuse(t *testing.T, p *ep.Provider, prog []byte, seq int64) {
 // position mask, the attention mask, and three weight matrices.
 func fuzzShapes(seq int64) map[string][]int64 {
 	return map[string][]int64{
-		"h": {1, seq, 64}, "w": {64}, "q": {1, 4, seq, 16}, "kv": {1, 2, seq, 16}, "rot": {1, 1, seq, 16},
-		"cache": {1, 2, 6, 16}, "pos": {1, 1, 6, 1}, "mask": {1, 1, seq, 6}, "m64": {64, 64}, "m32": {64, 32},
+		"h": {1, seq, 64}, "w": {64}, "q": {1, 4, seq, 16}, "kv": {1, 2, seq, 16},
+		"rot": {1, 1, seq, 16}, "cache": {1, 2, 6, 16}, "pos": {1, 1, 6, 1}, "mask": {1, 1, seq, 6},
+		"m64": {64, 64}, "m32": {64, 32},
 	}
 }
 
