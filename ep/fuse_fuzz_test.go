@@ -65,7 +65,8 @@ func checkFuse(t *testing.T, p *ep.Provider, prog []byte, seq int64) {
 			scale = math.Max(scale, math.Abs(x))
 		}
 		for i := range want {
-			require.InDelta(t, want[i], have[i], 1e-4*scale, "value %s element %d (fused: %v)", name, i, ops(fused))
+			require.InDelta(t, want[i], have[i], 1e-4*scale,
+				"value %s element %d (fused: %v)", name, i, ops(fused))
 		}
 	}
 }
