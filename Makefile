@@ -54,6 +54,7 @@ FUZZ_TARGETS := \
 	./ep:FuzzParseEntries \
 	./ep:FuzzOptionValue \
 	./ep:FuzzFuse:12000x \
+	./ep/kernels:FuzzGet \
 	./capi/ort:FuzzParseOptions
 
 # The folder `make ctest-build` fills: every C test executable, the example, libcudaep.so, a

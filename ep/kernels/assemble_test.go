@@ -547,3 +547,21 @@ func TestAssembleOpsRefuseWithClearErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitRefusesMoreOutputsThanTheDimension: a node (or a corrupt model) asking for more
+// pieces than the axis has elements is refused, naming the count, however large the count.
+func TestSplitRefusesMoreOutputsThanTheDimension(t *testing.T) {
+	f := newFixture(t)
+	for _, n := range []int64{5, math.MaxInt32, math.MaxInt64 - 48} {
+		specs := []kernels.Spec{{Op: "Split", Opset: 18, Attrs: map[string]kernels.Attribute{"num_outputs": kernels.IntAttr(n)}}}
+		if n <= math.MaxInt32 {
+			specs = append(specs, kernels.Spec{Op: "Split", Opset: 13, NumOutputs: int(n)})
+		}
+		for _, spec := range specs {
+			spec.Inputs = []kernels.TensorInfo{info(kernels.Float32, 4, 2)}
+			_, err := f.lib.Get(spec)
+			require.ErrorIs(t, err, kernels.ErrUnsupported, "%d outputs, opset %d", n, spec.Opset)
+			assert.Contains(t, err.Error(), fmt.Sprintf("%d outputs from axis 0", n))
+		}
+	}
+}

@@ -225,6 +225,10 @@ func buildSplit(l *Library, s opSpec) (Kernel, error) {
 		if n < 1 {
 			return nil, s.errorf("the number of outputs is unknown: give the split sizes, num_outputs (opset 18) or Spec.NumOutputs")
 		}
+		if n > dim {
+			return nil, s.errorf("%d outputs from axis %d of %s (dimension %d): every piece must have a positive size (empty tensors are not supported)",
+				n, axis, in, dim)
+		}
 		chunk := dim / n
 		if s.Opset >= 18 {
 			chunk = (dim + n - 1) / n

@@ -75,8 +75,12 @@ func buildNonZero(l *Library, s opSpec) (Kernel, error) {
 	}
 	x := s.Inputs[0]
 	numel := x.NumElements()
+	indices := []int64{int64(len(x.Shape)), numel}
+	if err := s.checkOutput(indices); err != nil {
+		return nil, err
+	}
 	k := &NonZeroKernel{kernelBase: newBase(l, s,
-		TensorInfo{DType: Int64, Shape: []int64{int64(len(x.Shape)), numel}},
+		TensorInfo{DType: Int64, Shape: indices},
 		TensorInfo{DType: Int64, Shape: []int64{1}},
 	)}
 	k.fn = l.function(nonZeroEntries[x.DType])
