@@ -106,18 +106,11 @@ func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte, seq int64) (*graphBuil
 	} {
 		pools[in.pool] = append(pools[in.pool], g.input(in.name, ep.Float32, shapes[in.pool]...))
 	}
-	at := 0
-	next := func() int {
-		b := 0
-		if at < len(prog) {
-			b = int(prog[at])
-		}
-		at++
-		return b
-	}
+	r := drivertest.NewFuzzBytes(prog)
+	next := r.Next
 	pick := func(pool string) ep.Value { vs := pools[pool]; return vs[next()%len(vs)] }
 	var kept []string
-	for step := 0; step < 12 && at < len(prog); step++ {
+	for step := 0; step < 12 && !r.Done(); step++ {
 		made := len(g.nodes)
 		switch next() % 10 {
 		case 0:

@@ -52,3 +52,26 @@ func RelErr(got []float32, ref []float64) float64 {
 	}
 	return math.Sqrt(num / den)
 }
+
+// FuzzBytes reads a fuzz target's input a byte at a time, as the program it writes tests from:
+// past the end it reads zeros, so that every input is a whole program.
+type FuzzBytes struct {
+	b  []byte
+	at int
+}
+
+// NewFuzzBytes returns a reader of b.
+func NewFuzzBytes(b []byte) *FuzzBytes { return &FuzzBytes{b: b} }
+
+// Next returns the next byte, or 0 past the end.
+func (r *FuzzBytes) Next() int {
+	v := 0
+	if r.at < len(r.b) {
+		v = int(r.b[r.at])
+	}
+	r.at++
+	return v
+}
+
+// Done reports whether every byte has been read.
+func (r *FuzzBytes) Done() bool { return r.at >= len(r.b) }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
 	"github.com/cudaep/cudaep/ep/kernels"
 )
 
@@ -151,15 +152,7 @@ var fuzzDTypes = []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloa
 // 1 to 6) and whether it is constant (then its values, as signed bytes, with one too many when
 // the next byte says so); then the attributes (name, kind, value) and the output count.
 func fuzzSpec(prog []byte, ops []string) kernels.Spec {
-	at := 0
-	next := func() int {
-		b := 0
-		if at < len(prog) {
-			b = int(prog[at])
-		}
-		at++
-		return b
-	}
+	next := drivertest.NewFuzzBytes(prog).Next
 	spec := kernels.Spec{Op: ops[next()%len(ops)], Opset: 1 + next()%25, Attrs: map[string]kernels.Attribute{},
 		Consts: map[int]kernels.Const{}}
 	for i := range next() % 6 {
