@@ -3,6 +3,7 @@ package kernels_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -549,7 +550,8 @@ func TestAssembleOpsRefuseWithClearErrors(t *testing.T) {
 }
 
 // TestSplitRefusesMoreOutputsThanTheDimension: a node (or a corrupt model) asking for more
-// pieces than the axis has elements is refused, naming the count, however large the count.
+// pieces than the axis has elements is refused, naming the count, however large the count; so
+// is one asking for more than 65536 pieces.
 func TestSplitRefusesMoreOutputsThanTheDimension(t *testing.T) {
 	f := newFixture(t)
 	for _, n := range []int64{5, math.MaxInt32, math.MaxInt64 - 48} {
@@ -564,4 +566,13 @@ func TestSplitRefusesMoreOutputsThanTheDimension(t *testing.T) {
 			assert.Contains(t, err.Error(), fmt.Sprintf("%d outputs from axis 0", n))
 		}
 	}
+	// Pieces of one element each, as many as the axis has, past the bound on outputs.
+	_, err := f.lib.Get(kernels.Spec{Op: "Split", Opset: 18, Inputs: []kernels.TensorInfo{info(kernels.Float32, 1<<40)},
+		Attrs: map[string]kernels.Attribute{"num_outputs": kernels.IntAttr(1 << 40)}})
+	require.ErrorIs(t, err, kernels.ErrUnsupported)
+	assert.Contains(t, err.Error(), "Split makes at most 65536")
+	_, err = f.lib.Get(kernels.Spec{Op: "Split", Opset: 13, Inputs: []kernels.TensorInfo{info(kernels.Float32, 1<<17), info(kernels.Int64, 1<<17)},
+		Consts: map[int]kernels.Const{1: kernels.IntsConst(slices.Repeat([]int64{1}, 1<<17)...)}})
+	require.ErrorIs(t, err, kernels.ErrUnsupported)
+	assert.Contains(t, err.Error(), "Split makes at most 65536")
 }

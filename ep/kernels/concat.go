@@ -169,6 +169,10 @@ func buildConcat(l *Library, s opSpec) (Kernel, error) {
 	return newPieces(l, s, pieces, TensorInfo{DType: first.DType, Shape: out}), nil
 }
 
+// maxSplitOutputs bounds the outputs of one Split (each a tensor the host binds), so that a
+// count from a corrupt model cannot make Get build an unbounded list of pieces.
+const maxSplitOutputs = 1 << 16
+
 // buildSplit builds Split: the input cut along axis (default 0) into pieces of the sizes in
 // split (the attribute before opset 13, a constant input from 13), or into NumOutputs (or,
 // from opset 18, num_outputs) pieces of equal size, the last one smaller when the dimension
@@ -229,6 +233,9 @@ func buildSplit(l *Library, s opSpec) (Kernel, error) {
 			return nil, s.errorf("%d outputs from axis %d of %s (dimension %d): every piece must have a positive size (empty tensors are not supported)",
 				n, axis, in, dim)
 		}
+		if n > maxSplitOutputs {
+			return nil, s.errorf("%d outputs: Split makes at most %d", n, maxSplitOutputs)
+		}
 		chunk := dim / n
 		if s.Opset >= 18 {
 			chunk = (dim + n - 1) / n
@@ -238,6 +245,9 @@ func buildSplit(l *Library, s opSpec) (Kernel, error) {
 		for i := range n {
 			split = append(split, min(chunk, dim-i*chunk))
 		}
+	}
+	if len(split) > maxSplitOutputs {
+		return nil, s.errorf("%d split sizes: Split makes at most %d outputs", len(split), maxSplitOutputs)
 	}
 	total := int64(0)
 	for _, v := range split {
