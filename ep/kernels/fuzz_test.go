@@ -140,6 +140,35 @@ var fuzzAttrs = []string{"axis", "axes", "perm", "to", "keepdims", "epsilon", "s
 	"value", "alpha", "beta", "approximate", "allowzero", "noop_with_empty_axes", "upper", "stash_type",
 	"qk_matmul_output_mode", "softmax_precision", "smooth_softmax", "mask_filter_value", "start", "end"}
 
+// fuzzInt is the integer a byte stands for: -126 to 126 as a signed byte, and the extremes
+// overflow hides in: 127 is MaxInt64, -127 (129) MinInt64 + 1 and -128 (128) MinInt64.
+func fuzzInt(b int) int64 {
+	switch v := int64(int8(b)); v {
+	case 127:
+		return math.MaxInt64
+	case -127:
+		return math.MinInt64 + 1
+	case -128:
+		return math.MinInt64
+	default:
+		return v
+	}
+}
+
+// fuzzByte is the byte fuzzInt reads as v.
+func fuzzByte(v int64) int {
+	switch v {
+	case math.MaxInt64:
+		return 127
+	case math.MinInt64 + 1:
+		return 129
+	case math.MinInt64:
+		return 128
+	default:
+		return int(byte(int8(v)))
+	}
+}
+
 // fuzzStrings are the values a string attribute may take.
 var fuzzStrings = []string{"", "tanh", "none", "linear", "\x00"}
 
@@ -149,8 +178,9 @@ var fuzzDTypes = []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloa
 
 // fuzzSpec reads a Spec from prog, a byte at a time (a missing byte reads as 0): op, opset,
 // input count, then per input its dtype, rank, dimensions (253: 0, 254: 2^40, 255: -1, else
-// 1 to 6) and whether it is constant (then its values, as signed bytes, with one too many when
-// the next byte says so); then the attributes (name, kind, value) and the output count.
+// 1 to 6) and whether it is constant (then its values, a byte each (fuzzInt), with one too
+// many when the next byte says so); then the attributes (name, kind, value) and the output
+// count.
 func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 	next := drivertest.NewFuzzBytes(prog).Next
 	spec := kernels.Spec{Op: ops[next()%len(ops)], Opset: 1 + next()%25, Attrs: map[string]kernels.Attribute{},
@@ -182,7 +212,7 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 		}
 		var c kernels.Const
 		for range n {
-			v := int64(int8(next()))
+			v := fuzzInt(next())
 			if ti.DType == kernels.Int64 || ti.DType == kernels.Int32 || ti.DType == kernels.Bool {
 				c.Ints = append(c.Ints, v)
 			} else {
@@ -195,13 +225,13 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 		name := fuzzAttrs[next()%len(fuzzAttrs)]
 		switch next() % 5 {
 		case 0:
-			spec.Attrs[name] = kernels.IntAttr(int64(int8(next())))
+			spec.Attrs[name] = kernels.IntAttr(fuzzInt(next()))
 		case 1:
 			spec.Attrs[name] = kernels.IntAttr(math.MaxInt64 - int64(next()))
 		case 2:
 			var v []int64
 			for range next() % 5 {
-				v = append(v, int64(int8(next())))
+				v = append(v, fuzzInt(next()))
 			}
 			spec.Attrs[name] = kernels.IntsAttr(v...)
 		case 3:
@@ -216,9 +246,9 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 
 // fuzzProg writes the program fuzzSpec reads back as spec, for the seeds. The spec must be one
 // fuzzSpec can write: an op of ops, opset 1 to 25, up to 5 inputs of fuzzDTypes with ranks up
-// to 4 and dimensions 0, 1 to 6 or 2^40, constants of at most 64 values in [-32, 31] (floats
-// in quarters), up to 3 attributes of fuzzAttrs (ints in [-128, 127], up to 4 of them, floats
-// in quarters, or fuzzSpec's strings), and up to 3 outputs.
+// to 4 and dimensions 0, 1 to 6 or 2^40, constants of at most 64 values (integers fuzzInt
+// makes, floats in quarters of [-32, 31]), up to 3 attributes of fuzzAttrs (integers fuzzInt
+// makes, up to 4 of them, floats in quarters, or fuzzStrings), and up to 3 outputs.
 func fuzzProg(spec kernels.Spec, ops []string) []byte {
 	var p []byte
 	put := func(v int) { p = append(p, byte(v)) }
@@ -246,7 +276,7 @@ func fuzzProg(spec kernels.Spec, ops []string) []byte {
 		put(0) // constant
 		put(1) // of the right length
 		for _, v := range c.Ints {
-			put(int(v))
+			put(fuzzByte(v))
 		}
 		for _, v := range c.Floats {
 			put(int(v * 4))
@@ -264,13 +294,13 @@ func fuzzProg(spec kernels.Spec, ops []string) []byte {
 				put(int(math.MaxInt64 - v))
 			} else {
 				put(0)
-				put(int(v))
+				put(fuzzByte(v))
 			}
 		case kernels.AttrInts:
 			put(2)
 			put(len(a.Ints()))
 			for _, v := range a.Ints() {
-				put(int(v))
+				put(fuzzByte(v))
 			}
 		case kernels.AttrFloat:
 			put(3)
