@@ -18,12 +18,7 @@
 #endif
 #include GEMV_CU
 
-#include <cuda_runtime.h>
-#include <cstdio>
-#include <vector>
-#include <algorithm>
-
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "experiment.cuh"
 
 typedef void (*GemvFn)(const bf16_t*, float*, unsigned*, u64, u64, bf16_t*, bf16_t*, bf16_t*, bf16_t*, const bf16_t*,
 	const bf16_t*, const bf16_t*, const bf16_t*, u64, u64, u64, u64, const bf16_t*, const bf16_t*, bf16_t*, float);
@@ -70,20 +65,14 @@ int main() {
 	CHECK(cudaMemset(counters, 0, 4096 * 4));
 	cudaStream_t st;
 	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	cudaEvent_t e0, e1;
-	CHECK(cudaEventCreate(&e0));
-	CHECK(cudaEventCreate(&e1));
 
 	// launch is gemv.go's launch of p (gemvGeometry: 4 blocks an SM, at most 32 chunks of at
 	// least 64 rows), with p's prologue when pro, else the plain kernel.
 	auto launch = [&](const Proj& p, const char* w, bool pro) {
-		const u64 tc = 256;
 		u64 tiles = 0;
-		for (u64 n : p.n) tiles += (n + tc - 1) / tc;
-		u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), (p.k + 63) / 64));
-		u64 rows = (p.k + chunks - 1) / chunks;
-		rows = (rows + 63) / 64 * 64;
-		chunks = (p.k + rows - 1) / rows;
+		for (u64 n : p.n) tiles += (n + 255) / 256;
+		u64 rows;
+		const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
 		const bf16_t* b[4] = {nullptr, nullptr, nullptr, nullptr};
 		bf16_t* ys[4] = {nullptr, nullptr, nullptr, nullptr};
 		for (int i = 0; i < 4 && p.n[i]; ++i) {
@@ -92,43 +81,19 @@ int main() {
 			w += p.k * p.n[i] * 2;
 		}
 		const int mode = pro ? p.mode : GEMV_PLAIN;
-		fn_of(mode)<<<dim3(tiles, chunks), GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3],
+		fn_of(mode)<<<grid, GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3],
 			b[0], b[1], b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : a2,
 			mode == GEMV_RMSNORM ? gamma : nullptr, mode == GEMV_RMSNORM ? hsum : nullptr, 1e-5f);
 	};
-	// time replays a graph of what enqueue queues and returns the median us over 7 replays,
-	// divided by per.
-	auto time = [&](auto enqueue, double per) {
-		cudaGraph_t g;
-		cudaGraphExec_t exec;
-		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-		enqueue();
-		CHECK(cudaStreamEndCapture(st, &g));
-		CHECK(cudaGraphInstantiate(&exec, g, 0));
-		std::vector<float> us;
-		for (int round = 0; round < 8; ++round) {
-			CHECK(cudaEventRecord(e0, st));
-			CHECK(cudaGraphLaunch(exec, st));
-			CHECK(cudaEventRecord(e1, st));
-			CHECK(cudaEventSynchronize(e1));
-			float ms;
-			CHECK(cudaEventElapsedTime(&ms, e0, e1));
-			if (round) us.push_back(ms * 1000 / per);
-		}
-		CHECK(cudaGetLastError());
-		CHECK(cudaGraphExecDestroy(exec));
-		CHECK(cudaGraphDestroy(g));
-		std::sort(us.begin(), us.end());
-		return us[us.size() / 2];
-	};
-
 	printf("# gemv_layer on %d SMs: cudaep's GEMV kernels from one CUDA graph, us (median of 7 replays), share of 4.8 TB/s\n", sms);
 	printf("# each projection alone, every launch another copy of its weights\n");
 	for (const Proj& p : layer) {
 		const u64 copies = pool / p.bytes();
 		printf("%-18s %6.1f MB:", p.name, p.bytes() / 1e6);
 		for (int pro = 0; pro < (p.mode == GEMV_PLAIN ? 1 : 2); ++pro) {
-			const float t = time([&] { for (u64 c = 0; c < copies; ++c) launch(p, big + c * p.bytes(), pro); }, copies);
+			const float t = median_us(st, copies, true, [&] {
+				for (u64 c = 0; c < copies; ++c) launch(p, big + c * p.bytes(), pro);
+			});
 			printf("   %s %6.2f us %.3f", pro ? "prologue" : "plain", t, p.bytes() / (t * 1e-6) / 4.8e12);
 		}
 		printf("\n");
@@ -138,7 +103,7 @@ int main() {
 	const u64 layers = pool / layer_bytes;
 	printf("# the layer's four launches in order, %llu layers round-robin\n", layers);
 	for (int pro = 0; pro < 2; ++pro) {
-		const float t = time([&] {
+		const float t = median_us(st, layers, true, [&] {
 			char* at = big;
 			for (u64 l = 0; l < layers; ++l) {
 				for (const Proj& p : layer) {
@@ -146,7 +111,7 @@ int main() {
 					at += p.bytes();
 				}
 			}
-		}, layers);
+		});
 		printf("%-34s %6.2f us a layer, %.3f of 4.8 TB/s\n", pro ? "with the decode step's prologues" : "plain kernels (no prologue)", t,
 			layer_bytes / (t * 1e-6) / 4.8e12);
 	}

@@ -24,17 +24,13 @@
 // same launches captured into one CUDA graph, with and without 4 tiny kernels between the GEMVs.
 //
 //   nvcc -O3 -arch=sm_90 -o gemv_stream gemv_stream.cu && ./gemv_stream
-#include <cuda_runtime.h>
-#include <cstdio>
-#include <vector>
-#include <algorithm>
+#include "experiment.cuh"
 
 typedef unsigned long long u64;
 struct bf16_t { unsigned short bits; };
 struct __align__(16) Pack { bf16_t v[8]; };
 __device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(((unsigned)x.bits) << 16); }
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
 // Block: 8 warps; warp w is column segment w % W of the tile and row group w / W (8 / W groups).
 // A warp's unrolled step loads rows r + g + G*u (u < 8, G = 8 / W groups), its 512 bytes of each.
@@ -124,18 +120,6 @@ __global__ void tiny(float* x) {
 
 struct Shape { const char* name; u64 k, n; };
 
-// layer_grid is the grid of the layer sections' W=1 launches of s, as gemv.go plans it: a
-// 256-column tile a block, K split into at most 32 chunks of a multiple of 64 rows, about 4
-// blocks an SM; rows receives the chunk's rows.
-static dim3 layer_grid(const Shape& s, int sms, u64& rows) {
-	const u64 tiles = s.n / 256;
-	u64 chunks = std::max<u64>(1, std::min<u64>(std::min<u64>((u64)4 * sms / tiles, 32), s.k / 64));
-	rows = (s.k + chunks - 1) / chunks;
-	rows = (rows + 63) / 64 * 64;
-	chunks = (s.k + rows - 1) / rows;
-	return dim3(tiles, chunks);
-}
-
 int main() {
 	int sms = 0;
 	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -151,9 +135,6 @@ int main() {
 	CHECK(cudaMalloc(&a, 16384 * 2));
 	CHECK(cudaMemset(a, 0x3c, 16384 * 2));
 	CHECK(cudaMalloc(&part, 256ull << 20));
-	cudaEvent_t e0, e1;
-	CHECK(cudaEventCreate(&e0));
-	CHECK(cudaEventCreate(&e1));
 	printf("# gemv_stream on %d SMs; us per launch (median of 7 rounds of all copies), share of 4.8 TB/s\n", sms);
 	for (const Shape& s : shapes) {
 		const u64 bytes = s.k * s.n * 2, copies = pool / bytes;
@@ -164,9 +145,7 @@ int main() {
 				printf("   W=%d      -      ", W);
 				continue;
 			}
-			std::vector<float> us;
-			for (int round = 0; round < 8; ++round) {
-				CHECK(cudaEventRecord(e0));
+			const float t = median_us(0, copies, false, [&] {
 				for (u64 c = 0; c < copies; ++c) {
 					const bf16_t* b = (const bf16_t*)(big + c * bytes);
 					if (!W) {
@@ -186,15 +165,7 @@ int main() {
 					case 8: gemv_w<8><<<grid, 256>>>(a, b, part, s.k, s.n, rows); break;
 					}
 				}
-				CHECK(cudaEventRecord(e1));
-				CHECK(cudaEventSynchronize(e1));
-				float ms;
-				CHECK(cudaEventElapsedTime(&ms, e0, e1));
-				if (round) us.push_back(ms * 1000 / copies);
-			}
-			CHECK(cudaGetLastError());
-			std::sort(us.begin(), us.end());
-			const float t = us[us.size() / 2];
+			});
 			printf("   %s%d %6.2f %.3f", W ? "W=" : "read", W, t, bytes / (t * 1e-6) / 4.8e12);
 		}
 		printf("\n");
@@ -207,34 +178,29 @@ int main() {
 	u64 layer_bytes = 0;
 	for (const Shape& s : seq) layer_bytes += s.k * s.n * 2;
 	const u64 layers = pool / layer_bytes;
+	// layer_pass queues every layer's four GEMVs in order on st, each launch reading its own copy
+	// of its matrix (layers round-robin over the pool) and prefetching the first pf bytes of the
+	// next launch's matrix (0: none); after(i, next) queues what follows GEMV i of a layer (next:
+	// the next matrix).
+	auto layer_pass = [&](cudaStream_t st, u64 pf, auto after) {
+		const char* at = big;
+		for (u64 l = 0; l < layers; ++l) {
+			for (int i = 0; i < 4; ++i) {
+				const Shape& s = seq[i];
+				const u64 bytes = s.k * s.n * 2;
+				const u64 next_bytes = i < 3 ? seq[i + 1].k * seq[i + 1].n * 2 : (l + 1 < layers ? seq[0].k * seq[0].n * 2 : 0);
+				u64 rows;
+				const dim3 grid = gemv_grid(s.k, s.n / 256, sms, rows);
+				gemv_w<1><<<grid, 256, 0, st>>>(a, (const bf16_t*)at, part, s.k, s.n, rows, at + bytes, std::min(pf, next_bytes));
+				at += bytes;
+				after(i, at);
+			}
+		}
+	};
 	printf("# layers: q+k+v, o, gate+up, down = %.1f MB, %llu layers round-robin; us per layer, share of 4.8 TB/s\n",
 		layer_bytes / 1e6, layers);
 	for (u64 pf : {0ull, 2ull << 20, 4ull << 20, 8ull << 20, 16ull << 20, 32ull << 20}) {
-		std::vector<float> us;
-		for (int round = 0; round < 8; ++round) {
-			CHECK(cudaEventRecord(e0));
-			char* at = big;
-			for (u64 l = 0; l < layers; ++l) {
-				for (int i = 0; i < 4; ++i) {
-					const Shape& s = seq[i];
-					const u64 bytes = s.k * s.n * 2;
-					const char* next = at + bytes;
-					const u64 next_bytes = i < 3 ? seq[i + 1].k * seq[i + 1].n * 2 : (l + 1 < layers ? seq[0].k * seq[0].n * 2 : 0);
-					u64 rows;
-					const dim3 grid = layer_grid(s, sms, rows);
-					gemv_w<1><<<grid, 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows, next, std::min(pf, next_bytes));
-					at += bytes;
-				}
-			}
-			CHECK(cudaEventRecord(e1));
-			CHECK(cudaEventSynchronize(e1));
-			float ms;
-			CHECK(cudaEventElapsedTime(&ms, e0, e1));
-			if (round) us.push_back(ms * 1000 / layers);
-		}
-		CHECK(cudaGetLastError());
-		std::sort(us.begin(), us.end());
-		const float t = us[us.size() / 2];
+		const float t = median_us(0, layers, false, [&] { layer_pass(0, pf, [](int, const char*) {}); });
 		printf("prefetch %5.1f MB: %7.2f us a layer, %.3f of 4.8 TB/s\n", pf / 1048576.0, t, layer_bytes / (t * 1e-6) / 4.8e12);
 	}
 
@@ -245,33 +211,12 @@ int main() {
 	const long long cycles = (long long)clock_khz * 10 / 1000;  // 10 us
 	printf("# layers with 10 us of small kernels after q+k+v that prefetch o's weights and the first part of gate+up's\n");
 	for (long long extra : {-1ll, 0ll, 8ll << 20, 16ll << 20, 24ll << 20, 32ll << 20}) {
-		std::vector<float> us;
-		for (int round = 0; round < 8; ++round) {
-			CHECK(cudaEventRecord(e0));
-			char* at = big;
-			for (u64 l = 0; l < layers; ++l) {
-				for (int i = 0; i < 4; ++i) {
-					const Shape& s = seq[i];
-					const u64 bytes = s.k * s.n * 2;
-					u64 rows;
-					const dim3 grid = layer_grid(s, sms, rows);
-					gemv_w<1><<<grid, 256>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
-					at += bytes;
-					if (i == 0) {
-						const u64 o_bytes = seq[1].k * seq[1].n * 2;
-						small_ops<<<48, 128>>>(cycles, at, extra < 0 ? 0 : o_bytes + extra);
-					}
-				}
-			}
-			CHECK(cudaEventRecord(e1));
-			CHECK(cudaEventSynchronize(e1));
-			float ms;
-			CHECK(cudaEventElapsedTime(&ms, e0, e1));
-			if (round) us.push_back(ms * 1000 / layers);
-		}
-		CHECK(cudaGetLastError());
-		std::sort(us.begin(), us.end());
-		const float t = us[us.size() / 2];
+		const u64 o_bytes = seq[1].k * seq[1].n * 2;
+		const float t = median_us(0, layers, false, [&] {
+			layer_pass(0, 0, [&](int i, const char* next) {
+				if (i == 0) small_ops<<<48, 128>>>(cycles, next, extra < 0 ? 0 : o_bytes + extra);
+			});
+		});
 		if (extra < 0) printf("no prefetch:                 %7.2f us a layer (10 us of it the small kernels)\n", t);
 		else printf("prefetch o + %4.1f MB of gate+up: %7.2f us a layer\n", extra / 1048576.0, t);
 	}
@@ -287,44 +232,12 @@ int main() {
 	printf("# the layer from a stream and from a CUDA graph: us per layer, share of 4.8 TB/s (GEMV bytes only)\n");
 	for (int graph = 0; graph < 2; ++graph) {
 		for (int with_tiny = 0; with_tiny < 2; ++with_tiny) {
-			auto step = [&]() {
-				char* at = big;
-				for (u64 l = 0; l < layers; ++l) {
-					for (int i = 0; i < 4; ++i) {
-						const Shape& s = seq[i];
-						u64 rows;
-						const dim3 grid = layer_grid(s, sms, rows);
-						gemv_w<1><<<grid, 256, 0, st>>>(a, (const bf16_t*)at, part, s.k, s.n, rows);
-						at += s.k * s.n * 2;
-						const int tinies = !with_tiny ? 0 : i == 0 ? 3 : i == 2 ? 1 : 0;
-						for (int t = 0; t < tinies; ++t) tiny<<<64, 128, 0, st>>>(act);
-					}
-				}
-			};
-			cudaGraphExec_t exec = nullptr;
-			if (graph) {
-				cudaGraph_t g;
-				CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-				step();
-				CHECK(cudaStreamEndCapture(st, &g));
-				CHECK(cudaGraphInstantiate(&exec, g, 0));
-				CHECK(cudaGraphDestroy(g));
-			}
-			std::vector<float> us;
-			for (int round = 0; round < 8; ++round) {
-				CHECK(cudaEventRecord(e0, st));
-				if (graph) CHECK(cudaGraphLaunch(exec, st));
-				else step();
-				CHECK(cudaEventRecord(e1, st));
-				CHECK(cudaEventSynchronize(e1));
-				float ms;
-				CHECK(cudaEventElapsedTime(&ms, e0, e1));
-				if (round) us.push_back(ms * 1000 / layers);
-			}
-			CHECK(cudaGetLastError());
-			if (exec) CHECK(cudaGraphExecDestroy(exec));
-			std::sort(us.begin(), us.end());
-			const float t = us[us.size() / 2];
+			const float t = median_us(st, layers, graph, [&] {
+				layer_pass(st, 0, [&](int i, const char*) {
+					const int tinies = !with_tiny ? 0 : i == 0 ? 3 : i == 2 ? 1 : 0;
+					for (int t = 0; t < tinies; ++t) tiny<<<64, 128, 0, st>>>(act);
+				});
+			});
 			printf("%-6s %-26s %7.2f us a layer, %.3f of 4.8 TB/s\n", graph ? "graph" : "stream",
 				with_tiny ? "4 GEMVs + 4 tiny kernels" : "4 GEMVs", t, layer_bytes / (t * 1e-6) / 4.8e12);
 		}

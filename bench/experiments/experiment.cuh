@@ -1,0 +1,59 @@
+// experiment.cuh: what the experiments beside it share: CHECK, the grid gemv.go plans for a
+// GEMV (gemv_grid) and the timing of a step (median_us). Each .cu here includes it.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+
+// gemv_grid is the grid gemv.go's gemvGeometry plans for a GEMV of k rows over tiles column
+// tiles, a block per tile and chunk of K: about 4 blocks an SM, K split into at most 32 chunks
+// of a multiple of 64 rows. rows receives a chunk's rows.
+static dim3 gemv_grid(unsigned long long k, unsigned long long tiles, int sms, unsigned long long& rows) {
+	typedef unsigned long long u;
+	u chunks = std::max<u>(1, std::min<u>(std::min<u>((u)4 * sms / tiles, 32), (k + 63) / 64));
+	rows = (k + chunks - 1) / chunks;
+	rows = (rows + 63) / 64 * 64;
+	chunks = (k + rows - 1) / rows;
+	return dim3(tiles, chunks);
+}
+
+// median_us times work, which queues on st (0: the legacy stream), in 8 rounds and returns the
+// median of the last 7 (the first warms up) in us, divided by per. With graph, work is captured
+// once into a CUDA graph (st must be a stream of its own) and each round replays it.
+template <typename F>
+static float median_us(cudaStream_t st, double per, bool graph, F work) {
+	cudaEvent_t e0, e1;
+	CHECK(cudaEventCreate(&e0));
+	CHECK(cudaEventCreate(&e1));
+	cudaGraphExec_t exec = nullptr;
+	if (graph) {
+		cudaGraph_t g;
+		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+		work();
+		CHECK(cudaStreamEndCapture(st, &g));
+		CHECK(cudaGraphInstantiate(&exec, g, 0));
+		CHECK(cudaGraphDestroy(g));
+	}
+	std::vector<float> us;
+	for (int round = 0; round < 8; ++round) {
+		CHECK(cudaEventRecord(e0, st));
+		if (exec) CHECK(cudaGraphLaunch(exec, st));
+		else work();
+		CHECK(cudaEventRecord(e1, st));
+		CHECK(cudaEventSynchronize(e1));
+		float ms;
+		CHECK(cudaEventElapsedTime(&ms, e0, e1));
+		if (round) us.push_back(ms * 1000 / per);
+	}
+	CHECK(cudaGetLastError());
+	if (exec) CHECK(cudaGraphExecDestroy(exec));
+	CHECK(cudaEventDestroy(e0));
+	CHECK(cudaEventDestroy(e1));
+	std::sort(us.begin(), us.end());
+	return us[us.size() / 2];
+}
