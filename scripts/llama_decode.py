@@ -60,6 +60,7 @@ GPU_PROFILE = False  # --gpu-profile: trace with CUPTI for the GPU-busy breakdow
 VENDOR_NVIDIA = 0x10DE
 BF16 = 16  # TensorProto.BFLOAT16
 FLOAT32 = 1  # TensorProto.FLOAT
+FLOAT16 = 10  # TensorProto.FLOAT16
 MODEL_DTYPE = torch.bfloat16  # --dtype; float32 only for --export-only (the CI fixtures)
 
 
@@ -283,7 +284,7 @@ class OrtRunner:
                 errs.append("made a CPU tensor")
             except Exception as e:
                 errs.append(str(e).splitlines()[0][:200])
-        raise RuntimeError("cannot make a bf16 device OrtValue: " + " | ".join(errs))
+        raise RuntimeError(f"cannot make a device OrtValue of ONNX type {onnx_type}: " + " | ".join(errs))
 
 
 class OrtDecoder:
@@ -293,11 +294,12 @@ class OrtDecoder:
     present becoming the next step's past (swapped)."""
 
     def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None,
-                 decode_profile=None, shared=True):
+                 decode_profile=None, shared=True, kv_type=BF16):
         """Either path may be None (a decoder that only prefills, or only decodes);
         prefill_options and decode_options are the sessions' further CudaEp options;
         decode_profile, when given, profiles the decode session (OrtRunner.session's profile);
-        shared picks one set of cache buffers (past and present alike) over two swapped."""
+        shared picks one set of cache buffers (past and present alike) over two swapped;
+        kv_type is the cache's ONNX element type (BF16, or FLOAT16 for the contrib-op form)."""
         self.r, self.cfg, self.m = runner, cfg, m
         self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
         self.decode = (runner.session(decode_path, profile=decode_profile, enable_cuda_graph=int(graph),
@@ -306,7 +308,7 @@ class OrtDecoder:
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
         sets = 1 if shared else 2
-        self.sets = [[runner.device_value(shape, BF16) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(sets)]
+        self.sets = [[runner.device_value(shape, kv_type) for _ in range(2 * cfg.num_hidden_layers)] for _ in range(sets)]
         self.shared = shared
         self.cur = 0
         self.past_names, self.present_names = kv_names(cfg, "past"), kv_names(cfg, "present")
@@ -719,7 +721,7 @@ def main():
         results["greedy"] = dict(ort=tok_ort, torch=tok_pt, margin_ort=marg_ort, margin_torch=marg_pt, first_divergence=same,
                                  teacher_forced=dict(agree=agree, ties=explained, unexplained=unexplained, worst=worst))
         results["graphs"] = graphs
-        contrib_form(args, cfg, runner, prefill_path, decode_path, M, prompt, logits_f32, scale, tol, results, failures)
+        contrib_form(args, cfg, model, runner, M, prompt, logits_f32, scale, tol, results, failures)
         if args.json:
             json.dump(results, open(args.json, "w"), indent=1)
 
@@ -742,15 +744,20 @@ def main():
     return 1 if failures else 0
 
 
-def contrib_form(args, cfg, runner, prefill_path, decode_path, M, prompt, logits_f32, scale, tol, results, failures):
-    """The contrib-op form of the export: ONNX Runtime's transformer optimizer
-    (onnxruntime.transformers.optimizer, model_type gpt2, its Python fusions only: opt_level 0)
-    rewrites both graphs with com.microsoft ops where its patterns match. Logs the fused operator
-    counts; runs the optimized graphs on CudaEp alone when it claims every node (else logs the
-    nodes it leaves and why): the prefill logits against PyTorch float32 (the same tolerance as
-    the plain export's, a failure of the check when over it) and one decode step timed with
-    enable_cuda_graph=1 at this cache size. Stored under results["contrib"]. The optimizer
-    missing or failing on the export is logged, not a failure (it is not our code)."""
+def contrib_form(args, cfg, model, runner, M, prompt, logits_f32, scale, tol, results, failures):
+    """The contrib-op form of the model, made the way ONNX Runtime's own tools make one: the same
+    weights in float32 (ORT's fusion patterns match float32 graphs; in a bfloat16 export the
+    Casts around every normalization stop them), exported as the plain form is (prefill and
+    decode at cache size M), ONNX Runtime's transformer optimizer over each graph
+    (onnxruntime.transformers.optimizer, model_type gpt2, its Python fusions only: opt_level 0,
+    as the deeper levels bake in CPU-EP fusions such as QuickGelu), then its float16 conversion
+    of everything, inputs and outputs too (convert_float_to_float16, keep_io_types=False): a
+    float16 model with com.microsoft ops where the patterns matched. Logs the fused operator
+    counts; runs the graphs on CudaEp alone (else logs the nodes it leaves and why): the prefill
+    logits and 8 greedy decode steps' logits against the float32 PyTorch model fed the same
+    tokens (the plain form's tolerance; over it is a failure of the check), and one decode step
+    timed with enable_cuda_graph=1. Stored under results["contrib"]. The optimizer missing or
+    failing is logged, not a failure (it is not our code)."""
     out = {}
     results["contrib"] = out
     try:
@@ -759,28 +766,44 @@ def contrib_form(args, cfg, runner, prefill_path, decode_path, M, prompt, logits
         log(f"contrib-op form: onnxruntime.transformers is not available ({str(e)[:200]})")
         out["skipped"] = str(e)[:200]
         return
+    P, hd = prompt.shape[1], cfg.hidden_size // cfg.num_attention_heads
+    m32 = copy.deepcopy(model).float()
+    kv = [torch.zeros(1, cfg.num_key_value_heads, M, hd, dtype=torch.float32, device="cuda")
+          for _ in range(2 * cfg.num_hidden_layers)]
+    sources = {
+        "prefill": (Prefill(m32, cfg, M, torch.float32), (torch.zeros(1, P, dtype=torch.long, device="cuda"),),
+                    ["input_ids"]),
+        "decode": (Decode(m32, cfg, M, torch.float32),
+                   (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"), *kv),
+                   ["input_ids", "cache_position"] + kv_names(cfg, "past")),
+    }
     paths = {}
-    for name, src in (("prefill", prefill_path), ("decode", decode_path)):
+    for name, (mod, inputs, ins) in sources.items():
+        d = os.path.join(args.work, f"contrib_{name}")
+        os.makedirs(d, exist_ok=True)
+        src = os.path.join(d, "float32.onnx")
         try:
+            secs, how = export(mod, inputs, ins, ["logits"] + kv_names(cfg, "present"), src, args.exporter)
             t0 = time.perf_counter()
             om = optimize_model(src, model_type="gpt2", num_heads=cfg.num_attention_heads,
                                 hidden_size=cfg.hidden_size, opt_level=0, use_gpu=False)
             stats = {k: v for k, v in om.get_fused_operator_statistics().items() if v}
-            d = os.path.join(args.work, f"contrib_{name}")
-            os.makedirs(d, exist_ok=True)
+            om.convert_float_to_float16(keep_io_types=False)
             paths[name] = os.path.join(d, "model.onnx")
             om.save_model_to_file(paths[name], use_external_data_format=True, all_tensors_to_one_file=True)
             ops = Counter(n.op_type if not n.domain or n.domain == "ai.onnx" else f"{n.domain}.{n.op_type}"
                           for n in om.model.graph.node)
-            log(f"contrib-op form of {name}: optimized in {time.perf_counter() - t0:.1f} s; fused {stats}; "
-                f"{sum(ops.values())} nodes, com.microsoft ops {({k: v for k, v in ops.items() if 'microsoft' in k})}")
+            log(f"contrib-op form of {name}: float32 export with {how} in {secs:.1f} s, optimized and converted to "
+                f"float16 in {time.perf_counter() - t0:.1f} s; fused {stats}; {sum(ops.values())} nodes: "
+                f"{json.dumps(dict(ops), sort_keys=True)}")
             out[name] = dict(fused=stats, nodes=sum(ops.values()), ops=dict(ops))
+            del om
         except Exception as e:
-            log(f"contrib-op form: the optimizer failed on the {name} graph: {str(e)[:400]}")
+            log(f"contrib-op form: making the {name} graph failed: {type(e).__name__}: {str(e)[:400]}")
             out[name] = dict(error=str(e)[:400])
             return
     try:
-        dec = OrtDecoder(runner, cfg, paths["prefill"], paths["decode"], M, graph=True)
+        dec = OrtDecoder(runner, cfg, paths["prefill"], paths["decode"], M, graph=True, kv_type=FLOAT16)
     except Exception as e:
         log(f"contrib-op form: a session on CudaEp alone fails: {str(e)[:600]}")
         for name, pth in paths.items():
@@ -789,19 +812,35 @@ def contrib_form(args, cfg, runner, prefill_path, decode_path, M, prompt, logits
             out[name]["declined"] = declined[:20]
         failures.append("the contrib-op form does not run on CudaEp alone")
         return
-    logits = dec.run_prefill(prompt)
+    logits = dec.run_prefill(prompt).astype(np.float32)
     err = float(np.max(np.abs(logits - logits_f32))) / scale
-    log(f"contrib-op form: prefill logits vs PyTorch float32: max |diff| / std = {err:.4f} (tolerance {tol:.4f})")
+    log(f"contrib-op form (float16): prefill logits vs PyTorch float32: max |diff| / std = {err:.4f} (tolerance {tol:.4f})")
     out["prefill_err"] = err
     if not err <= tol:
         failures.append(f"contrib-op form: prefill logits off by {err:.4f} std > {tol:.4f}")
-    nxt = int(np.argmax(logits[0, -1]))
-    P = prompt.shape[1]
-    for i in range(8):  # greedy steps: the first two capture the graphs
-        nxt = int(np.argmax(dec.step(nxt, P + i)[0, -1]))
+    # Greedy steps of the contrib form, the float32 model fed the same tokens (the first steps
+    # capture the graphs).
+    nxt, worst, tokens = int(np.argmax(logits[0, -1])), 0.0, []
+    with torch.no_grad():
+        ref = Prefill(m32, cfg, M, torch.float32)(torch.from_numpy(prompt).cuda())
+        kv32, d32 = list(ref[1:]), Decode(m32, cfg, M, torch.float32)
+        for i in range(8):
+            tokens.append(nxt)
+            l = dec.step(nxt, P + i)[0, -1].astype(np.float32)
+            o = d32(torch.tensor([[nxt]], device="cuda"), torch.tensor([P + i], device="cuda"), *kv32)
+            kv32 = list(o[1:])
+            worst = max(worst, float(np.max(np.abs(l - o[0][0, -1].cpu().numpy()))) / scale)
+            nxt = int(np.argmax(l))
+    log(f"contrib-op form (float16): 8 greedy decode steps {tokens}, logits vs PyTorch float32 fed the same tokens: "
+        f"max |diff| / std = {worst:.4f} (tolerance {tol:.4f})")
+    out["decode_err"], out["tokens"] = worst, tokens
+    if not worst <= tol:
+        failures.append(f"contrib-op form: decode logits off by {worst:.4f} std > {tol:.4f}")
+    del m32, d32, kv32, ref, kv, sources
+    torch.cuda.empty_cache()
     ids, pos = np.array([[nxt]], dtype=np.int64), np.array([P + 8], dtype=np.int64)
     t = median_ms(dec.swapped_steps(ids, pos), 50)
-    log(f"contrib-op form: decode step at context {P + 8} (cache {M}), enable_cuda_graph=1: {t:.3f} ms")
+    log(f"contrib-op form (float16): decode step at context {P + 8} (cache {M}), enable_cuda_graph=1: {t:.3f} ms")
     out["decode_ms"] = t
     del dec
 
