@@ -29,6 +29,9 @@ Checks (exit status 1 when one fails):
     PyTorch bfloat16's own distance from float32;
   * TOKENS greedy tokens after the prompt, ORT + CudaEp against PyTorch bfloat16 running the same
     static-cache forward; a divergence is reported with both runs' logit margins there.
+  * the contrib-op form (contrib_form): the same weights exported in float32, ORT's transformer
+    optimizer and its float16 conversion, on CudaEp alone; its prefill logits and 8 decode steps'
+    against the float32 model.
 
 Benchmarks (printed as one table, same weights and dtype, one process):
   * decode ms/token at contexts 128 and 2048 (cache sizes 128+TOKENS and 2048+TOKENS): PyTorch
