@@ -22,6 +22,42 @@ static dim3 gemv_grid(unsigned long long k, unsigned long long tiles, int sms, u
 	return dim3(tiles, chunks);
 }
 
+// Proj is one projection of a decode layer: K, its group's N_i (0 past the group: q, k and v
+// are one group, gate and up another) and the prologue the decode step computes its row with
+// (gemv.cu's GEMV_PLAIN, GEMV_RMSNORM or GEMV_SILU).
+struct Proj {
+	const char* name;
+	unsigned long long k;
+	unsigned long long n[4];
+	int mode;
+	unsigned long long bytes() const { return k * (n[0] + n[1] + n[2] + n[3]) * 2; }
+};
+
+#ifdef GEMV_RMSNORM
+// llama_layer is a decode layer of the 1B Llama (hidden 2048, MLP 8192, 8 key/value heads of
+// 64) as four GEMV launches, in the step's order.
+static const Proj llama_layer[4] = {
+	{"q+k+v", 2048, {2048, 512, 512, 0}, GEMV_RMSNORM},
+	{"o", 2048, {2048, 0, 0, 0}, GEMV_PLAIN},
+	{"gate+up", 2048, {8192, 8192, 0, 0}, GEMV_RMSNORM},
+	{"down", 8192, {2048, 0, 0, 0}, GEMV_SILU},
+};
+#endif
+
+// group_pointers lays p's matrices (bfloat16, T's size) out one after the other from w into b
+// and their outputs 8192 elements apart from y into ys; null past the group.
+template <typename T>
+static void group_pointers(const Proj& p, const char* w, T* y, const T* b[4], T* ys[4]) {
+	for (int i = 0; i < 4; ++i) {
+		b[i] = nullptr;
+		ys[i] = nullptr;
+		if (!p.n[i]) continue;
+		b[i] = (const T*)w;
+		ys[i] = y + i * 8192;
+		w += p.k * p.n[i] * sizeof(T);
+	}
+}
+
 // median_us times work, which queues on st (0: the legacy stream), in 8 rounds and returns the
 // median of the last 7 (the first warms up) in us, divided by per. With graph, work is captured
 // once into a CUDA graph (st must be a stream of its own) and each round replays it.

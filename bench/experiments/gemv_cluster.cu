@@ -16,7 +16,7 @@
 // 8 rows' loads in flight a thread, predicated so that a chunk of fewer rows still issues its
 // loads together.
 //
-// Plain GEMVs only (no prologue), bfloat16, the 1B Llama layer's four launches (q+k+v, o,
+// Plain GEMVs only (no prologue), bfloat16, the 1B Llama layer's four launches (llama_layer) (q+k+v, o,
 // gate+up, down), every launch reading its own copy of the weights, replayed from a graph, as
 // gemv_layer.cu does; first each variant's y against the baseline's on random data.
 //
@@ -155,14 +155,6 @@ __global__ void __launch_bounds__(256, 4) gemv_cluster(const bf16_t* __restrict_
 	cluster_sync();
 }
 
-// A layer's projection: K, the group's N_i.
-struct Proj {
-	const char* name;
-	u64 k;
-	u64 n[4];
-	u64 bytes() const { return k * (n[0] + n[1] + n[2] + n[3]) * 2; }
-};
-
 // A way of launching one projection: the baseline (cudaep's plain GEMV as gemv.go plans it) or
 // a cluster variant of tile width L and at most cmax chunks (a power of two, about 4 blocks an
 // SM, chunks of at least 64 rows).
@@ -205,13 +197,9 @@ static cudaError_t launch_cluster(cudaStream_t st, const Proj& p, const bf16_t* 
 	u64 c = 1;
 	while (c * 2 <= (u64)cmax && tiles * c * 2 <= (u64)4 * sms && p.k / (c * 2) >= 64) c *= 2;
 	const u64 rows = (p.k + c - 1) / c;
-	const bf16_t* b[4] = {nullptr, nullptr, nullptr, nullptr};
-	bf16_t* ys[4] = {nullptr, nullptr, nullptr, nullptr};
-	for (int i = 0; i < 4 && p.n[i]; ++i) {
-		b[i] = (const bf16_t*)w;
-		ys[i] = y + i * 8192;
-		w += p.k * p.n[i] * 2;
-	}
+	const bf16_t* b[4];
+	bf16_t* ys[4];
+	group_pointers(p, w, y, b, ys);
 	cudaLaunchConfig_t cfg = {};
 	cfg.gridDim = dim3(tiles, c);
 	cfg.blockDim = dim3(256);
@@ -233,12 +221,6 @@ int main() {
 	CHECK(cudaFuncSetAttribute(gemv_cluster<8>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	CHECK(cudaFuncSetAttribute(gemv_cluster<16>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 	CHECK(cudaFuncSetAttribute(gemv_cluster<32>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-	const Proj layer[4] = {
-		{"q+k+v", 2048, {2048, 512, 512, 0}},
-		{"o", 2048, {2048, 0, 0, 0}},
-		{"gate+up", 2048, {8192, 8192, 0, 0}},
-		{"down", 8192, {2048, 0, 0, 0}},
-	};
 	const Variant variants[] = {
 		{"baseline: cudaep's gemv.cu (L=32, split-K in global memory)", 0, 0},
 		{"cluster L=8 (64 columns), chunks <= 8", 8, 8},
@@ -272,13 +254,9 @@ int main() {
 		for (u64 n : p.n) tiles += (n + 255) / 256;
 		u64 rows;
 		const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
-		const bf16_t* b[4] = {nullptr, nullptr, nullptr, nullptr};
-		bf16_t* ys[4] = {nullptr, nullptr, nullptr, nullptr};
-		for (int i = 0; i < 4 && p.n[i]; ++i) {
-			b[i] = (const bf16_t*)w;
-			ys[i] = out + i * 8192;
-			w += p.k * p.n[i] * 2;
-		}
+		const bf16_t* b[4];
+		bf16_t* ys[4];
+		group_pointers(p, w, out, b, ys);
 		cudaep_gemv_bf16<<<grid, GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3], b[0], b[1],
 			b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], nullptr, nullptr, nullptr, 0.0f);
 		return cudaGetLastError();
@@ -292,7 +270,7 @@ int main() {
 	for (int vi = 1; vi < nv; ++vi) {
 		const Variant& v = variants[vi];
 		float worst = 0.0f, top = 0.0f;
-		for (const Proj& p : layer) {
+		for (const Proj& p : llama_layer) {
 			CHECK(cudaMemset(y, 0xff, 4 * 8192 * 2));
 			CHECK(cudaDeviceSynchronize());
 			CHECK(launch(variants[0], p, big, yref));
@@ -318,14 +296,14 @@ int main() {
 
 	printf("# us a launch / a layer (median of 7 graph replays), share of 4.8 TB/s; every launch another copy of its weights\n");
 	u64 layer_bytes = 0;
-	for (const Proj& p : layer) layer_bytes += p.bytes();
+	for (const Proj& p : llama_layer) layer_bytes += p.bytes();
 	const u64 layers = pool / layer_bytes;
 	for (int round = 0; round < 2; ++round) {
 		for (int vi = 0; vi < nv; ++vi) {
 			const Variant& v = variants[vi];
 			if (!runs[vi]) continue;
 			printf("%-45s", v.name);
-			for (const Proj& p : layer) {
+			for (const Proj& p : llama_layer) {
 				const u64 copies = pool / p.bytes();
 				const float t = median_us(st, copies, true, [&] {
 					for (u64 c = 0; c < copies; ++c) CHECK(launch(v, p, big + c * p.bytes(), y));
@@ -335,7 +313,7 @@ int main() {
 			const float t = median_us(st, layers, true, [&] {
 				char* at = big;
 				for (u64 l = 0; l < layers; ++l) {
-					for (const Proj& p : layer) {
+					for (const Proj& p : llama_layer) {
 						CHECK(launch(v, p, at, y));
 						at += p.bytes();
 					}

@@ -23,15 +23,6 @@
 typedef void (*GemvFn)(const bf16_t*, float*, unsigned*, u64, u64, bf16_t*, bf16_t*, bf16_t*, bf16_t*, const bf16_t*,
 	const bf16_t*, const bf16_t*, const bf16_t*, u64, u64, u64, u64, const bf16_t*, const bf16_t*, bf16_t*, float);
 
-// One projection of the layer: K, the group's N_i, and its prologue in the decode step.
-struct Proj {
-	const char* name;
-	u64 k;
-	u64 n[4];
-	int mode;  // GEMV_PLAIN, GEMV_RMSNORM or GEMV_SILU
-	u64 bytes() const { return k * (n[0] + n[1] + n[2] + n[3]) * 2; }
-};
-
 static GemvFn fn_of(int mode) {
 	return mode == GEMV_RMSNORM ? cudaep_gemv_rmsnorm_bf16 : mode == GEMV_SILU ? cudaep_gemv_silu_bf16 : cudaep_gemv_bf16;
 }
@@ -39,12 +30,6 @@ static GemvFn fn_of(int mode) {
 int main() {
 	int sms = 0;
 	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	const Proj layer[4] = {
-		{"q+k+v (rmsnorm)", 2048, {2048, 512, 512, 0}, GEMV_RMSNORM},
-		{"o", 2048, {2048, 0, 0, 0}, GEMV_PLAIN},
-		{"gate+up (rmsnorm)", 2048, {8192, 8192, 0, 0}, GEMV_RMSNORM},
-		{"down (silu)", 8192, {2048, 0, 0, 0}, GEMV_SILU},
-	};
 	const u64 pool = 3ull << 30;
 	char* big;
 	CHECK(cudaMalloc(&big, pool));
@@ -73,13 +58,9 @@ int main() {
 		for (u64 n : p.n) tiles += (n + 255) / 256;
 		u64 rows;
 		const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
-		const bf16_t* b[4] = {nullptr, nullptr, nullptr, nullptr};
-		bf16_t* ys[4] = {nullptr, nullptr, nullptr, nullptr};
-		for (int i = 0; i < 4 && p.n[i]; ++i) {
-			b[i] = (const bf16_t*)w;
-			ys[i] = y + i * 8192;
-			w += p.k * p.n[i] * 2;
-		}
+		const bf16_t* b[4];
+		bf16_t* ys[4];
+		group_pointers(p, w, y, b, ys);
 		const int mode = pro ? p.mode : GEMV_PLAIN;
 		fn_of(mode)<<<grid, GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3],
 			b[0], b[1], b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : a2,
@@ -87,7 +68,7 @@ int main() {
 	};
 	printf("# gemv_layer on %d SMs: cudaep's GEMV kernels from one CUDA graph, us (median of 7 replays), share of 4.8 TB/s\n", sms);
 	printf("# each projection alone, every launch another copy of its weights\n");
-	for (const Proj& p : layer) {
+	for (const Proj& p : llama_layer) {
 		const u64 copies = pool / p.bytes();
 		printf("%-18s %6.1f MB:", p.name, p.bytes() / 1e6);
 		for (int pro = 0; pro < (p.mode == GEMV_PLAIN ? 1 : 2); ++pro) {
@@ -99,14 +80,14 @@ int main() {
 		printf("\n");
 	}
 	u64 layer_bytes = 0;
-	for (const Proj& p : layer) layer_bytes += p.bytes();
+	for (const Proj& p : llama_layer) layer_bytes += p.bytes();
 	const u64 layers = pool / layer_bytes;
 	printf("# the layer's four launches in order, %llu layers round-robin\n", layers);
 	for (int pro = 0; pro < 2; ++pro) {
 		const float t = median_us(st, layers, true, [&] {
 			char* at = big;
 			for (u64 l = 0; l < layers; ++l) {
-				for (const Proj& p : layer) {
+				for (const Proj& p : llama_layer) {
 					launch(p, at, pro);
 					at += p.bytes();
 				}
