@@ -1,5 +1,6 @@
 // experiment.cuh: what the experiments beside it share: CHECK, the grid gemv.go plans for a
-// GEMV (gemv_grid) and the timing of a step (median_us). Each .cu here includes it.
+// GEMV (gemv_grid), the timing of a step (median_us), the 1B Llama layer's projections and,
+// after gemv.cu, the launch of its kernels as gemv.go plans them. Each .cu here includes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,17 +34,6 @@ struct Proj {
 	unsigned long long bytes() const { return k * (n[0] + n[1] + n[2] + n[3]) * 2; }
 };
 
-#ifdef GEMV_RMSNORM
-// llama_layer is a decode layer of the 1B Llama (hidden 2048, MLP 8192, 8 key/value heads of
-// 64) as four GEMV launches, in the step's order.
-static const Proj llama_layer[4] = {
-	{"q+k+v", 2048, {2048, 512, 512, 0}, GEMV_RMSNORM},
-	{"o", 2048, {2048, 0, 0, 0}, GEMV_PLAIN},
-	{"gate+up", 2048, {8192, 8192, 0, 0}, GEMV_RMSNORM},
-	{"down", 8192, {2048, 0, 0, 0}, GEMV_SILU},
-};
-#endif
-
 // group_pointers lays p's matrices (bfloat16, T's size) out one after the other from w into b
 // and their outputs 8192 elements apart from y into ys; null past the group.
 template <typename T>
@@ -57,6 +47,55 @@ static void group_pointers(const Proj& p, const char* w, T* y, const T* b[4], T*
 		w += p.k * p.n[i] * sizeof(T);
 	}
 }
+
+#ifdef GEMV_RMSNORM
+// llama_layer is a decode layer of the 1B Llama (hidden 2048, MLP 8192, 8 key/value heads of
+// 64) as four GEMV launches, in the step's order.
+static const Proj llama_layer[4] = {
+	{"q+k+v", 2048, {2048, 512, 512, 0}, GEMV_RMSNORM},
+	{"o", 2048, {2048, 0, 0, 0}, GEMV_PLAIN},
+	{"gate+up", 2048, {8192, 8192, 0, 0}, GEMV_RMSNORM},
+	{"down", 8192, {2048, 0, 0, 0}, GEMV_SILU},
+};
+
+// GemvScratch is the split-K workspace gemv.cu's kernels take: room for the partial sums and a
+// counter per tile, zeroed once (every launch leaves its counters zero).
+struct GemvScratch {
+	float* partials;
+	unsigned* counters;
+	GemvScratch() {
+		CHECK(cudaMalloc(&partials, 32ull << 20));
+		CHECK(cudaMalloc(&counters, 4096 * 4));
+		CHECK(cudaMemset(counters, 0, 4096 * 4));
+	}
+};
+
+// The row a GEMV launch multiplies: a, and what its prologue reads (gemv.cu: a2, gamma, and sum
+// where the rmsnorm prologue stores a + a2).
+struct GemvRow {
+	const bf16_t *a, *a2, *gamma;
+	bf16_t* sum;
+};
+
+// launch_gemv queues gemv.cu's bfloat16 kernel for prologue mode (GEMV_PLAIN, GEMV_RMSNORM or
+// GEMV_SILU) over p's matrices at w, outputs from y, as gemv.go plans it (gemv_grid), and
+// returns the launch's error.
+static cudaError_t launch_gemv(cudaStream_t st, int sms, const GemvScratch& s, const Proj& p, int mode, const char* w,
+	bf16_t* y, const GemvRow& row) {
+	unsigned long long tiles = 0, rows;
+	for (unsigned long long n : p.n) tiles += (n + 255) / 256;
+	const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
+	const bf16_t* b[4];
+	bf16_t* ys[4];
+	group_pointers(p, w, y, b, ys);
+	auto fn = mode == GEMV_RMSNORM ? cudaep_gemv_rmsnorm_bf16 : mode == GEMV_SILU ? cudaep_gemv_silu_bf16 : cudaep_gemv_bf16;
+	fn<<<grid, GEMV_THREADS, 0, st>>>(row.a, s.partials, s.counters, p.k, rows, ys[0], ys[1], ys[2], ys[3], b[0], b[1], b[2],
+		b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : row.a2, mode == GEMV_RMSNORM ? row.gamma : nullptr,
+		mode == GEMV_RMSNORM ? row.sum : nullptr, 1e-5f);
+	return cudaGetLastError();
+}
+#endif
+
 
 // median_us times work, which queues on st (0: the legacy stream), in 8 rounds and returns the
 // median of the last 7 (the first warms up) in us, divided by per. With graph, work is captured

@@ -238,11 +238,7 @@ int main() {
 	CHECK(cudaMalloc(&yref, 4 * 8192 * 2));
 	init_random(a, 8192, 2);
 	CHECK(cudaDeviceSynchronize());
-	float* partials;
-	unsigned* counters;
-	CHECK(cudaMalloc(&partials, 32ull << 20));
-	CHECK(cudaMalloc(&counters, 4096 * 4));
-	CHECK(cudaMemset(counters, 0, 4096 * 4));
+	const GemvScratch scratch;
 	cudaStream_t st;
 	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
@@ -250,16 +246,7 @@ int main() {
 		if (v.l == 8) return launch_cluster<8>(st, p, a, w, out, v.cmax, sms);
 		if (v.l == 16) return launch_cluster<16>(st, p, a, w, out, v.cmax, sms);
 		if (v.l == 32) return launch_cluster<32>(st, p, a, w, out, v.cmax, sms);
-		u64 tiles = 0;
-		for (u64 n : p.n) tiles += (n + 255) / 256;
-		u64 rows;
-		const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
-		const bf16_t* b[4];
-		bf16_t* ys[4];
-		group_pointers(p, w, out, b, ys);
-		cudaep_gemv_bf16<<<grid, GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3], b[0], b[1],
-			b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], nullptr, nullptr, nullptr, 0.0f);
-		return cudaGetLastError();
+		return launch_gemv(st, sms, scratch, p, GEMV_PLAIN, w, out, GemvRow{a, nullptr, nullptr, nullptr});
 	};
 
 	// Each variant's y against the baseline's, on the first copy of the weights.

@@ -20,13 +20,6 @@
 
 #include "experiment.cuh"
 
-typedef void (*GemvFn)(const bf16_t*, float*, unsigned*, u64, u64, bf16_t*, bf16_t*, bf16_t*, bf16_t*, const bf16_t*,
-	const bf16_t*, const bf16_t*, const bf16_t*, u64, u64, u64, u64, const bf16_t*, const bf16_t*, bf16_t*, float);
-
-static GemvFn fn_of(int mode) {
-	return mode == GEMV_RMSNORM ? cudaep_gemv_rmsnorm_bf16 : mode == GEMV_SILU ? cudaep_gemv_silu_bf16 : cudaep_gemv_bf16;
-}
-
 int main() {
 	int sms = 0;
 	CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -43,28 +36,13 @@ int main() {
 	CHECK(cudaMemset(a, 0x3c, 8192 * 2));
 	CHECK(cudaMemset(a2, 0x3c, 8192 * 2));
 	CHECK(cudaMemset(gamma, 0x3c, 8192 * 2));
-	float* partials;
-	unsigned* counters;
-	CHECK(cudaMalloc(&partials, 32ull << 20));
-	CHECK(cudaMalloc(&counters, 4096 * 4));
-	CHECK(cudaMemset(counters, 0, 4096 * 4));
+	const GemvScratch scratch;
 	cudaStream_t st;
 	CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
-	// launch is gemv.go's launch of p (gemvGeometry: 4 blocks an SM, at most 32 chunks of at
-	// least 64 rows), with p's prologue when pro, else the plain kernel.
+	// launch is gemv.go's launch of p, with p's prologue when pro, else the plain kernel.
 	auto launch = [&](const Proj& p, const char* w, bool pro) {
-		u64 tiles = 0;
-		for (u64 n : p.n) tiles += (n + 255) / 256;
-		u64 rows;
-		const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
-		const bf16_t* b[4];
-		bf16_t* ys[4];
-		group_pointers(p, w, y, b, ys);
-		const int mode = pro ? p.mode : GEMV_PLAIN;
-		fn_of(mode)<<<grid, GEMV_THREADS, 0, st>>>(a, partials, counters, p.k, rows, ys[0], ys[1], ys[2], ys[3],
-			b[0], b[1], b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : a2,
-			mode == GEMV_RMSNORM ? gamma : nullptr, mode == GEMV_RMSNORM ? hsum : nullptr, 1e-5f);
+		CHECK(launch_gemv(st, sms, scratch, p, pro ? p.mode : GEMV_PLAIN, w, y, GemvRow{a, a2, gamma, hsum}));
 	};
 	printf("# gemv_layer on %d SMs: cudaep's GEMV kernels from one CUDA graph, us (median of 7 replays), share of 4.8 TB/s\n", sms);
 	printf("# each projection alone, every launch another copy of its weights\n");
