@@ -18,7 +18,8 @@ BUILD := build
 LIB := $(BUILD)/libcudaep.so
 HEADER := include/cudaep.h
 # The copy the cgo preambles include: Go's build cache only sees headers inside the package.
-# It is made by make (ignored by git): include/cudaep.h is the one tracked header.
+# Both are tracked (so `go build ./...` works in a fresh clone); edit include/cudaep.h only and
+# let make refresh the copy (scripts/header-copy.sh, which fails on a stale committed copy).
 HEADER_COPY := capi/cudaep.h
 EXPORTS_MAP := capi/exports.map
 MODULE := github.com/cudaep/cudaep
@@ -67,16 +68,10 @@ all: lib
 
 # --- the library ------------------------------------------------------------------------------
 
-# include/cudaep.h is the source; a newer one is copied into capi/. A copy that differs but is
-# not older was edited by hand: refuse rather than build against the wrong header.
-$(HEADER_COPY): $(HEADER)
-	cp $(HEADER) $(HEADER_COPY)
-
-header-copy: $(HEADER_COPY)
-	@cmp -s $(HEADER) $(HEADER_COPY) || { \
-	  echo "error: $(HEADER_COPY) differs from $(HEADER) and is not older than it." >&2; \
-	  echo "       Edit $(HEADER) (the public header) and run make to refresh the copy." >&2; \
-	  exit 1; }
+# include/cudaep.h is the source; an edited one is copied into capi/. A copy edited by hand, or
+# a commit whose copy differs from its header, is refused rather than built against.
+header-copy:
+	@scripts/header-copy.sh $(HEADER) $(HEADER_COPY)
 
 # go build decides what is stale (it relinks only when an input changed), so lib always asks it.
 lib: header-copy

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # abi-check.sh: the ABI check layer of `make test`.
 #
-#   1. include/cudaep.h (the public header, the only one git tracks) and capi/cudaep.h (the
-#      copy make makes for the cgo preambles, so that Go's build cache sees it) must be
-#      byte-identical. `make` refreshes the copy from a newer include/cudaep.h; this check
-#      never does, so a stale or hand-edited copy fails here instead of being papered over.
+#   1. include/cudaep.h (the public header, the one to edit) and capi/cudaep.h (its tracked
+#      copy for the cgo preambles, so that Go's build cache sees it) must be byte-identical.
+#      `make` refreshes the copy from an edited include/cudaep.h (scripts/header-copy.sh, which
+#      refuses a commit whose copy differs); this check never does, so a stale or hand-edited
+#      copy fails here instead of being papered over.
 #   2. The public header must compile on its own as strict C99, C11 and C++17 (its static
 #      assertions pin the struct layouts).
 # `make test-abi` then builds the library, where every //export is compiled against the
