@@ -24,7 +24,7 @@ build)
 	;;
 run)
 	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	export CUDAEP_TEST_BACKEND=cuda CUDAEP_ORT_LIBRARY=$PWD/.cache/ort/1.30.0/libonnxruntime.so.1
+	export CUDAEP_TEST_BACKEND=cuda CUDAEP_BACKEND=cuda CUDAEP_ORT_LIBRARY=$PWD/.cache/ort/1.30.0/libonnxruntime.so.1
 	export CUDAEP_LIBRARY=$PWD/build/ctests/libcudaep.so
 	rm -rf build/ort-gpu/node && tar xzf build/ort-gpu/node.tgz -C build/ort-gpu
 	summary=()

@@ -104,12 +104,15 @@ func recoverInto(st **C.OrtStatus) {
 // panic there has nowhere to go and must not reach ORT.
 func recoverQuietly() { _ = recover() }
 
-// factory is what ORT's OrtEpFactory stands for: the hardware devices and memory infos it
-// made (released with it).
+// factory is what ORT's OrtEpFactory stands for: the backend its devices come from, read from
+// CUDAEP_BACKEND when ORT registered the library, ORT's default logger, and the hardware
+// devices and memory infos it made (released with it).
 type factory struct {
-	mu    sync.Mutex
-	hws   []*C.OrtHardwareDevice
-	infos []*C.OrtMemoryInfo // the memory infos of the EP devices' memory (ORT keeps the pointers)
+	backend string
+	logger  *C.OrtLogger // may be nil: then nothing is logged
+	mu      sync.Mutex
+	hws     []*C.OrtHardwareDevice
+	infos   []*C.OrtMemoryInfo // the memory infos of the EP devices' memory (ORT keeps the pointers)
 }
 
 // retire is the factory table's finalizer (see retireFactory).

@@ -314,3 +314,19 @@ func FuzzParseOptions(f *testing.F) {
 		require.Contains(t, err.Error(), optionPrefix)
 	})
 }
+
+// TestExternalLengthTakesAMissingLengthAsTheTensorsSize: ONNX's length field is optional (then
+// the tensor's size from offset), and ORT reports a missing one as 0.
+func TestExternalLengthTakesAMissingLengthAsTheTensorsSize(t *testing.T) {
+	n, err := externalLength(0, 48)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(48), n, "no length: the tensor's 48 bytes")
+	n, err = externalLength(48, 48)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(48), n)
+	n, err = externalLength(0, 0)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	_, err = externalLength(40, 48)
+	assert.ErrorContains(t, err, "its length is 40 bytes, the tensor needs 48")
+}

@@ -148,6 +148,31 @@ func (s *session) slotFor() ep.Slot {
 	return ep.Keyed(s.nextSlot)
 }
 
+// sessionEntries merges a session's config entries with its device's metadata: the device's
+// ordinal is the default device_id (the session's entries, which include the EP device's
+// options and the user's, override it), and its backend is the session's backend: a session
+// entry naming another backend is refused, since the session would run elsewhere than on the
+// device ORT assigned (a GPU session on the simulator, or the reverse).
+func sessionEntries(meta, config map[string]string) (map[string]string, error) {
+	entries := map[string]string{}
+	if o := meta["cuda_ordinal"]; o != "" {
+		entries[optionPrefix+"device_id"] = o
+	}
+	for k, v := range config {
+		entries[k] = v
+	}
+	if b := meta["backend"]; b != "" {
+		key := optionPrefix + "backend"
+		if v, set := config[key]; set && v != b {
+			return nil, fmt.Errorf("%w: session option %s=%q contradicts the session's device, which is a %s device "+
+				"(%s chooses the devices CudaEp lists when the library is registered); drop the option",
+				errInvalid, key, v, b, EnvBackend)
+		}
+		entries[key] = b
+	}
+	return entries, nil
+}
+
 // cudaepOrtCreateEp creates the provider of a session from its config entries.
 //
 //export cudaepOrtCreateEp
@@ -157,28 +182,19 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 	if numDevices != 1 {
 		return statusOf(fmt.Errorf("%w: a CudaEp session runs on one device, %d were given", errInvalid, int(numDevices)))
 	}
-	entries := map[string]string{}
-	// The device's own defaults first (its metadata names the backend and ordinal), then the
-	// session's entries, which include the EP device's options and the user's.
-	if metadata != nil {
-		if m := *metadata; m != nil {
-			meta := kvMap(m)
-			if b := meta["backend"]; b != "" {
-				entries[optionPrefix+"backend"] = b
-			}
-			if o := meta["cuda_ordinal"]; o != "" {
-				entries[optionPrefix+"device_id"] = o
-			}
-		}
+	var meta map[string]string
+	if metadata != nil && *metadata != nil {
+		meta = kvMap(*metadata)
 	}
 	var kv *C.OrtKeyValuePairs
 	if err := errorOf(C.cudaep_ort_session_config(so, &kv), "read the session options"); err != nil {
 		return statusOf(err)
 	}
-	for k, v := range kvMap(kv) {
-		entries[k] = v
-	}
+	entries, err := sessionEntries(meta, kvMap(kv))
 	C.cudaep_ort_kv_release(kv)
+	if err != nil {
+		return statusOf(err)
+	}
 	opts, err := parseOptions(entries)
 	if err != nil {
 		return statusOf(err)

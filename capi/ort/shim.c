@@ -342,7 +342,6 @@ OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* or
                              const OrtLogger* default_logger, OrtEpFactory** factories, size_t max_factories,
                              size_t* num_factories) {
     (void)registration_name;
-    (void)default_logger;
     if (!ort_api_base) return NULL; /* nothing to report an error with */
     uint32_t version = 24;
     const OrtApi* api = ort_api_base->GetApi(24);
@@ -365,6 +364,7 @@ OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* or
     CudaEpOrtFactory* f = calloc(1, sizeof *f);
     if (!f) return A(CreateStatus)(ORT_FAIL, "cudaep: out of host memory");
     f->f.ort_version_supported = version;
+    f->logger = default_logger;
     f->f.GetName = f_GetName;
     f->f.GetVendor = f_GetVendor;
     f->f.GetSupportedDevices = f_GetSupportedDevices;
@@ -387,10 +387,15 @@ OrtStatus* CreateEpFactories(const char* registration_name, const OrtApiBase* or
     return NULL;
 }
 
+/* ReleaseEpFactory retires the factory's handle but never frees its struct: ORT may still call
+ * through the factory's function table after releasing it (a session that outlived
+ * UnregisterExecutionProviderLibrary releases its EP, allocators and streams through it, and
+ * freeing it there made ORT call a reused slot), and those calls then find a retired handle and
+ * fail or do nothing. It costs one small struct per registration; the library, a Go library,
+ * is never unloaded anyway. */
 OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
     if (!factory) return NULL;
     cudaepOrtReleaseFactory((CudaEpOrtFactory*)factory);
-    free(factory);
     return NULL;
 }
 
@@ -425,13 +430,13 @@ OrtStatus* cudaep_ort_session_config(const OrtSessionOptions* so, OrtKeyValuePai
 int cudaep_ort_hw_type(const OrtHardwareDevice* d) { return (int)A(HardwareDevice_Type)(d); }
 uint32_t cudaep_ort_hw_vendor_id(const OrtHardwareDevice* d) { return A(HardwareDevice_VendorId)(d); }
 
-OrtStatus* cudaep_ort_create_hw_device(uint32_t device_id, const char* vendor, const OrtKeyValuePairs* meta,
-                                       OrtHardwareDevice** out) {
+OrtStatus* cudaep_ort_create_hw_device(uint32_t vendor_id, uint32_t device_id, const char* vendor,
+                                       const OrtKeyValuePairs* meta, OrtHardwareDevice** out) {
     *out = NULL;
     if (cudaep_ort_version < ORT_EP_API_SINCE_CreateHardwareDevice) {
         return NULL; /* ORT 1.23 cannot make a virtual device: none is offered */
     }
-    return E(CreateHardwareDevice)(OrtHardwareDeviceType_GPU, 0x10DE, device_id, vendor, meta, out);
+    return E(CreateHardwareDevice)(OrtHardwareDeviceType_GPU, vendor_id, device_id, vendor, meta, out);
 }
 void cudaep_ort_release_hw_device(OrtHardwareDevice* d) {
     if (d) E(ReleaseHardwareDevice)(d);

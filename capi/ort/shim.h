@@ -23,6 +23,7 @@ extern uint32_t cudaep_ort_version;
 typedef struct CudaEpOrtFactory {
     OrtEpFactory f;
     uint64_t handle;
+    const OrtLogger* logger; /* ORT's default logger from CreateEpFactories: valid while the environment lives */
 } CudaEpOrtFactory;
 
 typedef struct CudaEpOrtEp {
@@ -94,8 +95,8 @@ OrtStatus* cudaep_ort_session_config(const OrtSessionOptions* so, OrtKeyValuePai
 /* Devices. */
 int cudaep_ort_hw_type(const OrtHardwareDevice* d);
 uint32_t cudaep_ort_hw_vendor_id(const OrtHardwareDevice* d);
-OrtStatus* cudaep_ort_create_hw_device(uint32_t device_id, const char* vendor, const OrtKeyValuePairs* meta,
-                                       OrtHardwareDevice** out);
+OrtStatus* cudaep_ort_create_hw_device(uint32_t vendor_id, uint32_t device_id, const char* vendor,
+                                       const OrtKeyValuePairs* meta, OrtHardwareDevice** out);
 void cudaep_ort_release_hw_device(OrtHardwareDevice* d);
 OrtStatus* cudaep_ort_create_ep_device(OrtEpFactory* f, const OrtHardwareDevice* hw, const OrtKeyValuePairs* meta,
                                        const OrtKeyValuePairs* options, OrtEpDevice** out);
@@ -106,7 +107,8 @@ OrtStatus* cudaep_ort_graph_onnx_opset(const OrtGraph* g, int64_t* opset);
 OrtStatus* cudaep_ort_graph_model_path(const OrtGraph* g, const char** path);
 OrtStatus* cudaep_ort_graph_is_subgraph(const OrtGraph* g, int* is_subgraph);
 
-/* Logging through a session's OrtLogger: whether level would be printed, and one message. */
+/* Logging through an OrtLogger (a session's, or the factory's default one): whether level would
+ * be printed, and one message. */
 int cudaep_ort_log_enabled(const OrtLogger* logger, OrtLoggingLevel level);
 void cudaep_ort_log(const OrtLogger* logger, OrtLoggingLevel level, const char* msg);
 OrtStatus* cudaep_ort_graph_initializers(const OrtGraph* g, const OrtValueInfo*** out, size_t* n);

@@ -442,14 +442,15 @@ func (s *session) initializer(vi *C.OrtValueInfo, v value, modelPath string, w *
 		return nil, nil, err
 	}
 	if found != 0 {
-		loc, off, n := goString(path), int64(offset), uint64(size)
+		loc, off := goString(path), int64(offset)
 		C.cudaep_ort_release_external(ext)
-		if n != want {
-			return nil, nil, fmt.Errorf("%w: external data %q holds %d bytes, the tensor %s%v needs %d", errInvalid, loc, n, v.dtype, v.shape, want)
+		n, err := externalLength(uint64(size), want)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: external data %q: %w (the tensor is %s%v)", errInvalid, loc, err, v.dtype, v.shape)
 		}
 		resolved, err := checkExternal(modelPath, loc, off, n)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%w (the tensor %s%v needs %d bytes)", err, v.dtype, v.shape, want)
 		}
 		if n == 0 {
 			return nil, nil, nil // nothing to read: an empty resident tensor
@@ -476,6 +477,18 @@ func (s *session) initializer(vi *C.OrtValueInfo, v value, modelPath string, w *
 		return nil, nil, nil
 	}
 	return nil, C.GoBytes(data, C.int(want)), nil
+}
+
+// externalLength is the byte length of an external-data entry whose length field ORT reports as
+// length, for a tensor of want bytes. ONNX makes the length optional: without one the tensor's
+// size from offset is meant, and ORT reports a missing length as 0, so 0 means want (an entry
+// that says 0 for a non-empty tensor names the same bytes as ORT's CPU EP reads). Any other
+// length must be the tensor's size.
+func externalLength(length, want uint64) (uint64, error) {
+	if length == 0 || length == want {
+		return want, nil
+	}
+	return 0, fmt.Errorf("its length is %d bytes, the tensor needs %d", length, want)
 }
 
 // byteSize is the byte size of a tensor of static shape.

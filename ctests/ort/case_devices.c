@@ -25,15 +25,28 @@ static int check_device(ort_rt* rt, size_t i, const OrtEpDevice* d, const char* 
         RT_EP_VENDOR);
   f += ok(vendor && !strcmp(vendor, RT_EP_VENDOR), what);
   if (!hw) return f + ok(0, "device has a hardware device");
+  const char* simulated = meta(rt, d, "simulated");
+  int is_sim = simulated && !strcmp(simulated, "1");
   uint32_t vid = A(HardwareDevice_VendorId)(hw);
-  textf(what, sizeof what, "device %zu: hardware vendor id 0x%04x (want 0x%04x)", i, vid, RT_EP_VENDOR_ID);
-  f += ok(vid == RT_EP_VENDOR_ID, what);
+  const char* hw_vendor = A(HardwareDevice_Vendor)(hw);
+  if (is_sim) {
+    /* The simulated device is never presented as an NVIDIA GPU. */
+    textf(what, sizeof what, "device %zu: the simulated device's hardware vendor is \"%s\", id 0x%04x (want \"%s\", not 0x%04x)",
+          i, hw_vendor ? hw_vendor : "(null)", vid, RT_SIM_VENDOR, RT_EP_VENDOR_ID);
+    f += ok(vid != RT_EP_VENDOR_ID && hw_vendor && !strcmp(hw_vendor, RT_SIM_VENDOR), what);
+  } else {
+    textf(what, sizeof what, "device %zu: hardware vendor id 0x%04x (want 0x%04x)", i, vid, RT_EP_VENDOR_ID);
+    f += ok(vid == RT_EP_VENDOR_ID, what);
+  }
+  const OrtKeyValuePairs* options = A(EpDevice_EpOptions)(d);
+  const char* opt_backend = options ? A(GetKeyValue)(options, "backend") : NULL;
+  textf(what, sizeof what, "device %zu: the backend is the device's metadata, not an EP option a session overrides (option: %s)", i,
+        opt_backend ? opt_backend : "none");
+  f += ok(opt_backend == NULL, what);
   int type = (int)A(HardwareDevice_Type)(hw);
   textf(what, sizeof what, "device %zu: hardware type %d (want GPU = %d)", i, type, (int)OrtHardwareDeviceType_GPU);
   f += ok(type == OrtHardwareDeviceType_GPU, what);
 
-  const char* simulated = meta(rt, d, "simulated");
-  int is_sim = simulated && !strcmp(simulated, "1");
   if (is_sim) {
     const char* backend = meta(rt, d, "backend");
     textf(what, sizeof what, "device %zu: simulated=1 with backend=%s (want sim)", i, backend ? backend : "(none)");
@@ -53,6 +66,62 @@ static int check_device(ort_rt* rt, size_t i, const OrtEpDevice* d, const char* 
     textf(what, sizeof what, "device %zu: CUDAEP_TEST_BACKEND=cuda, so the device is a real CUDA device", i);
     f += ok(!is_sim, what);
   }
+  return f;
+}
+
+/* reregister unregisters the library and registers it again with CUDAEP_BACKEND=value (unset
+ * for NULL); it returns the registration's result (0 or -1) and leaves its error in e. */
+static int reregister(ort_rt* rt, const char* value, rt_error* e) {
+  rt_error ue;
+  if (rt->registered && rt_unregister_ep(rt, &ue) < 0) printf("    UnregisterExecutionProviderLibrary: %s\n", ue.msg);
+  if (value) setenv(RT_BACKEND_ENV, value, 1);
+  else unsetenv(RT_BACKEND_ENV);
+  OrtStatus* st = ORT_API_FN(rt->api, RegisterExecutionProviderLibrary)(rt->env, RT_EP_REGISTRATION, rt->ep_path);
+  int reg = rt_take(rt, st, "RegisterExecutionProviderLibrary", e, 0);
+  if (reg == 0) rt->registered = 1;
+  return reg;
+}
+
+/* check_backend_env: CUDAEP_BACKEND, read when ORT registers the library, chooses what CudaEp
+ * lists. The default (cuda) never lists the simulated device: with no usable driver it lists
+ * nothing and says why on ORT's log, at WARNING; a bad value fails the registration, naming it.
+ * The variable is restored, and the library registered as before, at the end. */
+static int check_backend_env(ort_rt* rt) {
+  int f = 0;
+  char what[512], found[2048];
+  const char* before = getenv(RT_BACKEND_ENV);
+  char saved[64] = "";
+  if (before) textf(saved, sizeof saved, "%s", before);
+  rt_error e;
+
+  for (int unset = 0; unset < 2; unset++) {
+    rt_log_watch("CudaEp lists no device");
+    int reg = reregister(rt, unset ? NULL : "cuda", &e);
+    textf(what, sizeof what, "with %s, registering the library succeeds", unset ? "CUDAEP_BACKEND unset" : "CUDAEP_BACKEND=cuda");
+    f += ok(reg == 0, what);
+    int n = rt_refresh_devices(rt);
+    int sims = 0;
+    for (size_t i = 0; i < rt->num_devices; i++) {
+      const char* s = meta(rt, rt->devices[i], "simulated");
+      sims += s && !strcmp(s, "1");
+    }
+    textf(what, sizeof what, "with %s, no simulated device is listed (%d device(s), %d simulated)",
+          unset ? "CUDAEP_BACKEND unset (cuda)" : "CUDAEP_BACKEND=cuda", n, sims);
+    f += ok(n >= 0 && sims == 0, what);
+    if (n == 0) {
+      unsigned long hits = rt_log_found(found, sizeof found);
+      textf(what, sizeof what, "listing nothing, CudaEp says why on ORT's log, naming CUDAEP_BACKEND=sim (%lu message(s): %.300s)",
+            hits, found);
+      f += ok(hits >= 1 && strstr(found, "CUDAEP_BACKEND=sim") != NULL, what);
+    }
+  }
+
+  int reg = reregister(rt, "gpu0", &e);
+  textf(what, sizeof what, "CUDAEP_BACKEND=gpu0 fails the registration, naming the value (%s)", reg < 0 ? e.msg : "it registered");
+  f += ok(reg < 0 && strstr(e.msg, "CUDAEP_BACKEND=\"gpu0\"") != NULL, what);
+
+  reg = reregister(rt, before ? saved : NULL, &e);
+  f += ok(reg == 0 && rt_refresh_devices(rt) >= 1, "CUDAEP_BACKEND restored: registering again lists the devices as before");
   return f;
 }
 
@@ -93,5 +162,6 @@ int case_devices(ort_rt* rt, int argc, char** argv) {
   textf(what, sizeof what, "after registering again, GetEpDevices lists %d CudaEp device(s)", n);
   f += ok(n >= 1, what);
   for (size_t i = 0; i < rt->num_devices; i++) f += check_device(rt, i, rt->devices[i], want_backend);
+  f += check_backend_env(rt);
   return f;
 }

@@ -2,11 +2,14 @@
  * case_misuse.c - `misuse MODELDIR`: what a careless or hostile host or model does to CudaEp.
  *
  *   options      unknown key (through AppendExecutionProvider_V2 and as a raw config entry), bad
- *                values (device_id=99, paging=maybe): session creation fails naming the key or value
+ *                values (device_id=99, paging=maybe), a backend other than the device's: session
+ *                creation fails naming the key or value
  *   external     external-data initializers past the end of the file, outside the model's folder
  *                (.., an absolute path, a symlink out), with a byte size that disagrees with the
- *                shape, or missing: session creation (or the run) fails with an error; a valid
- *                control model computes X @ W exactly
+ *                shape, missing, a directory, or without a length and past the end: session
+ *                creation (or the run) fails, refused by the one who must (ORT for what its loader
+ *                validates, CudaEp for the rest) with that one's message; valid control models
+ *                (one without a length entry) compute X @ W exactly
  *   threads      8 threads calling Run on one session at once: every output correct (a plain
  *                session, and one with enable_cuda_graph=1)
  *   unregister   UnregisterExecutionProviderLibrary while a session lives: fails cleanly or works;
@@ -52,6 +55,34 @@ static const bad_option bad_options[] = {
     {"paging", "maybe", 0, "paging", "maybe"},
 };
 
+/* check_backend_option: a session option naming another backend than its device's is refused
+ * (the session would run elsewhere than on the device ORT assigned), naming the option. */
+static int check_backend_option(ort_rt* rt, const char* path) {
+  const OrtKeyValuePairs* kv = ORT_API_FN(rt->api, EpDevice_EpMetadata)(rt->devices[0]);
+  const char* sim = kv ? ORT_API_FN(rt->api, GetKeyValue)(kv, "simulated") : NULL;
+  const char* other = (sim && !strcmp(sim, "1")) ? "cuda" : "sim";
+  rt_session_opts o;
+  test_options(rt, &o);
+  for (size_t i = 0; i < o.num_ep_options; i++) /* ep_options may have set the device's own */
+    if (!strcmp(o.ep_keys[i], "backend")) o.ep_values[i] = other;
+  int has = 0;
+  for (size_t i = 0; i < o.num_ep_options; i++) has |= !strcmp(o.ep_keys[i], "backend");
+  if (!has) add_ep_option(&o, "backend", other);
+  rt_session s;
+  rt_error e;
+  char what[2600];
+  if (rt_session_create(rt, path, &o, &s, &e, 1) == 0) {
+    rt_session_release(rt, &s);
+    textf(what, sizeof what, "EP option backend=%s on a %s device: session creation fails (it succeeded)", other,
+          !strcmp(other, "cuda") ? "simulated" : "CUDA");
+    return ok(0, what);
+  }
+  printf("    backend=%s -> [%s] %s\n", other, rt_error_code_name(e.code), e.msg);
+  textf(what, sizeof what, "EP option backend=%s on a %s device: refused by CudaEp as contradicting the device", other,
+        !strcmp(other, "cuda") ? "simulated" : "CUDA");
+  return ok(ep_own_error(e.msg) && strstr(e.msg, "contradicts the session's device") != NULL, what);
+}
+
 static int check_options(ort_rt* rt, const char* dir) {
   if (!rt->ep_mode) {
     printf("  skip options (cpu-only: no CudaEp to validate them)\n");
@@ -88,26 +119,39 @@ static int check_options(ort_rt* rt, const char* dir) {
           b->key, b->value, b->named, b->named2 ? " or " : "", b->named2 ? b->named2 : "");
     f += ok(named, what);
   }
+  f += check_backend_option(rt, path);
   return f;
 }
 
 /* --- external data --------------------------------------------------------------------------- */
 
+/* Who must refuse a model with CudaEp registered, and what its message must contain. ORT 1.24 and
+ * 1.30 validate external-data locations themselves when they load a model (.., absolute paths,
+ * symlinks out; 1.30 also missing files), so those never reach CudaEp; the others must be
+ * refused by CudaEp's own checks (capi/ort checkExternal and externalLength), with its message. */
+typedef enum { BY_CUDAEP, BY_ORT, BY_EITHER } refuser;
+
 typedef struct ext_model {
   const char* file;
   const char* what;
+  refuser by;
+  const char* cudaep_says; /* CudaEp's message contains this (BY_CUDAEP, BY_EITHER) */
+  const char* ort_says;    /* ORT's message contains this (BY_ORT, BY_EITHER) */
 } ext_model;
 
 /* Each must fail at session creation or at Run, with CudaEp and (checked with --cpu-only) with
  * ORT's CPU EP alone. */
 static const ext_model bad_models[] = {
-    {"ext_past_end.onnx", "offset + length past the end of the file"},
-    {"ext_offset_past_end.onnx", "offset past the end of the file"},
-    {"ext_dotdot.onnx", "location ../outside.bin (outside the model's folder)"},
-    {"ext_absolute.onnx", "an absolute location"},
-    {"ext_symlink.onnx", "a symlink to a file outside the model's folder"},
-    {"ext_size_mismatch.onnx", "length 40 for a [4,3] float tensor (48 bytes)"},
-    {"ext_missing.onnx", "a file that does not exist"},
+    {"ext_past_end.onnx", "offset + length past the end of the file", BY_CUDAEP, "48 bytes at offset 0 pass the end of the 24-byte file", NULL},
+    {"ext_offset_past_end.onnx", "offset past the end of the file", BY_CUDAEP, "at offset 4096 pass the end of the 48-byte file", NULL},
+    {"ext_dotdot.onnx", "location ../outside.bin (outside the model's folder)", BY_ORT, NULL, "escapes"},
+    {"ext_absolute.onnx", "an absolute location", BY_ORT, NULL, "bsolute path"},
+    {"ext_symlink.onnx", "a symlink to a file outside the model's folder", BY_ORT, NULL, "escapes"},
+    {"ext_size_mismatch.onnx", "length 40 for a [4,3] float tensor (48 bytes)", BY_CUDAEP, "its length is 40 bytes, the tensor needs 48", NULL},
+    {"ext_missing.onnx", "a file that does not exist", BY_EITHER, "no such file or directory", "does not exist"},
+    {"ext_directory.onnx", "a directory inside the model's folder", BY_CUDAEP, "\"a_directory\" is not a regular file", NULL},
+    {"ext_no_length_past_end.onnx", "no length, and 24 of the tensor's 48 bytes in the file", BY_CUDAEP,
+     "48 bytes at offset 0 pass the end of the 24-byte file", NULL},
 };
 
 /* The W of gen_models.py's misuse models: 0.25 * (i + 1) * (-1)^i, shape [4, 3]. */
@@ -153,20 +197,24 @@ static int check_external(ort_rt* rt, const char* dir) {
       wv[r * 3 + c] = (float)acc;
     }
 
-  /* The control: a valid external-data model computes X @ W. */
+  /* The controls: valid external-data models compute X @ W (ext_no_length has no length entry,
+   * which ONNX defines as the tensor's size from the offset). */
+  static const char* const controls[] = {"ext_ok.onnx", "ext_no_length.onnx"};
   host_tensor y;
   rt_error e;
   const char* stage;
-  if (open_and_run(rt, dir, "ext_ok.onnx", &x, &y, &e, &stage) < 0) {
-    textf(what, sizeof what, "control ext_ok.onnx loads and runs: %s failed: [%s] %s", stage,
-          rt_error_code_name(e.code), e.msg);
-    f += ok(0, what);
-  } else {
-    char why[1024] = "";
-    int rc = compare_tensors(&y, &want, MODEL_RTOL, MODEL_ATOL, why, sizeof why);
-    textf(what, sizeof what, "control ext_ok.onnx computes X @ W from its external data%s%s", rc ? ": " : "", why);
-    f += ok(rc == 0, what);
-    host_tensor_free(&y);
+  for (size_t i = 0; i < sizeof controls / sizeof controls[0]; i++) {
+    if (open_and_run(rt, dir, controls[i], &x, &y, &e, &stage) < 0) {
+      textf(what, sizeof what, "control %s loads and runs: %s failed: [%s] %s", controls[i], stage,
+            rt_error_code_name(e.code), e.msg);
+      f += ok(0, what);
+    } else {
+      char why[1024] = "";
+      int rc = compare_tensors(&y, &want, MODEL_RTOL, MODEL_ATOL, why, sizeof why);
+      textf(what, sizeof what, "control %s computes X @ W from its external data%s%s", controls[i], rc ? ": " : "", why);
+      f += ok(rc == 0, what);
+      host_tensor_free(&y);
+    }
   }
 
   for (size_t i = 0; i < sizeof bad_models / sizeof bad_models[0]; i++) {
@@ -182,11 +230,18 @@ static int check_external(ort_rt* rt, const char* dir) {
       continue;
     }
     printf("    %s -> %s: [%s] %s\n", m->file, stage, rt_error_code_name(e.code), e.msg);
-    /* ORT 1.24+ checks locations itself at load time, so some of these never reach CudaEp's
-     * checks. Say which did the refusing. */
-    const char* who = !rt->ep_mode ? "ORT" : ep_own_error(e.msg) ? "CudaEp" : "ORT, before CudaEp read it";
-    textf(what, sizeof what, "%s (%s): %s fails with an error (refused by %s)", m->file, m->what, stage, who);
-    f += ok(e.msg[0] != 0, what);
+    if (!rt->ep_mode) { /* ORT's CPU EP alone: its own refusal, whatever its words */
+      textf(what, sizeof what, "%s (%s): %s fails with an error (refused by ORT)", m->file, m->what, stage);
+      f += ok(e.msg[0] != 0, what);
+      continue;
+    }
+    int by_cudaep = ep_own_error(e.msg);
+    int right = by_cudaep ? m->by != BY_ORT && strstr(e.msg, m->cudaep_says) != NULL
+                          : m->by != BY_CUDAEP && strstr(e.msg, m->ort_says) != NULL;
+    const char* want_who = m->by == BY_CUDAEP ? "CudaEp" : m->by == BY_ORT ? "ORT, before CudaEp read it" : "ORT or CudaEp";
+    textf(what, sizeof what, "%s (%s): %s fails, refused by %s (want %s, saying \"%s\")", m->file, m->what, stage,
+          by_cudaep ? "CudaEp" : "ORT", want_who, by_cudaep ? (m->cudaep_says ? m->cudaep_says : "-") : (m->ort_says ? m->ort_says : "-"));
+    f += ok(right, what);
   }
   host_tensor_free(&x);
   host_tensor_free(&want);

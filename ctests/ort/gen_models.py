@@ -30,6 +30,9 @@ two runs write identical files (the absolute-path model excepted, which names OU
       ext_symlink     location "link.bin", a symlink to ../outside.bin
       ext_size_mismatch  length 40, but a float [4,3] tensor is 48 bytes
       ext_missing     location names a file that does not exist
+      ext_directory   location names a directory inside the model's folder
+      ext_no_length   no length entry (valid ONNX: the tensor's 48 bytes; must compute X @ W)
+      ext_no_length_past_end  no length entry, and the file holds 24 of the 48 bytes
   OUTDIR/node_extra/test_cudaep_*/   more node tests in ONNX's layout (model.onnx,
                             test_data_set_0/{input,output}_N.pb), outputs computed here in
                             double precision: Gelu (opset 20, not in ONNX 1.12's data),
@@ -121,9 +124,13 @@ def tensor_inline(name, dims, values):
 
 
 def tensor_external(name, dims, location, offset, length):
-    """TensorProto with data_location = EXTERNAL (14) and external_data entries (13)."""
+    """TensorProto with data_location = EXTERNAL (14) and external_data entries (13); a length of
+    None writes no length entry (valid ONNX: the tensor's size from offset)."""
     b = b"".join(f_varint(1, d) for d in dims) + f_varint(2, FLOAT) + f_bytes(8, name)
-    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+    entries = [("location", location), ("offset", str(offset))]
+    if length is not None:
+        entries.append(("length", str(length)))
+    for k, v in entries:
         b += f_bytes(13, f_bytes(1, k) + f_bytes(2, v))
     return b + f_varint(14, 1)
 
@@ -259,6 +266,7 @@ def write_misuse(outdir):
     write(os.path.join(mdir, "ext_ok.bin"), good)
     write(os.path.join(mdir, "short.bin"), good[:24])  # half of W
     write(os.path.join(outdir, "outside.bin"), good)  # outside misuse/, next to it
+    os.makedirs(os.path.join(mdir, "a_directory"), exist_ok=True)
     link = os.path.join(mdir, "link.bin")
     if os.path.lexists(link):
         os.remove(link)
@@ -266,6 +274,8 @@ def write_misuse(outdir):
     absolute = os.path.abspath(os.path.join(outdir, "outside.bin"))
     cases = {
         "ext_ok": ("ext_ok.bin", 0, 48),
+        "ext_no_length": ("ext_ok.bin", 0, None),  # valid: the tensor's 48 bytes
+        "ext_no_length_past_end": ("short.bin", 0, None),  # 48 bytes needed, 24 in the file
         "ext_past_end": ("short.bin", 0, 48),
         "ext_offset_past_end": ("ext_ok.bin", 4096, 48),
         "ext_dotdot": (os.path.join("..", "outside.bin"), 0, 48),
@@ -273,6 +283,7 @@ def write_misuse(outdir):
         "ext_symlink": ("link.bin", 0, 48),
         "ext_size_mismatch": ("ext_ok.bin", 0, 40),
         "ext_missing": ("no_such_file.bin", 0, 48),
+        "ext_directory": ("a_directory", 0, 48),  # inside the folder, but no regular file
     }
     for name, (location, offset, length) in cases.items():
         nodes = [node("MatMul", ["X", "W"], ["Y"], "matmul")]

@@ -25,6 +25,10 @@
 #define RT_EP_VENDOR "cudaep"
 #define RT_EP_VENDOR_ID 0x10DEu
 #define RT_EP_REGISTRATION "cudaep"
+/* The simulated device's hardware vendor (capi/ort SimulatedVendor), and the variable that asks
+ * for it when the library is registered (capi/ort EnvBackend). */
+#define RT_SIM_VENDOR "cudaep simulator"
+#define RT_BACKEND_ENV "CUDAEP_BACKEND"
 #define RT_MAX_DEVICES 16
 #define RT_MAX_OPTIONS 16
 #define RT_MAX_IO 64
