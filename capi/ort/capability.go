@@ -49,15 +49,19 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 	supported := make([]bool, len(nodes))
 	logDeclines := s.logEnabled(C.ORT_LOGGING_LEVEL_INFO)
 	for i := range nodes {
-		why := s.supports(&nodes[i], opset)
+		nd := &nodes[i]
+		why, crashed := judge(nd, opset, s.supports)
 		supported[i] = why == nil
-		if why != nil && logDeclines {
-			nd := &nodes[i]
+		if why != nil && (logDeclines || crashed) {
 			op := fmt.Sprintf("%s, opset %d", nd.op, opset) // the graph's ONNX opset
 			if p := domainPrefix(nd.domain); p != "" {
 				op = p + nd.op
 			}
-			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
+			level := C.OrtLoggingLevel(C.ORT_LOGGING_LEVEL_INFO)
+			if crashed {
+				level = C.ORT_LOGGING_LEVEL_WARNING
+			}
+			s.log(level, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
 		}
 	}
 	for _, group := range fusionGroups(nodes, supported) {
@@ -66,6 +70,18 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 		}
 	}
 	return nil
+}
+
+// judge asks supports about one node; a panic while judging it declines that node alone
+// (crashed reports it, for a WARNING naming the node), never the whole graph, which would send
+// every node of the model to another EP.
+func judge(nd *node, opset int64, supports func(*node, int64) error) (why error, crashed bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			why, crashed = fmt.Errorf("cudaep: internal error while judging the node (recovered panic: %v)", r), true
+		}
+	}()
+	return supports(nd, opset), false
 }
 
 // supports returns nil when the provider has a kernel for nd: an ONNX-domain or contrib op

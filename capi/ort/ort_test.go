@@ -330,3 +330,24 @@ func TestExternalLengthTakesAMissingLengthAsTheTensorsSize(t *testing.T) {
 	_, err = externalLength(40, 48)
 	assert.ErrorContains(t, err, "its length is 40 bytes, the tensor needs 48")
 }
+
+// TestJudgeDeclinesAPanickingNodeAlone: a panic while judging one node declines that node and
+// is reported as a crash (logged at WARNING), and the next node is judged as usual.
+func TestJudgeDeclinesAPanickingNodeAlone(t *testing.T) {
+	calls := 0
+	supports := func(nd *node, opset int64) error {
+		calls++
+		if nd.op == "Slice" {
+			panic("integer divide by zero")
+		}
+		return nil
+	}
+	why, crashed := judge(&node{op: "Slice", name: "s"}, 17, supports)
+	require.Error(t, why)
+	assert.True(t, crashed)
+	assert.Contains(t, why.Error(), "integer divide by zero")
+	why, crashed = judge(&node{op: "Add", name: "a"}, 17, supports)
+	assert.NoError(t, why)
+	assert.False(t, crashed)
+	assert.Equal(t, 2, calls)
+}
