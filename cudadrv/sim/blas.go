@@ -72,7 +72,7 @@ func (d *Device) BLASCreate() (cudadrv.RawBLAS, error) {
 	if c.sticky != nil {
 		return 0, blasFail(OpBLASCreate, cudadrv.BLASNotInitialized, "the context has a sticky error: %v", c.stickyError(OpBLASCreate))
 	}
-	if err := d.checkUnsafe(OpBLASCreate, c); err != nil {
+	if err := d.checkUnsafe(OpBLASCreate); err != nil {
 		return 0, blasFail(OpBLASCreate, cudadrv.BLASNotInitialized, "%v", err)
 	}
 	b := &blasHandle{handle: cudadrv.RawBLAS(d.handle()), ctx: c}
@@ -88,11 +88,10 @@ func (d *Device) BLASDestroy(h cudadrv.RawBLAS) error {
 	if err := d.blasBegin(OpBLASDestroy); err != nil {
 		return err
 	}
-	b, err := d.blasHandleOf(OpBLASDestroy, h)
-	if err != nil {
+	if _, err := d.blasHandleOf(OpBLASDestroy, h); err != nil {
 		return err
 	}
-	if err := d.checkUnsafe(OpBLASDestroy, b.ctx); err != nil {
+	if err := d.checkUnsafe(OpBLASDestroy); err != nil {
 		return blasFail(OpBLASDestroy, cudadrv.BLASInternalError, "%v", err)
 	}
 	delete(d.blas, h)

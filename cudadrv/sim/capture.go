@@ -94,7 +94,12 @@ func (d *Device) invalidateWhere(c *context, match func(*capture) bool, reason s
 
 // checkUnsafe refuses a potentially unsafe call that a live capture prohibits on this thread,
 // invalidating the prohibiting captures. d.mu is held.
-func (d *Device) checkUnsafe(op string, c *context) error {
+//
+// The prohibition belongs to the calling thread, not to a context: a thread-local capture
+// prohibits the unsafe calls its thread makes in every context (another device's included),
+// and a global capture those of every thread, as the driver documents for
+// cuStreamBeginCapture's modes.
+func (d *Device) checkUnsafe(op string) error {
 	if len(d.captures) == 0 {
 		return nil
 	}
@@ -102,7 +107,7 @@ func (d *Device) checkUnsafe(op string, c *context) error {
 	var first *capture
 	n := 0
 	for cp := range d.captures {
-		if cp.ctx == c && (cp.mode == cudadrv.CaptureModeGlobal || (cp.mode == cudadrv.CaptureModeThreadLocal && cp.tid == tid)) {
+		if cp.mode == cudadrv.CaptureModeGlobal || (cp.mode == cudadrv.CaptureModeThreadLocal && cp.tid == tid) {
 			cp.invalidate(op + " during the capture")
 			if first == nil {
 				first = cp

@@ -224,6 +224,44 @@ func TestThreadLocalCaptureMeasuredFacts(t *testing.T) {
 	e.requireInvalidatedAndRecoverable(t, s)
 }
 
+// TestThreadLocalCaptureProhibitsUnsafeCallsInEveryContext: the prohibition of a
+// thread-local capture belongs to its thread, not its context. On the capturing thread an
+// allocation or an event query in another device's context fails and invalidates the capture
+// (the driver's rule for cuStreamBeginCapture's modes); the same calls from another thread
+// are allowed.
+func TestThreadLocalCaptureProhibitsUnsafeCallsInEveryContext(t *testing.T) {
+	e := newEnv(t, sim.Options{Devices: 2})
+	other, err := e.d.PrimaryCtxRetain(1)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.d.PrimaryCtxRelease(1)) })
+	require.NoError(t, e.d.CtxSetCurrent(other))
+	ev, err := e.d.EventCreate(0)
+	require.NoError(t, err)
+	require.NoError(t, e.d.CtxSetCurrent(e.ctx))
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"MemAlloc", func() error { _, err := e.d.MemAlloc(64); return err }},
+		{"EventQuery", func() error { return e.d.EventQuery(ev) }},
+	} {
+		s := e.stream()
+		require.NoError(t, e.d.StreamBeginCapture(s, cudadrv.CaptureModeThreadLocal))
+		var fromOther error
+		e.onThread(false, func() {
+			require.NoError(t, e.d.CtxSetCurrent(other))
+			fromOther = c.call()
+		})
+		assert.NoError(t, fromOther, "%s on another thread", c.name)
+		assert.Equal(t, cudadrv.CaptureStatusActive, e.status(s), "%s on another thread", c.name)
+		require.NoError(t, e.d.CtxSetCurrent(other))
+		err := c.call()
+		require.NoError(t, e.d.CtxSetCurrent(e.ctx))
+		requireResult(t, err, cudadrv.ErrorStreamCaptureUnsupported, "%s in device 1's context on the capturing thread", c.name)
+		e.requireInvalidatedAndRecoverable(t, s)
+	}
+}
+
 func TestLegacyStreamWorkDuringBlockingStreamCapture(t *testing.T) {
 	e := newEnv(t, sim.Options{})
 	s, err := e.d.StreamCreate(0, 0) // blocking: synchronizes with the legacy stream

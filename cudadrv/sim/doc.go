@@ -66,8 +66,10 @@
 //     BLASDestroy) and invalidate the prohibiting captures when made on the thread that began
 //     a Global or ThreadLocal capture, or on any thread while a Global capture is live (every
 //     thread is in the default global interaction mode, as the Backend has no
-//     cuThreadExchangeStreamCaptureMode). Relaxed captures prohibit none of them. From another
-//     thread a ThreadLocal capture allows them all, as measured on the H200.
+//     cuThreadExchangeStreamCaptureMode). The prohibition is the thread's, in whatever context
+//     it makes the call: on the capturing thread an allocation for another context (another
+//     device's included) invalidates the capture too. Relaxed captures prohibit none of them.
+//     From another thread a ThreadLocal capture allows them all, as measured on the H200.
 //   - Legacy-stream work (sync copies, StreamSynchronize(0), launches on stream 0) while a
 //     blocking stream (created without StreamNonBlocking) captures:
 //     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and the capture is invalidated.

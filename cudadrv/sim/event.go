@@ -132,7 +132,7 @@ func capturedEventError(op string, e *event) error {
 func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c, err := d.enter(OpEventQuery)
+	_, err := d.enter(OpEventQuery)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 	if e.captured != nil {
 		return capturedEventError(OpEventQuery, e)
 	}
-	if err := d.checkUnsafe(OpEventQuery, c); err != nil {
+	if err := d.checkUnsafe(OpEventQuery); err != nil {
 		return err
 	}
 	if !e.complete() {
@@ -156,7 +156,7 @@ func (d *Device) EventQuery(h cudadrv.RawEvent) error {
 func (d *Device) EventSynchronize(h cudadrv.RawEvent) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c, err := d.enter(OpEventSynchronize)
+	_, err := d.enter(OpEventSynchronize)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (d *Device) EventSynchronize(h cudadrv.RawEvent) error {
 	if e.captured != nil {
 		return capturedEventError(OpEventSynchronize, e)
 	}
-	if err := d.checkUnsafe(OpEventSynchronize, c); err != nil {
+	if err := d.checkUnsafe(OpEventSynchronize); err != nil {
 		return err
 	}
 	if e.recStream != nil {

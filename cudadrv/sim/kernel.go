@@ -130,7 +130,7 @@ func (d *Device) ModuleLoadData(image []byte) (cudadrv.RawModule, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := d.checkUnsafe(OpModuleLoadData, c); err != nil {
+	if err := d.checkUnsafe(OpModuleLoadData); err != nil {
 		return 0, err
 	}
 	entries, r, why := parsePTX(image)
@@ -164,7 +164,7 @@ func (d *Device) ModuleUnload(h cudadrv.RawModule) error {
 	if m == nil || m.ctx != c {
 		return fail(OpModuleUnload, cudadrv.ErrorInvalidHandle, "module %#x does not exist in this context", uintptr(h))
 	}
-	if err := d.checkUnsafe(OpModuleUnload, c); err != nil {
+	if err := d.checkUnsafe(OpModuleUnload); err != nil {
 		return err
 	}
 	d.unloadModule(h, m)

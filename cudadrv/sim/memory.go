@@ -197,7 +197,7 @@ func (d *Device) MemAlloc(size uint64) (cudadrv.DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := d.checkUnsafe(OpMemAlloc, c); err != nil {
+	if err := d.checkUnsafe(OpMemAlloc); err != nil {
 		return 0, err
 	}
 	if size == 0 {
@@ -238,7 +238,7 @@ func (d *Device) MemFree(p cudadrv.DevicePtr) error {
 	if err != nil {
 		return err
 	}
-	if err := d.checkUnsafe(OpMemFree, c); err != nil {
+	if err := d.checkUnsafe(OpMemFree); err != nil {
 		return err
 	}
 	i := d.mem.index(p)
@@ -300,11 +300,11 @@ const validHostAllocFlags = cudadrv.HostAllocPortable | cudadrv.HostAllocDeviceM
 func (d *Device) MemHostAllocFlags(size uint64, flags cudadrv.HostAllocFlags) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c, err := d.enter(OpMemHostAlloc)
+	_, err := d.enter(OpMemHostAlloc)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.checkUnsafe(OpMemHostAlloc, c); err != nil {
+	if err := d.checkUnsafe(OpMemHostAlloc); err != nil {
 		return nil, err
 	}
 	if size == 0 {
@@ -364,7 +364,7 @@ func (d *Device) MemFreeHost(p []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := d.checkUnsafe(OpMemFreeHost, c); err != nil {
+	if err := d.checkUnsafe(OpMemFreeHost); err != nil {
 		return err
 	}
 	r := d.mem.pinned[hostStart(p)]
@@ -392,11 +392,11 @@ const validHostRegisterFlags = 0x0f
 func (d *Device) MemHostRegister(p []byte, flags cudadrv.HostRegisterFlags) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	c, err := d.enter(OpMemHostRegister)
+	_, err := d.enter(OpMemHostRegister)
 	if err != nil {
 		return err
 	}
-	if err := d.checkUnsafe(OpMemHostRegister, c); err != nil {
+	if err := d.checkUnsafe(OpMemHostRegister); err != nil {
 		return err
 	}
 	if len(p) == 0 {
@@ -422,7 +422,7 @@ func (d *Device) MemHostUnregister(p []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := d.checkUnsafe(OpMemHostUnregister, c); err != nil {
+	if err := d.checkUnsafe(OpMemHostUnregister); err != nil {
 		return err
 	}
 	if len(p) == 0 || d.mem.registered[hostStart(p)] == nil {
@@ -435,7 +435,7 @@ func (d *Device) MemHostUnregister(p []byte) error {
 // syncOp runs o on the legacy stream and waits for it, as the driver's synchronous copies and
 // memsets do. d.mu is held.
 func (d *Device) syncOp(opName string, c *context, o *op) error {
-	if err := d.checkUnsafe(opName, c); err != nil {
+	if err := d.checkUnsafe(opName); err != nil {
 		return err
 	}
 	if err := d.checkImplicit(opName, c); err != nil {

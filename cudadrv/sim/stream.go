@@ -202,7 +202,7 @@ func (d *Device) checkSyncCapture(op string, s *stream) error {
 		s.capture.invalidate(op + " of the capturing stream")
 		return fail(op, cudadrv.ErrorStreamCaptureUnsupported, "the stream is capturing; the capture is now invalidated")
 	}
-	if err := d.checkUnsafe(op, s.ctx); err != nil {
+	if err := d.checkUnsafe(op); err != nil {
 		return err
 	}
 	if s.legacy {
