@@ -56,6 +56,23 @@ run() {
 		[ $rc -eq 124 ] && verdict="TIMEOUT after ${secs}s"
 		local counts fails
 		counts="$(grep -cE -- '--- PASS' "$logs/$name.log") passed, $(grep -cE -- '--- FAIL' "$logs/$name.log") failed, $(grep -cE -- '--- SKIP' "$logs/$name.log") skipped"
+		# A step that is no Go test counts what it says itself, in its last "N passed, N failed"
+		# line (ctest's "N tests failed out of M" is read the same way).
+		if [ "$counts" = "0 passed, 0 failed, 0 skipped" ]; then
+			local own
+			own=$(grep -oE '[0-9]+ passed, [0-9]+ failed' "$logs/$name.log" | tail -1)
+			if [ -z "$own" ]; then
+				own=$(grep -oE '[0-9]+ tests failed out of [0-9]+' "$logs/$name.log" | tail -1 |
+					awk '{print $6-$1 " passed, " $1 " failed"}')
+			fi
+			if [ -z "$own" ] && grep -qE '^Ran [0-9]+ tests?' "$logs/$name.log"; then # Python's unittest
+				local ran bad
+				ran=$(grep -oE '^Ran [0-9]+' "$logs/$name.log" | tail -1 | awk '{print $2}')
+				bad=$(grep -oE '(failures|errors)=[0-9]+' "$logs/$name.log" | awk -F= '{n+=$2} END {print n+0}')
+				own="$((ran - bad)) passed, $bad failed"
+			fi
+			counts=${own:-"no count (the step printed none)"}
+		fi
 		fails=$(grep -E -- '--- FAIL' "$logs/$name.log" | sed 's/^ *//' | head -4 | tr '\n' ' ')
 		summary+=("$(printf '%-18s %-16s %4ss  %s  %s' "$name" "$verdict" "$took" "$counts" "$fails")")
 		if [ $rc -ne 0 ]; then
@@ -93,7 +110,7 @@ run() {
 			python3 -m unittest discover -s python/tests -t python -v
 		tables+=("== mlp_server (C++ example)" "$(tail -12 "$logs/mlp-server.log")")
 		# cudaep inside ONNX Runtime from Python, as users run it (needs onnxruntime and onnx).
-		ortpy=${ORT_PYTHON:-/opt/torch/.venv/bin/python}
+		ortpy=${ORT_PYTHON:-$(command -v python3)}
 		if [ -x "$ortpy" ] && "$ortpy" -c 'import onnxruntime, onnx' 2>/dev/null; then
 			step ort-python 240 . "$ortpy" scripts/ort_python_check.py build/ctests/libcudaep.so
 			tables+=("== ONNX Runtime (Python) with CudaEp" "$(tail -8 "$logs/ort-python.log")")

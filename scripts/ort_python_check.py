@@ -214,7 +214,13 @@ def main():
     print(f"CudaEp device: vendor {getattr(dev, 'ep_vendor', '?')}, metadata {dict(getattr(dev, 'ep_metadata', {}))}, "
           f"hardware {getattr(hw, 'vendor', '?')} 0x{getattr(hw, 'vendor_id', 0):x} type {getattr(hw, 'type', '?')}")
     failures = 0
+    checks = 0  # every check counted once, so the closing line says how many ran
     rows = []
+
+    def counted(failed):
+        nonlocal checks
+        checks += 1
+        return int(bool(failed))
 
     def session(path, **options):
         so = ort.SessionOptions()
@@ -228,7 +234,7 @@ def main():
     def check(label, got, want, t, base=None):
         nonlocal failures
         ok, worst, repeats = compare(got, want)
-        failures += not ok
+        failures += counted(not ok)
         print(f"{label}: {len(got)} runs {'match' if ok else 'DIFFER FROM'} the CPU EP (worst rel err {worst:.2e}"
               f"{f', {repeats} repeated outputs' if repeats else ''})")
         rows.append((label, t, base))
@@ -252,7 +258,7 @@ def main():
                 check(f"CudaEp, enable_cuda_graph={graph}, IOBinding ({how})", got, want, t, cpu_t)
                 rows.append((f"CudaEp, enable_cuda_graph={graph}, IOBinding, Run alone (device in and out)", t_dev, None))
             except Exception as e:
-                failures += 1
+                failures += counted(True)
                 print(f"FAIL IOBinding with enable_cuda_graph={graph}: {e}")
                 print("  onnxruntime has:", [n for n in dir(ort) if "copy" in n.lower() or "device" in n.lower()],
                       [n for n in dir(ort.OrtValue) if not n.startswith("__")],
@@ -261,7 +267,7 @@ def main():
         after = cudaep.ort_stats()
         read = after.weight_file_bytes - before.weight_file_bytes
         print(f"CudaEp read {read} bytes of external data itself for 2 sessions ({file_bytes} in the file)")
-        failures += read != 2 * file_bytes
+        failures += counted(read != 2 * file_bytes)
 
         s = session(path, paging="on")
         before = cudaep.ort_stats()
@@ -270,7 +276,7 @@ def main():
         check("CudaEp, paging=on (weights streamed from the file at every run), NumPy in and out", got, want, t, cpu_t)
         layers = after.paged_layers - before.paged_layers
         print(f"paging=on: {layers} layers paged over {RUNS + 1} runs ({after.paged_bytes - before.paged_bytes} bytes)")
-        failures += layers != 2 * (RUNS + 1)
+        failures += counted(layers != 2 * (RUNS + 1))
         del s
 
         try:
@@ -278,7 +284,7 @@ def main():
             check("cudaep C ABI: copy in, replay, copy out", got, want, t, cpu_t)
             rows.append(("cudaep C ABI: replay + wait alone (device in and out)", t_dev, None))
         except Exception as e:
-            failures += 1
+            failures += counted(True)
             print(f"FAIL the C-ABI baseline: {e}")
 
         so = ort.SessionOptions()
@@ -291,7 +297,7 @@ def main():
             refused = True
             print(f"unknown option refused: {str(e).splitlines()[0][:160]}")
         print("unknown option ep.cudaep.no_such_key:", "refused by CudaEp" if refused else "ACCEPTED")
-        failures += not refused
+        failures += counted(not refused)
 
         # The demo's model: 8 layers of 2048 (128 MiB of float32 weights), prefill of 128 rows and
         # decode steps of one row.
@@ -312,12 +318,12 @@ def main():
     st = cudaep.ort_stats()
     print(f"after closing every session: {st.sessions} sessions, {st.partitions} partitions, {st.sync_streams} streams,"
           f" {st.device_live_bytes - st.device_cached_bytes} device bytes beyond {st.device_cached_bytes} cached")
-    failures += st.sessions != 0 or st.partitions != 0
+    failures += counted(st.sessions != 0 or st.partitions != 0)
 
     print("\nper Run, one process (ratio: over ORT's CPU EP on the same model and inputs)")
     for label, t, base in rows:
         print(f"  {label:<100} {t * 1e6:9.1f} us" + (f"  ({t / base:.2f}x CPU EP)" if base else ""))
-    print("ort python check:", "ok" if failures == 0 else f"{failures} FAILED")
+    print(f"ort python check: {checks - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
