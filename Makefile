@@ -3,7 +3,8 @@
 #   make                 build/libcudaep.so and build/include/cudaep.h
 #   make test            every test layer in order, stopping at the first that fails
 #   make test-ort        CudaEp inside ONNX Runtime 1.30.0 and 1.24.3 (ORT_MODE=cpu: the harness only)
-#   make demo            build and run cmd/cudaep-demo with -backend=auto
+#   make demo            build the library and run cmd/cudaep-demo with -backend=auto
+#   make wheel           build/wheel/onnxruntime_ep_cudaep-VERSION-py3-none-manylinux_*.whl (pip install it)
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
 #   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
 #   make bench           cmd/cudaep-bench on the available backend (on sim: not performance numbers)
@@ -31,7 +32,7 @@ VERSION := $(shell sed -n 's/^const Version = "\([^"]*\)"$$/\1/p' ep/*.go 2>/dev
 # build/ when it is unset).
 export CUDAEP_LIBRARY := $(abspath $(LIB))
 
-LAYERS := gofmt vet go fuzz abi nocgo c python ort
+LAYERS := gofmt vet go fuzz abi nocgo c python wheel ort
 
 # The ort layer runs CudaEp inside these ONNX Runtime builds (from npm's onnxruntime-node, cached
 # in ORT_CACHE, which `make clean` keeps), ONNX's node tests from ORT_NODE_TESTS against the first.
@@ -62,7 +63,11 @@ FUZZ_TARGETS := \
 # CTestTestfile.cmake and run-tests.sh, all relocatable (see docs/BUILDING.md, "GPU runs").
 CARRY := $(BUILD)/ctests
 
-.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) python-decls ctest-build demo bench install clean help ort-node-table
+# `make wheel` writes the onnxruntime-ep-cudaep wheel here; the wheel layer installs it into a
+# fresh virtual environment in build/wheel-venv (both git-ignored, under build/).
+WHEEL_DIR := $(BUILD)/wheel
+
+.PHONY: all lib header-copy test $(addprefix test-,$(LAYERS)) python-decls ctest-build demo bench install clean help ort-node-table wheel
 
 all: lib
 
@@ -147,6 +152,18 @@ ort-node-table: test-ort
 test-python: lib
 	CUDAEP_EXPECTED_VERSION=$(VERSION) scripts/run-python-tests.sh
 
+# The onnxruntime-ep-cudaep wheel (scripts/build_wheel.py, standard library only): libcudaep.so,
+# the helpers ONNX Runtime's plugin-EP packaging asks for and the ctypes package, version
+# ep.Version, platform tag from the glibc versions the library needs.
+wheel: lib
+	@test -n "$(VERSION)" || { echo "error: cannot read const Version from ep/" >&2; exit 1; }
+	python3 scripts/build_wheel.py --library $(LIB) --version $(VERSION) --out $(WHEEL_DIR)
+
+# The wheel checked (RECORD, tags, Debian's wheel tool), installed offline into a fresh venv and
+# run from there on the simulator: scripts/run-wheel-tests.py.
+test-wheel: wheel
+	python3 scripts/run-wheel-tests.py $(WHEEL_DIR) $(VERSION)
+
 # The ctypes declarations are generated from the header; python/tests/test_generated.py fails
 # while the committed file is stale.
 python-decls:
@@ -169,7 +186,8 @@ ctest-build: lib
 
 # --- demo, install ----------------------------------------------------------------------------
 
-demo:
+# demo builds the library too: README's Python snippet, run next, loads it.
+demo: lib
 	$(GO) build -o $(BUILD)/cudaep-demo ./cmd/cudaep-demo
 	$(BUILD)/cudaep-demo -backend=auto
 

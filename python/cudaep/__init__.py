@@ -6,12 +6,17 @@
 'sim'
 
 The library is loaded from ``$CUDAEP_LIBRARY``, else from ``build/libcudaep.so`` of the source
-tree, else through the dynamic loader. Failures raise a subclass of :class:`cudaep.Error` — one
-per status code — carrying ``code`` and ``message``.
+tree, else from the ``onnxruntime-ep-cudaep`` wheel's ``onnxruntime_ep_cudaep/libcudaep.so`` (the
+file ONNX Runtime registers, when the package was installed from the wheel), else through the
+dynamic loader. Failures raise a subclass of :class:`cudaep.Error` — one per status code —
+carrying ``code`` and ``message``.
+
+The namespace holds what ``__all__`` lists, ``__version__`` (the loaded library's version, as
+:func:`version` reports it) and the package's submodules.
 """
 
-import ctypes
-import dataclasses
+import ctypes as _ctypes
+import dataclasses as _dataclasses
 
 from . import _native
 from .buffer import Buffer, PeerPath
@@ -65,14 +70,18 @@ __all__ = [
 
 
 def version():
-    """``(abi_version, library_version)``, e.g. ``(2, "0.1.0")``."""
-    abi = ctypes.c_uint32(0)
-    lib_version = ctypes.c_char_p()
-    _native.CudaEpGetVersion(ctypes.byref(abi), ctypes.byref(lib_version))
+    """``(abi_version, library_version)`` of the loaded library, e.g. ``(5, "0.1.0")``."""
+    abi = _ctypes.c_uint32(0)
+    lib_version = _ctypes.c_char_p()
+    _native.CudaEpGetVersion(_ctypes.byref(abi), _ctypes.byref(lib_version))
     return abi.value, lib_version.value.decode()
 
 
-@dataclasses.dataclass(frozen=True)
+#: The loaded library's version (ep.Version, the one source the wheel's version comes from too).
+__version__ = version()[1]
+
+
+@_dataclasses.dataclass(frozen=True)
 class OrtStats:
     """The ONNX Runtime adapter's process-wide counters (CudaEpOrtStats): sessions and
     partitions alive, bytes read from external-data files and copied from ORT's values, layers
@@ -104,12 +113,12 @@ def ort_stats():
     """The :class:`OrtStats` of the ONNX Runtime plugin EP in this process (all zero until ONNX
     Runtime loads the library as an execution provider; load it from the same file)."""
     s = _native.new_out_struct(_native.CudaEpOrtStats)
-    _native.CudaEpGetOrtStats(ctypes.byref(s))
-    return OrtStats(**{f.name: getattr(s, f.name) for f in dataclasses.fields(OrtStats)})
+    _native.CudaEpGetOrtStats(_ctypes.byref(s))
+    return OrtStats(**{f.name: getattr(s, f.name) for f in _dataclasses.fields(OrtStats)})
 
 
 def live_handle_count():
     """How many library handles (of every type) are live now: 0 after everything is closed."""
-    count = ctypes.c_uint64(0)
-    _native.CudaEpGetLiveHandleCount(ctypes.byref(count))
+    count = _ctypes.c_uint64(0)
+    _native.CudaEpGetLiveHandleCount(_ctypes.byref(count))
     return count.value

@@ -9,7 +9,10 @@ turns a non-NULL status into the matching :class:`cudaep.Error` subclass (and fr
 status), so callers simply call them.
 
 The library is found, in order, at ``$CUDAEP_LIBRARY``, at ``build/libcudaep.so`` of the source
-tree this package sits in, and through the dynamic loader (``libcudaep.so``).
+tree this package sits in (when it is the repository's ``python/cudaep``), at
+``onnxruntime_ep_cudaep/libcudaep.so`` beside this package (where the ``onnxruntime-ep-cudaep``
+wheel installs the library, the file ONNX Runtime registers), and through the dynamic loader
+(``libcudaep.so``).
 """
 
 import ctypes
@@ -42,7 +45,11 @@ def _candidates():
     env = os.environ.get("CUDAEP_LIBRARY")
     if env:
         yield env
-    yield str(Path(__file__).resolve().parents[2] / "build" / "libcudaep.so")
+    package = Path(__file__).resolve().parent
+    if package.parent.name == "python":  # the source tree: python/cudaep
+        yield str(package.parents[1] / "build" / "libcudaep.so")
+    # Installed from the wheel: the library lies in the plugin-EP package beside this one.
+    yield str(package.parent / "onnxruntime_ep_cudaep" / "libcudaep.so")
     yield ctypes.util.find_library("cudaep") or "libcudaep.so"
 
 
