@@ -3,7 +3,8 @@
 #
 # Installs cudaep with `make install PREFIX=<temp>` and builds the throwaway host project in
 # install/host against it twice — through find_package(cudaep) and through
-# `pkg-config --cflags --libs cudaep` — running each build. Also checks the package versions,
+# `pkg-config --cflags --libs cudaep` — running each build (the pkg-config one without
+# LD_LIBRARY_PATH: the .pc carries an rpath to the installed library). Also checks the versions,
 # that find_package refuses an incompatible version request, and that the installed tree can
 # be moved (the CMake config locates itself).
 set -euo pipefail
@@ -39,9 +40,21 @@ echo "--- pkg-config --cflags --libs cudaep"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 got=$(pkg-config --modversion cudaep)
 [ "$got" = "$version" ] || { echo "pkg-config says version $got, want $version" >&2; exit 1; }
+pc_libs=$(pkg-config --libs cudaep)
+case " $pc_libs " in
+*" -Wl,-rpath,$prefix/lib "*) ;;
+*) echo "pkg-config --libs cudaep gives '$pc_libs': no -Wl,-rpath,$prefix/lib" >&2; exit 1 ;;
+esac
 # shellcheck disable=SC2046 # pkg-config's output is meant to be word-split
 cc -std=c11 -Wall -Wextra -Werror -o "$tmp/host-pc" "$here/host/host.c" $(pkg-config --cflags --libs cudaep)
-LD_LIBRARY_PATH=$prefix/lib "$tmp/host-pc" "$version"
+# The host must start as built, the way README shows it: without LD_LIBRARY_PATH, finding the
+# installed library through the rpath (not some other libcudaep.so on the loader's path).
+resolved=$(env -u LD_LIBRARY_PATH ldd "$tmp/host-pc" | sed -n 's/^[[:space:]]*libcudaep\.so => \([^ ]*\).*/\1/p')
+if [ "$resolved" != "$prefix/lib/libcudaep.so" ]; then
+	echo "the pkg-config host resolves libcudaep.so to '${resolved:-nothing}', want $prefix/lib/libcudaep.so" >&2
+	exit 1
+fi
+env -u LD_LIBRARY_PATH "$tmp/host-pc" "$version"
 
 echo "--- the installed tree, moved, still configures"
 mv "$prefix" "$tmp/moved"
