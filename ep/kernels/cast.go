@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -59,9 +60,11 @@ func buildCast(l *Library, s opSpec) (Kernel, error) {
 	if _, ok := s.Attrs["to"]; !ok {
 		return nil, s.errorf(`attribute "to" is required`)
 	}
-	to := DType(s.intAttr("to", 0))
-	if !slices.Contains(castTypes, to) {
-		return nil, s.errorf(`attribute "to" is %d (%s); supported targets: float32, float16, bfloat16, int32, int64, bool`, int64(to), to)
+	v := s.intAttr("to", 0)
+	to := DType(v)
+	if int64(to) != v || !slices.Contains(castTypes, to) {
+		// int64(to) != v: a number beyond int32 must not pass for the dtype it truncates to.
+		return nil, s.errorf(`attribute "to" is %d (%s); supported targets: float32, float16, bfloat16, int32, int64, bool`, v, dtypeName(v))
 	}
 	from := s.Inputs[0].DType
 	out := TensorInfo{DType: to, Shape: append([]int64{}, s.Inputs[0].Shape...)}
@@ -83,4 +86,13 @@ func (k *castKernel) Execute(inputs, outputs []Tensor) error {
 	a.Reset()
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).U64(k.n)
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
+}
+
+// dtypeName names the dtype number v (an attribute's int64) for messages: its DType's name,
+// or "dtype(v)" for a number beyond int32.
+func dtypeName(v int64) string {
+	if d := DType(v); int64(d) == v {
+		return d.String()
+	}
+	return "dtype(" + strconv.FormatInt(v, 10) + ")"
 }

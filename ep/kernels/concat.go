@@ -146,7 +146,17 @@ func buildConcat(l *Library, s opSpec) (Kernel, error) {
 				return nil, s.errorf("%s has shape %s and input 0 has %s; they may differ only along axis %d", s.input(i), shapeString(in.Shape), shapeString(first.Shape), axis)
 			}
 		}
+		if in.Shape[axis] > 0 {
+			if err := s.checkElements(s.input(i), in.Shape); err != nil {
+				return nil, err
+			}
+		}
+		// Each extent is at most 2^40 and there are fewer than 2^23 inputs before the sum
+		// passes 2^63; checkOutput refuses a sum past 2^40 below, so stop there.
 		out[axis] += in.Shape[axis]
+		if out[axis] > maxElements {
+			return nil, s.errorf("the inputs up to %s add up to %d along axis %d: the output would have more than 2^40 elements", s.input(i), out[axis], axis)
+		}
 	}
 	if out[axis] == 0 {
 		return nil, s.errorf("every input is empty along axis %d; empty outputs are not supported", axis)
@@ -253,6 +263,11 @@ func buildSplit(l *Library, s opSpec) (Kernel, error) {
 	for _, v := range split {
 		if v <= 0 {
 			return nil, s.errorf("split sizes %v hold %d; every piece must have a positive size (empty tensors are not supported)", split, v)
+		}
+		if v > dim-total {
+			// Checked before adding: a sum of positive sizes past dim could wrap around
+			// int64 and come back to it.
+			return nil, s.errorf("split sizes %v add up to more than axis %d of %s has (%d): the size %d does not fit", split, axis, in, dim, v)
 		}
 		total += v
 	}

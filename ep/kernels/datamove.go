@@ -33,12 +33,12 @@ type gatherKernel struct {
 // dims) is the input's element offset + Σ c·strides (in elements): offset is non-negative, and
 // a stride is negative where a Slice walks an axis backwards. It merges dimensions and refuses more than maxBroadcastDims after merging.
 func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offset int64) (Kernel, error) {
+	if err := s.checkOutput(out.Shape); err != nil {
+		return nil, err
+	}
 	layout := mergeDims(dims, strides)
 	if len(layout.dims) > maxBroadcastDims {
 		return nil, s.errorf("the output %s needs %d dimensions after merging neighbours; at most %d are supported", out, len(layout.dims), maxBroadcastDims)
-	}
-	if err := s.checkOutput(out.Shape); err != nil {
-		return nil, err
 	}
 	k := &gatherKernel{kernelBase: newBase(l, s, out), fn: l.function("cudaep_expand_" + out.DType.sizeSuffix())}
 	k.n = uint64(out.NumElements())
@@ -99,6 +99,7 @@ func buildReshape(l *Library, s opSpec) (Kernel, error) {
 	}
 	allowZero := s.intAttr("allowzero", 0) == 1
 	in := s.Inputs[0]
+	n := in.NumElements() // checkInput bounded it: 1 to 2^40
 	out := make([]int64, len(shape))
 	infer := -1
 	known := int64(1)
@@ -120,9 +121,13 @@ func buildReshape(l *Library, s opSpec) (Kernel, error) {
 		default:
 			out[i] = d
 		}
+		// The known dimensions are positive, so their product only grows: past n it can
+		// never come back to it (and it must not wrap around int64 on the way).
+		if out[i] > n || known > n/out[i] {
+			return nil, s.errorf("%s %v gives more elements than the data %s has (%d): dimension %d at position %d", s.input(1), shape, in, n, out[i], i)
+		}
 		known *= out[i]
 	}
-	n := in.NumElements()
 	if infer >= 0 {
 		if n%known != 0 {
 			return nil, s.errorf("%s %v cannot reshape %s: %d elements are not a multiple of %d", s.input(1), shape, in, n, known)
@@ -496,13 +501,22 @@ func buildSlice(l *Library, s opSpec) (Kernel, error) {
 		var b, e, count int64
 		if st > 0 {
 			b, e = clampSliceIndex(starts[i], d, 0, d), clampSliceIndex(ends[i], d, 0, d)
-			count = (e - b + st - 1) / st
 		} else {
 			b, e = clampSliceIndex(starts[i], d, 0, d-1), clampSliceIndex(ends[i], d, -1, d-1)
-			count = (b - e + (-st) - 1) / (-st)
 		}
 		if e == b || (e < b) == (st > 0) {
 			return nil, s.errorf("the slice [%d:%d:%d] of axis %d (dimension %d) is empty; empty tensors are not supported", starts[i], ends[i], st, a, d)
+		}
+		// ceil(|e − b| / |st|) without forming |e − b| + |st| − 1 or −st, which overflow
+		// for steps near ±2^63: 0 <= |e − b| − 1 < 2^40 here, and a quotient by a negative
+		// step is the negated one, truncated toward zero alike.
+		if st > 0 {
+			count = (e-b-1)/st + 1
+		} else {
+			count = 1 - (b-e-1)/st
+		}
+		if count == 1 {
+			st = 1 // one element: the step is never taken (and times a stride it could overflow)
 		}
 		out[a] = count
 		step[a], first[a] = st, b

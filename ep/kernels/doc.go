@@ -124,6 +124,10 @@
 //
 // Tensors are dense, contiguous and row-major; a tensor with a zero or negative dimension, or
 // more than 2^40 elements, is refused, and so are MatMul and Gemm extents beyond cuBLAS's
-// 32-bit sizes. On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
+// 32-bit sizes. Every shape, length and step Get computes from constant values and attributes
+// (Slice's steps of ±2^63, Reshape's dimensions, split sizes, Concat extents, Range's count,
+// …) is bounded before it is multiplied, added or divided: a value that would overflow int64
+// is refused, naming it, and never wraps around into a small size. Get recovers a panic as a
+// last line of defence (an error wrapping ErrUnsupported that names the op). On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
 // registered by this package, and cuBLAS is the simulator's own.
 package kernels

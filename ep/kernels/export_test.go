@@ -217,3 +217,14 @@ func LaunchGrid(k Kernel) cudadrv.Dim3 {
 	}
 	return cudadrv.Dim3{}
 }
+
+// ErrPanicked is wrapped by the error Get returns for a panic it recovered.
+var ErrPanicked = errPanicked
+
+// WithPanickingOp registers op as an op whose builder panics with v while fn runs (to test
+// Get's last line of defence), then removes it. No test may run Get concurrently.
+func WithPanickingOp(op string, v any, fn func()) {
+	builders[op] = builder{build: func(*Library, opSpec) (Kernel, error) { panic(v) }}
+	defer delete(builders, op)
+	fn()
+}

@@ -176,6 +176,10 @@ func buildRange(l *Library, s opSpec) (Kernel, error) {
 	if n == 0 {
 		return nil, s.errorf("the range is empty; empty tensors are not supported")
 	}
+	if n > maxElements {
+		// The float64 bound above may round a count just past 2^40 down to it.
+		return nil, s.errorf("the range has %d values, more than 2^40", n)
+	}
 	k.kernelBase = newBase(l, s, TensorInfo{DType: dt, Shape: []int64{n}})
 	k.n = uint64(n)
 	k.grid = linearGrid(k.n)

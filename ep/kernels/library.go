@@ -79,6 +79,9 @@ type Library struct {
 	counters  []*cudadrv.DeviceBuffer // see counterBuffer; freed by Close
 }
 
+// errPanicked is wrapped by the error Get returns for a panic it recovered.
+var errPanicked = errors.New("internal error")
+
 // ErrClosed is returned by Library.Get, Kernel.Execute and a second Library.Close once the
 // Library is closed.
 var ErrClosed = errors.New("kernels: library closed")
@@ -328,11 +331,19 @@ func SupportedOps() []string {
 // Every op, opset, dtype, shape or attribute combination the package cannot run is refused
 // here (never at Execute) with an error wrapping ErrUnsupported; the message names the op,
 // the offending input or attribute, and what is supported. A closed Library returns ErrClosed.
-// A failed scratch allocation is returned as the driver's error, wrapped.
-func (l *Library) Get(spec Spec) (Kernel, error) {
+// A failed scratch allocation is returned as the driver's error, wrapped. Get never panics on
+// a Spec: a panic while judging one (a defect of this package) is recovered and returned as an
+// error wrapping ErrUnsupported that names the op and the panic, so that the caller declines
+// that node alone.
+func (l *Library) Get(spec Spec) (k Kernel, err error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			k, err = nil, fmt.Errorf("%w: %s (opset %d): %w while building the kernel (please report it): %v", ErrUnsupported, spec.Op, spec.Opset, errPanicked, r)
+		}
+	}()
 	b, ok := builders[spec.Op]
 	if !ok {
 		return nil, fmt.Errorf("%w: op %q is not implemented; supported ops: %s", ErrUnsupported, spec.Op, strings.Join(SupportedOps(), ", "))

@@ -106,7 +106,7 @@ func buildAttention(l *Library, s opSpec) (Kernel, error) {
 		return nil, s.errorf(`attribute "qk_matmul_output_mode" is %d; only 0 is supported`, v)
 	}
 	if a, ok := s.Attrs["softmax_precision"]; ok {
-		if p := DType(a.Int()); p != Float32 && p != Float16 && p != BFloat16 {
+		if p := DType(a.Int()); int64(p) != a.Int() || (p != Float32 && p != Float16 && p != BFloat16) {
 			return nil, s.errorf(`attribute "softmax_precision" is %d; supported are 1 (float32), 10 (float16) and 16 (bfloat16), all computed in float32`, a.Int())
 		}
 	}

@@ -61,11 +61,14 @@ func (s opSpec) checkConsts() error {
 			return s.errorf("Consts has an entry for input %d, but the op has %d inputs", i, len(s.Inputs))
 		}
 		in := s.Inputs[i]
-		n := in.NumElements()
 		for _, d := range in.Shape {
 			if d < 0 {
 				return s.errorf("%s is constant but has the dynamic shape %s", s.input(i), shapeString(in.Shape))
 			}
+		}
+		n := in.NumElements()
+		if n < 0 {
+			return s.errorf("%s is constant but its shape %s has an element count that overflows int64", s.input(i), shapeString(in.Shape))
 		}
 		vals, field, other := len(c.Ints), "Ints", len(c.Floats)
 		if isFloat(in.DType) {
@@ -186,16 +189,42 @@ func (s opSpec) checkInput(i int, dtypes []DType, minRank, maxRank int) error {
 // that sizes, offsets and byte counts stay far from int64 overflow.
 const maxElements = 1 << 40
 
-// checkElements refuses a shape (of positive dimensions) with more than maxElements elements.
+// checkElements refuses a shape with more than maxElements elements. Its dimensions should be
+// positive (the callers have checked them); one that is not is refused too, naming it, so that
+// a wrapped-around or empty extent never reaches a division.
 func (s opSpec) checkElements(what string, shape []int64) error {
 	n := int64(1)
 	for _, d := range shape {
+		if d <= 0 {
+			return s.errorf("%s has shape %s; its dimension %d is not positive (empty and dynamic tensors are not supported)", what, shapeString(shape), d)
+		}
 		if d > maxElements || n > maxElements/d {
 			return s.errorf("%s has shape %s, more than 2^40 elements", what, shapeString(shape))
 		}
 		n *= d
 	}
 	return nil
+}
+
+// mulInt64 returns a·b and whether it fits int64 (false: the product overflows).
+func mulInt64(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	c := a * b
+	if (c < 0) != ((a < 0) != (b < 0)) || c/b != a {
+		return c, false
+	}
+	return c, true
+}
+
+// addInt64 returns a+b and whether it fits int64 (false: the sum overflows).
+func addInt64(a, b int64) (int64, bool) {
+	c := a + b
+	if (a > 0 && b > 0 && c < 0) || (a < 0 && b < 0 && c >= 0) {
+		return c, false
+	}
+	return c, true
 }
 
 // checkOutput refuses an inferred output shape with more than maxElements elements.

@@ -16,18 +16,44 @@ type TensorInfo struct {
 	Shape []int64
 }
 
-// NumElements returns the product of the dimensions (1 for a scalar). It does not validate
-// the shape: a negative dimension gives a meaningless result (Library.Get refuses such shapes).
+// NumElements returns the product of the dimensions (1 for a scalar, 0 when a dimension is
+// 0), or -1 when a dimension is negative (unknown) or the product overflows int64: a count
+// that wrapped around never passes for a small one. Library.Get refuses such shapes.
 func (ti TensorInfo) NumElements() int64 {
 	n := int64(1)
 	for _, d := range ti.Shape {
-		n *= d
+		if d < 0 {
+			return -1
+		}
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	for _, d := range ti.Shape {
+		var ok bool
+		if n, ok = mulInt64(n, d); !ok {
+			return -1
+		}
 	}
 	return n
 }
 
-// Bytes returns the tensor's size in bytes.
-func (ti TensorInfo) Bytes() int64 { return ti.NumElements() * int64(ti.DType.Size()) }
+// Bytes returns the tensor's size in bytes, or -1 when NumElements is -1 or the size overflows
+// int64.
+func (ti TensorInfo) Bytes() int64 {
+	n := ti.NumElements()
+	if n < 0 {
+		return -1
+	}
+	b, ok := mulInt64(n, int64(ti.DType.Size()))
+	if !ok {
+		return -1
+	}
+	return b
+}
 
 // Rank returns the number of dimensions.
 func (ti TensorInfo) Rank() int { return len(ti.Shape) }
@@ -48,7 +74,8 @@ func (ti TensorInfo) Equal(o TensorInfo) bool {
 	return true
 }
 
-// product returns the product of dims (1 for none).
+// product returns the product of dims (1 for none). The callers pass dimensions of a shape
+// checkElements has bounded, so it cannot overflow.
 func product(dims []int64) int64 {
 	n := int64(1)
 	for _, d := range dims {
