@@ -99,15 +99,36 @@ func (e *FillError) Is(target error) bool { return target == ErrQuarantined }
 // PoolCapacityError declines building a pipeline whose slots are too large for two staging
 // buffers to be retained at once under the staging pool's retention cap. It is returned before
 // anything is reserved.
+//
+// A staging buffer pins whole host pages, so what must fit is two buffers of LayerBytes
+// rounded up to whole pages (StagingBytes each): 2 × StagingBytes ≤ RetentionCap.
 type PoolCapacityError struct {
 	LayerBytes   uint64 // the requested slot size
 	RetentionCap uint64 // the pool's cap
+	// StagingBytes is the pinned size of one staging buffer for LayerBytes (whole host pages);
+	// 0 when LayerBytes is too large to round.
+	StagingBytes uint64
+	// PageBytes is the host page size the buffers are rounded to.
+	PageBytes uint64
 }
 
-// Error names the sizes.
+// MaxLayerBytes is the largest slot the pool admits: two such staging buffers fit the cap.
+func (e *PoolCapacityError) MaxLayerBytes() uint64 {
+	half := e.RetentionCap / SlotCount
+	if e.PageBytes == 0 {
+		return half
+	}
+	return half / e.PageBytes * e.PageBytes
+}
+
+// Error names the sizes: the layer's, the pinned size of its staging buffer, and the cap.
 func (e *PoolCapacityError) Error() string {
-	return fmt.Sprintf("paging: layer of %d bytes declined: two staging buffers exceed the pinned pool's retention cap of %d bytes",
-		e.LayerBytes, e.RetentionCap)
+	if e.StagingBytes == 0 || e.PageBytes == 0 {
+		return fmt.Sprintf("paging: layer of %d bytes declined: two staging buffers of it exceed the pinned pool's retention cap of %d bytes (the largest layer it admits is %d bytes)",
+			e.LayerBytes, e.RetentionCap, e.MaxLayerBytes())
+	}
+	return fmt.Sprintf("paging: layer of %d bytes declined: two staging buffers of %d bytes each (%d rounded up to whole %d-byte host pages) exceed the pinned pool's retention cap of %d bytes (the largest layer it admits is %d bytes)",
+		e.LayerBytes, e.StagingBytes, e.LayerBytes, e.PageBytes, e.RetentionCap, e.MaxLayerBytes())
 }
 
 // Is matches ErrDeclined: a pool-capacity refusal is a decline, the layer goes the ordinary way.

@@ -14,7 +14,7 @@ import (
 const DefaultRetentionCap uint64 = 512 << 20
 
 // stagingGranule rounds staging sizes so that buffers are reusable across slightly different
-// layer sizes.
+// layer sizes, where the pool's cap leaves room for it (see StagingPool.stagingSize).
 const stagingGranule = 64 << 10
 
 // StagingStats describe a StagingPool.
@@ -120,19 +120,42 @@ func (p *StagingPool) Context() *cudadrv.Context { return p.ctx }
 // RetentionCap is the most pinned bytes the pool keeps.
 func (p *StagingPool) RetentionCap() uint64 { return p.cap }
 
-func roundStaging(size uint64) (uint64, bool) {
-	r := alignUp(size, stagingGranule)
-	return r, r >= size
+// stagingSize returns the pinned bytes a staging buffer of size bytes takes, and false when
+// size is too large to round. Pinned memory comes in whole host pages, so size is rounded up
+// to pages; it is rounded further to stagingGranule (for reuse across slightly different layer
+// sizes) only when SlotCount buffers of that size still fit the cap, so the granule never
+// makes the pool refuse a pipeline whose page-rounded buffers fit.
+func (p *StagingPool) stagingSize(size uint64) (uint64, bool) {
+	paged := alignUp(size, pageSize)
+	if paged < size {
+		return 0, false
+	}
+	if g := alignUp(paged, stagingGranule); g >= paged && g <= p.cap/SlotCount {
+		return g, true
+	}
+	return paged, true
 }
 
 // CanRetainConcurrent reports whether n staging buffers of size bytes each can be retained at
-// once under the cap: the capacity gate a pipeline passes before reserving anything.
+// once under the cap: the capacity gate a pipeline passes before reserving anything. Each
+// buffer counts its pinned size, size rounded up to whole host pages, so for a pipeline's two
+// buffers the gate is 2 × (size in whole pages) ≤ the cap.
 func (p *StagingPool) CanRetainConcurrent(size uint64, n int) bool {
-	r, ok := roundStaging(size)
-	if !ok || n <= 0 {
-		return n <= 0
+	if n <= 0 {
+		return true
 	}
-	return r <= p.cap/uint64(n)
+	r, ok := p.stagingSize(size)
+	return ok && r <= p.cap/uint64(n)
+}
+
+// capacityError is the capacity gate's decline of slots of size bytes. (A declined size is
+// never granule-rounded: its page-rounded buffers already exceed the cap.)
+func (p *StagingPool) capacityError(size uint64) *PoolCapacityError {
+	r, ok := p.stagingSize(size)
+	if !ok {
+		r = 0
+	}
+	return &PoolCapacityError{LayerBytes: size, RetentionCap: p.cap, StagingBytes: r, PageBytes: pageSize}
 }
 
 // StagingBuffer is pinned host memory acquired from a StagingPool. Release it exactly once,
@@ -156,7 +179,7 @@ func (p *StagingPool) Acquire(size uint64) (*StagingBuffer, error) {
 	if size == 0 {
 		return nil, errors.New("paging: staging buffer of zero bytes")
 	}
-	rounded, ok := roundStaging(size)
+	rounded, ok := p.stagingSize(size)
 	if !ok {
 		return nil, fmt.Errorf("paging: staging buffer of %d bytes is too large", size)
 	}

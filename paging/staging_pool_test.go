@@ -1,6 +1,8 @@
 package paging_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,6 +30,60 @@ func TestStagingPoolCapacityGate(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, r.pool.CanRetainConcurrent(c.size, c.n), "%d × %d bytes", c.n, c.size)
 	}
+}
+
+// TestStagingPoolGateCountsWholePagesNotTheGranule is issue 30's "declined below the
+// documented cap": with a 64 KiB cap, two 64-byte staging buffers (a page each) fit, but the
+// pool rounded every buffer up to its 64 KiB reuse granule and declined them. The gate is two
+// buffers of whole host pages under the cap, and the message names the rounded size.
+func TestStagingPoolGateCountsWholePagesNotTheGranule(t *testing.T) {
+	const capBytes = 64 << 10
+	r := newRig(t, sim.Options{}, capBytes)
+	page := uint64(os.Getpagesize())
+	for _, c := range []struct {
+		size uint64
+		want bool
+	}{
+		{64, true},
+		{page, true},
+		{capBytes / 2, true},
+		{capBytes/2 - page + 1, true},
+		{capBytes/2 + 1, false},
+		{capBytes, false},
+		{^uint64(0), false},
+	} {
+		assert.Equal(t, c.want, r.pool.CanRetainConcurrent(c.size, 2), "2 × %d bytes under a %d-byte cap", c.size, uint64(capBytes))
+	}
+
+	// Both buffers of a 64-byte pipeline are retained: one page each, not a granule each.
+	tr := r.transfer(t, paging.ModeStaging)
+	db, err := paging.NewDoubleBuffer(tr, 64)
+	require.NoError(t, err)
+	assert.Equal(t, 2*page, r.pool.Stats().RetainedBytes)
+	require.NoError(t, db.Close())
+
+	_, err = paging.NewDoubleBuffer(r.transfer(t, paging.ModeStaging), capBytes/2+1)
+	var pc *paging.PoolCapacityError
+	require.ErrorAs(t, err, &pc)
+	rounded := (capBytes/2 + 1 + page - 1) / page * page
+	assert.Equal(t, rounded, pc.StagingBytes)
+	assert.Equal(t, uint64(capBytes/2), pc.MaxLayerBytes())
+	assert.ErrorContains(t, err, fmt.Sprintf("two staging buffers of %d bytes each (%d rounded up to whole %d-byte host pages) exceed the pinned pool's retention cap of %d bytes",
+		rounded, capBytes/2+1, page, capBytes))
+}
+
+// TestStagingPoolKeepsTheGranuleWhereTheCapAllows: under the default cap a staging buffer is
+// still rounded to the 64 KiB granule, so a pipeline of a slightly larger slot reuses it.
+func TestStagingPoolKeepsTheGranuleWhereTheCapAllows(t *testing.T) {
+	r := newRig(t, sim.Options{}, 0)
+	a, err := r.pool.Acquire(100)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(64<<10), r.pool.Stats().InUseBytes)
+	require.NoError(t, a.Release())
+	b, err := r.pool.Acquire(60 << 10)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), r.pool.Stats().Reuses, "served from the granule-rounded buffer")
+	require.NoError(t, b.Release())
 }
 
 func TestStagingPoolRetainsUnderCapAndReuses(t *testing.T) {

@@ -239,7 +239,7 @@ func (t *CUDATransfer) Metrics() TransferMetrics {
 // too, since any fill may fall back to staging; ModeZeroCopyOnly never stages and skips it.
 func (t *CUDATransfer) Admit(slotBytes uint64, slots int) error {
 	if t.cfg.Mode != ModeZeroCopyOnly && !t.cfg.Pool.CanRetainConcurrent(slotBytes, slots) {
-		return &PoolCapacityError{LayerBytes: slotBytes, RetentionCap: t.cfg.Pool.RetentionCap()}
+		return t.cfg.Pool.capacityError(slotBytes)
 	}
 	return nil
 }
