@@ -135,6 +135,9 @@ type slot struct {
 	fallback   *Fallback // why the layer's fill fell back to staging, if it did
 	failure    error     // the *FillError that quarantined the slot
 	releaseSeq uint64    // order of the release, to reuse the oldest draining slot first
+	// fencePending marks a draining slot whose release fence is not recorded yet (ReleaseLater,
+	// CancelLater): it is not claimed for a fill until the fence is recorded.
+	fencePending bool
 	// pins keep the files of the slot's fills from being unmapped (see MmapSource.Close) until
 	// the slot's latest fill is known complete: the copy stream is in order, so that fill
 	// completing means every earlier one did, and its registrations were dropped with it.
@@ -248,6 +251,19 @@ func (d *DoubleBuffer) SlotState(i int) SlotState {
 	}
 	if d.slots[i].state == SlotFilling && !d.closed {
 		_ = d.pollLocked(i)
+	}
+	return d.slots[i].state
+}
+
+// LastSlotState is SlotState without asking the transfer: slot i's state as the pipeline last
+// saw it, so a filling slot whose copy has completed since still reads SlotFilling. It makes no
+// driver call, for a caller on an OS thread where one would be refused (a thread that
+// captures a CUDA graph: an event query there invalidates the capture).
+func (d *DoubleBuffer) LastSlotState(i int) SlotState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i < 0 || i >= len(d.slots) {
+		return SlotQuarantined
 	}
 	return d.slots[i].state
 }
@@ -439,6 +455,9 @@ func (d *DoubleBuffer) claimLocked() int {
 		case SlotFree:
 			return i
 		case SlotDraining:
+			if d.slots[i].fencePending {
+				continue // not reusable before its release fence is recorded
+			}
 			if best < 0 || d.slots[i].releaseSeq < d.slots[best].releaseSeq {
 				best = i
 			}
@@ -542,6 +561,53 @@ func (d *DoubleBuffer) Release(t Ticket) error {
 	return nil
 }
 
+// ReleaseLater is Release in two halves, for a caller that may not touch the device now (a
+// CUDA graph capture is live on the compute stream, or on the calling thread): it checks the
+// ticket as Release does and releases the layer now (the ticket cannot be released, cancelled
+// or waited for again, and the slot reads SlotDraining), and returns fence, the driver half,
+// which records the slot's release fence. The caller runs fence exactly once, when the compute
+// stream may be used again; until then no fill claims the slot. If the fence cannot be
+// recorded, fence quarantines the slot and returns the error. After Close, fence does nothing
+// (Close recorded the fence).
+//
+// # Errors
+//
+// Release's, with nothing changed.
+func (d *DoubleBuffer) ReleaseLater(t Ticket) (fence func() error, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.checkLocked(t)
+	if err != nil {
+		return nil, err
+	}
+	if s.state != SlotInUse {
+		return nil, &SlotStateError{Op: "release", Layer: t.layer, Slot: t.slot, State: s.state}
+	}
+	d.metrics.LayersReleased++
+	return d.drainLaterLocked(t), nil
+}
+
+// drainLaterLocked marks the ticket's slot draining with its fence pending and returns the
+// function that records the fence.
+func (d *DoubleBuffer) drainLaterLocked(t Ticket) func() error {
+	s := &d.slots[t.slot]
+	s.state, s.fencePending = SlotDraining, true
+	return func() error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		s := &d.slots[t.slot]
+		if d.closed || s.gen != t.gen || !s.fencePending {
+			return nil // Close recorded it
+		}
+		s.fencePending = false
+		if err := d.drainLocked(t.slot); err != nil {
+			return err
+		}
+		d.reapPinsLocked()
+		return nil
+	}
+}
+
 // drainLocked records slot i's release fence and marks it draining; a failure quarantines it
 // (without the fence, reusing the slot could overwrite bytes a kernel still reads).
 func (d *DoubleBuffer) drainLocked(i int) error {
@@ -563,25 +629,39 @@ func (d *DoubleBuffer) drainLocked(i int) error {
 //
 // As Wait, and a *SlotStateError for a ticket already released or cancelled.
 func (d *DoubleBuffer) Cancel(t Ticket) error {
+	fence, err := d.CancelLater(t)
+	if err != nil || fence == nil {
+		return err
+	}
+	return fence()
+}
+
+// CancelLater is Cancel in two halves, as ReleaseLater is Release's: it checks the ticket as
+// Cancel does and abandons the layer now (the slot reads SlotDraining and no fill claims it
+// before its fence), and returns fence, which records the slot's release fence; run it exactly
+// once, when the compute stream may be used again. Cancelling a layer whose slot was
+// quarantined changes nothing and returns a nil fence.
+//
+// # Errors
+//
+// Cancel's, with nothing changed.
+func (d *DoubleBuffer) CancelLater(t Ticket) (fence func() error, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s, err := d.checkLocked(t)
 	if errors.Is(err, ErrQuarantined) && t.pipeline == d.id && !d.closed {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch s.state {
 	case SlotFilling, SlotReady, SlotInUse:
 	default:
-		return &SlotStateError{Op: "cancel", Layer: t.layer, Slot: t.slot, State: s.state}
-	}
-	if err := d.drainLocked(t.slot); err != nil {
-		return err
+		return nil, &SlotStateError{Op: "cancel", Layer: t.layer, Slot: t.slot, State: s.state}
 	}
 	d.metrics.Cancelled++
-	return nil
+	return d.drainLaterLocked(t), nil
 }
 
 // Close drains the pipeline: layers still filling, ready or in use get their release fence
@@ -594,13 +674,19 @@ func (d *DoubleBuffer) Close() error {
 		defer d.mu.Unlock()
 		var errs []error
 		for i := range d.slots {
-			switch d.slots[i].state {
-			case SlotFilling, SlotReady, SlotInUse:
+			switch s := &d.slots[i]; {
+			case s.state == SlotFilling || s.state == SlotReady || s.state == SlotInUse:
 				if err := d.t.Release(i); err != nil {
 					errs = append(errs, fmt.Errorf("paging: release slot %d at close: %w", i, err))
 				}
-				d.slots[i].state = SlotDraining
+				s.state = SlotDraining
 				d.metrics.DrainedAtClose++
+			case s.state == SlotDraining && s.fencePending:
+				// Released or cancelled with its fence deferred: record it now.
+				s.fencePending = false
+				if err := d.t.Release(i); err != nil {
+					errs = append(errs, fmt.Errorf("paging: release slot %d at close: %w", i, err))
+				}
 			}
 		}
 		d.closed = true

@@ -2,6 +2,7 @@ package paging_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -492,4 +493,105 @@ func TestFakeReusesTheOldestDrainingSlot(t *testing.T) {
 	t2, err := db.Prefetch(2, l.weights[2], l.src)
 	require.NoError(t, err)
 	assert.Equal(t, t1.Slot(), t2.Slot(), "the slot released first has the most slack")
+}
+
+// TestFakeCancelLaterAbandonsNowAndFencesLater: the two-halved cancel (what a caller does
+// during a CUDA graph capture) checks the ticket and abandons the layer at once — a second
+// cancel, a wait or a release of it is refused then, not when the fence runs — and no fill
+// claims the slot until the fence is recorded.
+func TestFakeCancelLaterAbandonsNowAndFencesLater(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 3, 0)
+	db, f := newFakePipeline(t, l.weights[0].Bytes())
+	a, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	b, err := db.Prefetch(1, l.weights[1], l.src)
+	require.NoError(t, err)
+	_, err = db.Wait(a)
+	require.NoError(t, err)
+
+	fence, err := db.CancelLater(a)
+	require.NoError(t, err)
+	require.NotNil(t, fence)
+	assert.Equal(t, 0, countOf(f.callLog(), "release 0")+countOf(f.callLog(), "release 1"), "no fence before the driver half runs")
+	assert.Equal(t, paging.SlotDraining, db.SlotState(a.Slot()))
+	assert.Equal(t, uint64(1), db.Metrics().Cancelled)
+	var se *paging.SlotStateError
+	_, err = db.CancelLater(a)
+	assert.ErrorAs(t, err, &se, "a second cancel is refused at the call")
+	_, err = db.Wait(a)
+	assert.ErrorAs(t, err, &se)
+	_, err = db.Prefetch(2, l.weights[2], l.src)
+	assert.ErrorIs(t, err, paging.ErrNoFreeSlot, "the cancelled slot waits for its fence")
+
+	require.NoError(t, fence())
+	require.NoError(t, fence(), "a second run does nothing")
+	assert.Equal(t, 1, countOf(f.callLog(), fmt.Sprintf("release %d", a.Slot())))
+	c, err := db.Prefetch(2, l.weights[2], l.src)
+	require.NoError(t, err, "reusable once fenced")
+	assert.Equal(t, a.Slot(), c.Slot())
+	require.NoError(t, db.Cancel(b))
+	require.NoError(t, db.Cancel(c))
+	assert.Empty(t, f.problems())
+}
+
+// TestFakeDeferredFenceAtClose: a layer released or cancelled with its fence deferred gets the
+// fence from Close, and the deferred half run afterwards does nothing.
+func TestFakeDeferredFenceAtClose(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 2, 0)
+	f := newFake()
+	db, err := paging.NewDoubleBuffer(f, l.weights[0].Bytes())
+	require.NoError(t, err)
+	a, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	b, err := db.Prefetch(1, l.weights[1], l.src)
+	require.NoError(t, err)
+	_, err = db.Wait(a)
+	require.NoError(t, err)
+	released, err := db.ReleaseLater(a)
+	require.NoError(t, err)
+	_, err = db.ReleaseLater(a)
+	var se *paging.SlotStateError
+	assert.ErrorAs(t, err, &se, "a second release is refused at the call")
+	cancelled, err := db.CancelLater(b)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	assert.Empty(t, f.problems(), "Close recorded both deferred fences before freeing")
+	assert.Equal(t, 2, countOf(f.callLog(), "release 0")+countOf(f.callLog(), "release 1"))
+	require.NoError(t, released())
+	require.NoError(t, cancelled())
+	assert.Equal(t, 2, countOf(f.callLog(), "release 0")+countOf(f.callLog(), "release 1"), "nothing more after Close")
+}
+
+// TestFakeDeferredFenceFailureQuarantines: a deferred fence that cannot be recorded
+// quarantines its slot, as an immediate one does.
+func TestFakeDeferredFenceFailureQuarantines(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 1, 0)
+	db, f := newFakePipeline(t, l.weights[0].Bytes())
+	a, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	fence, err := db.CancelLater(a)
+	require.NoError(t, err)
+	f.mu.Lock()
+	f.failRelease = errors.New("fake: record failed")
+	f.mu.Unlock()
+	assert.ErrorIs(t, fence(), paging.ErrQuarantined)
+	assert.Equal(t, paging.SlotQuarantined, db.SlotState(a.Slot()))
+	n, err := db.Recover()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
+
+// TestFakeLastSlotStateAsksNothing: LastSlotState reports what the pipeline last saw, without
+// polling the transfer, where SlotState polls.
+func TestFakeLastSlotStateAsksNothing(t *testing.T) {
+	l := writeLayered(t, 64<<10, 1, 1, 0)
+	db, f := newFakePipeline(t, l.weights[0].Bytes())
+	a, err := db.Prefetch(0, l.weights[0], l.src)
+	require.NoError(t, err)
+	f.complete(a.Slot())
+	assert.Equal(t, paging.SlotFilling, db.LastSlotState(a.Slot()), "not polled")
+	assert.Equal(t, paging.SlotReady, db.SlotState(a.Slot()), "polled")
+	assert.Equal(t, paging.SlotReady, db.LastSlotState(a.Slot()))
+	assert.Equal(t, paging.SlotQuarantined, db.LastSlotState(2))
+	require.NoError(t, db.Cancel(a))
 }

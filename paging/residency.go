@@ -303,7 +303,7 @@ func (r *Residency) Prefetch(layer LayerID, w *LazyWeight, src RegionSource) (De
 			var pc *PoolCapacityError
 			if errors.As(err, &pc) {
 				return Decline{Reason: DeclinePoolCapacity, Layer: layer, LayerBytes: w.Bytes(),
-					Capacity: pc.RetentionCap / SlotCount, Err: err}, nil
+					Capacity: pc.MaxLayerBytes(), Err: err}, nil
 			}
 			return Decline{}, err
 		}
@@ -417,21 +417,38 @@ func (r *Residency) Page(layer LayerID) (*PagedWeight, error) {
 // Cancel abandons a routed layer that was not paged: its slot is freed for reuse without
 // quarantine. Cancelling a layer that is not pending returns ErrNotPrefetched.
 func (r *Residency) Cancel(layer LayerID) error {
+	fence, err := r.CancelLater(layer)
+	if err != nil || fence == nil {
+		return err
+	}
+	return fence()
+}
+
+// CancelLater is Cancel in two halves (see DoubleBuffer.CancelLater): it checks and abandons
+// the layer now, so that it is no longer pending (Page and a second Cancel refuse it), and
+// returns fence, the driver half, to run exactly once when the compute stream may be used
+// again (nil when there is nothing to record: the layer's slot was quarantined).
+//
+// # Errors
+//
+// ErrClosed; ErrNotPrefetched for a layer that is not pending (nothing changes).
+func (r *Residency) CancelLater(layer LayerID) (fence func() error, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p, ok := r.pending[layer]
 	if !ok {
-		return fmt.Errorf("%w: layer %d", ErrNotPrefetched, layer)
+		return nil, fmt.Errorf("%w: layer %d", ErrNotPrefetched, layer)
 	}
 	delete(r.pending, layer)
-	if err := r.db.Cancel(p.ticket); err != nil {
-		return err
+	fence, err = r.db.CancelLater(p.ticket)
+	if err != nil {
+		return nil, err
 	}
 	r.stats.Cancelled++
-	return nil
+	return fence, nil
 }
 
 // Stats returns the residency's counters and whether its pipeline was ever built (the seed's
@@ -534,20 +551,43 @@ func (p *PagedWeight) Released() bool {
 // PagedWeight, the pipeline is torn down and the result returned. A second Release returns
 // ErrReleased.
 func (p *PagedWeight) Release() error {
+	work, err := p.ReleaseLater()
+	if work != nil {
+		err = errors.Join(err, work())
+	}
+	return err
+}
+
+// ReleaseLater is Release in two halves, for a caller that may not touch the device now (a
+// CUDA graph capture is live): it releases the weight now (Released reports true, a second
+// release returns ErrReleased, the slot reads draining and is not reused before its fence) and
+// returns work, the driver half: it records the slot's release fence and, when the residency
+// was closed and this was the last outstanding PagedWeight, tears the pipeline down. Run work
+// exactly once, when the compute stream may be used again. work is nil only with
+// ErrReleased; with any other error work must still run (it gives back the residency's hold).
+func (p *PagedWeight) ReleaseLater() (work func() error, err error) {
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p.released {
-		return ErrReleased
+		return nil, ErrReleased
 	}
 	p.released = true
-	r.paged--
-	err := r.db.Release(p.ticket)
+	fence, err := r.db.ReleaseLater(p.ticket)
 	if err == nil {
 		r.stats.Released++
 	}
-	if r.closed && r.paged == 0 {
-		err = errors.Join(err, r.teardownLocked())
-	}
-	return err
+	return func() error {
+		var errs []error
+		if fence != nil {
+			errs = append(errs, fence())
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.paged--
+		if r.closed && r.paged == 0 {
+			errs = append(errs, r.teardownLocked())
+		}
+		return errors.Join(errs...)
+	}, err
 }
