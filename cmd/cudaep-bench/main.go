@@ -5,6 +5,7 @@
 //
 //	cudaep-bench [-backend=auto|cuda|sim] [-quick] [-json=PATH] [-rows=REGEXP]
 //	             [-repo=DIR] [-bin=DIR] [-python=PYTHON] [-repeats=N] [-tmp=DIR]
+//	cudaep-bench -version | -help
 //
 // Every row is measured after a warm-up as the median of repeated samples (each sample the
 // mean of many calls, steps or layers), with the min–max spread; the JSON keeps every sample.
@@ -21,11 +22,15 @@
 //
 // bench/README.md says what every row means and how to reproduce a committed result.
 //
-// Exit status: 0 when every case ran, 1 when a case failed or the device could not be opened
-// (the table and JSON still hold what was measured), 2 for bad flags.
+// Progress goes to stderr, a line as each case starts and ends. -version prints the version
+// and -help (or -h, --help) the usage with every row ID, both on stdout.
+//
+// Exit status: 0 when every case ran (and for -version and -help), 1 when a case failed or the
+// device could not be opened (the table and JSON still hold what was measured), 2 for bad flags.
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,7 +38,13 @@ import (
 	"os"
 	"regexp"
 	"time"
+
+	"github.com/cudaep/cudaep/capi/abi"
+	"github.com/cudaep/cudaep/ep"
 )
+
+// errVersion is what parseFlags returns for -version.
+var errVersion = errors.New("version requested")
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -55,11 +66,13 @@ type config struct {
 	progress io.Writer
 }
 
-// parseFlags parses args into a config.
-func parseFlags(args []string, stderr io.Writer) (config, error) {
+// parseFlags parses args into a config; progress goes to stderr, the flag package's usage and
+// messages to out. It returns flag.ErrHelp for -help and errVersion for -version.
+func parseFlags(args []string, stderr, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("cudaep-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(out)
 	c := config{args: args, progress: stderr}
+	version := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&c.backend, "backend", "auto", "device: cuda, sim, or auto (cuda when a GPU is usable, else sim)")
 	fs.BoolVar(&c.quick, "quick", false, "tiny sizes and few repeats (smoke test; always on for sim)")
 	fs.StringVar(&c.jsonPath, "json", "", "write the report as JSON to this path")
@@ -76,6 +89,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *version {
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -104,11 +120,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // run is the whole program, with its arguments and output streams passed in for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "cudaep-bench: %v\n", err)
-		}
+	// The flag package prints the usage both for -help (wanted on stdout) and for a bad flag
+	// (on stderr, with the error): collect it and decide.
+	var usage bytes.Buffer
+	cfg, err := parseFlags(args, stderr, &usage)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		stdout.Write(usage.Bytes())
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintf(stdout, "cudaep-bench %s (C ABI %d)\n", ep.Version, abi.Version)
+		return 0
+	case err != nil:
+		stderr.Write(usage.Bytes())
+		fmt.Fprintf(stderr, "cudaep-bench: %v\n", err)
 		return 2
 	}
 	rep, err := runBench(cfg)

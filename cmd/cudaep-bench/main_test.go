@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/capi/abi"
+	"github.com/cudaep/cudaep/ep"
 )
 
 func TestSummarizeMedianQuartilesAndSpread(t *testing.T) {
@@ -308,6 +312,28 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, 2, run([]string{"-rows=("}, &stdout, &stderr))
 	assert.Equal(t, 2, run([]string{"extra"}, &stdout, &stderr))
 	assert.Empty(t, stdout.String())
+}
+
+func TestVersionAndHelpGoToStdoutAndSucceed(t *testing.T) {
+	for _, arg := range []string{"-version", "--version"} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 0, run([]string{arg}, &stdout, &stderr), arg)
+		assert.Equal(t, fmt.Sprintf("cudaep-bench %s (C ABI %d)\n", ep.Version, abi.Version), stdout.String(), arg)
+		assert.Empty(t, stderr.String(), arg)
+	}
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 0, run([]string{arg}, &stdout, &stderr), arg)
+		assert.True(t, strings.HasPrefix(stdout.String(), "usage: cudaep-bench [flags]\n"), "%s: %q", arg, stdout.String())
+		assert.Contains(t, stdout.String(), "Row IDs: replay/1", arg)
+		assert.Regexp(t, `(?m)^  -version\b`, stdout.String(), arg)
+		assert.Empty(t, stderr.String(), arg)
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, run([]string{"-bogus"}, &stdout, &stderr))
+	assert.Empty(t, stdout.String())
+	assert.Contains(t, stderr.String(), "flag provided but not defined: -bogus")
+	assert.Contains(t, stderr.String(), "usage: cudaep-bench [flags]")
 }
 
 // TestRunOnSim runs the whole program on the simulated device, every row, and checks the

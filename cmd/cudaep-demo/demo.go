@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"time"
 
@@ -21,6 +20,7 @@ type config struct {
 	layers, width   int
 	prefill, tokens int // prefill batch rows, decode tokens
 	dataDir         string
+	progress        string // -progress: auto, lines or off
 	// tolerance is the relative error allowed against the float64 reference: 1e-4 for full
 	// float32 math, 5e-3 when GEMMs may use TF32 (a 10-bit mantissa in the products).
 	tolerance float64
@@ -138,7 +138,7 @@ func (d *demo) layer(k layerKernels, rows int, in, pre, out ep.Tensor, weights e
 // (keeping a resident copy of each layer for decode), capture the decode step whole and
 // segmented around NonZero, replay it for the decode tokens, and check every output against
 // the host reference.
-func runModel(p *ep.Provider, cfg config, progress func(string)) (res results, err error) {
+func runModel(p *ep.Provider, cfg config, progress progressFunc) (res results, err error) {
 	m, wrote, err := newMLP(cfg.dataDir, cfg.layers, cfg.width, progress)
 	if err != nil {
 		return res, fmt.Errorf("weights: %w", err)
@@ -159,7 +159,7 @@ func runModel(p *ep.Provider, cfg config, progress func(string)) (res results, e
 // prefill runs cfg.prefill rows through every layer, paging layer l+1 while layer l computes,
 // twice: the first prefill right after the weight file is opened, then a second one. It
 // returns the resident copies of the layers the first one built.
-func (d *demo) prefill(progress func(string)) (_ []*ep.Buffer, err error) {
+func (d *demo) prefill(progress progressFunc) (_ []*ep.Buffer, err error) {
 	m, p, rows := d.m, d.p, d.cfg.prefill
 	start := time.Now()
 	file, err := p.OpenExternalData(m.path)
@@ -329,7 +329,7 @@ func (d *demo) breakdown(lazy []*ep.LazyWeight, resident []*ep.Buffer, k layerKe
 // prefillPass is one prefill over the layers; with keep, it also copies each paged layer
 // into its resident buffer for decode. It returns each layer's transfer path (or why it was
 // declined) and the bytes paged.
-func (d *demo) prefillPass(progress func(string), lazy []*ep.LazyWeight, resident []*ep.Buffer, k layerKernels, identity *ep.Kernel, keep bool, in, pre, out *ep.Buffer) ([]string, uint64, error) {
+func (d *demo) prefillPass(progress progressFunc, lazy []*ep.LazyWeight, resident []*ep.Buffer, k layerKernels, identity *ep.Kernel, keep bool, in, pre, out *ep.Buffer) ([]string, uint64, error) {
 	m, p, rows := d.m, d.p, d.cfg.prefill
 	img := int64(m.layerFloats())
 	w := int64(m.width)
@@ -352,7 +352,7 @@ func (d *demo) prefillPass(progress func(string), lazy []*ep.LazyWeight, residen
 		return nil, 0, err
 	}
 	for l := 0; l < m.layers; l++ {
-		progress(fmt.Sprintf("prefill: layer %d/%d", l+1, m.layers))
+		progress("prefill: layer", l+1, m.layers)
 		if l+1 < m.layers {
 			if err := prefetch(l + 1); err != nil {
 				return nil, 0, err
@@ -440,7 +440,7 @@ func (d *demo) rawH2D() (gbps float64, err error) {
 
 // decode captures the one-token step twice (whole, and in two segments around a NonZero seam
 // after the middle layer) and replays both for cfg.tokens tokens, checking every token.
-func (d *demo) decode(resident []*ep.Buffer, progress func(string)) error {
+func (d *demo) decode(resident []*ep.Buffer, progress progressFunc) error {
 	m, p := d.m, d.p
 	w := int64(m.width)
 	img := int64(m.layerFloats())
@@ -538,7 +538,7 @@ func (d *demo) decode(resident []*ep.Buffer, progress func(string)) error {
 	var segTime, wholeTime time.Duration
 	var seamSum int64
 	for t := 0; t < d.cfg.tokens; t++ {
-		progress(fmt.Sprintf("decode: token %d/%d", t+1, d.cfg.tokens))
+		progress("decode: token", t+1, d.cfg.tokens)
 		xt := randomRows(rng, 1, m.width)
 		ref, midPre := m.forward(xt, 1, mid)
 		for _, variant := range []struct {
@@ -635,10 +635,4 @@ func randomRows(rng *rand.Rand, rows, width int) []float32 {
 		x[i] = rng.Float32()*2 - 1
 	}
 	return x
-}
-
-// isTerminal reports whether f is a terminal, where progress lines may overwrite each other.
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

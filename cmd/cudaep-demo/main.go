@@ -12,7 +12,8 @@
 // Usage:
 //
 //	cudaep-demo [-backend=cuda|sim|auto] [-device=N] [-layers=N] [-width=N] [-prefill=N]
-//	            [-tokens=N] [-data=DIR] [-option key=value ...]
+//	            [-tokens=N] [-data=DIR] [-option key=value ...] [-progress=auto|lines|off]
+//	cudaep-demo -version | -help
 //
 // The default backend is cuda, as for the library; `make demo` runs it with -backend=auto so
 // that it works on machines without a GPU, and then says plainly that it ran on the simulator.
@@ -21,11 +22,19 @@
 // -option prefill_double_buffer=false, and its slots are reserved at the layers' size when the
 // provider is created unless -option residency_slot_bytes=N says otherwise.
 //
-// Exit status: 0 on success, 1 when the provider cannot be created or a check fails, 2 for
-// bad flags.
+// Progress goes to stderr (-progress): with auto (the default) one overwritten line on a
+// terminal, and, when stderr is not a terminal, a line per phase step for runs long enough to
+// take the simulator minutes (longRunMACs); lines prints those always, off never.
+//
+// -version prints the program's and the library's version and the C ABI version; -help (or
+// -h, --help) prints the usage, both on stdout.
+//
+// Exit status: 0 on success (and for -version and -help), 1 when the provider cannot be
+// created or a check fails, 2 for bad flags.
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,13 +52,25 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// errVersion is what parseFlags returns for -version.
+var errVersion = errors.New("version requested")
+
 // run is the whole program, with its arguments and output streams passed in for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	opts, cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "cudaep-demo: %v\n", err)
-		}
+	// The flag package prints the usage both for -help (wanted on stdout) and for a bad flag
+	// (on stderr, with the error): collect it and decide.
+	var usage bytes.Buffer
+	opts, cfg, err := parseFlags(args, &usage)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		stdout.Write(usage.Bytes())
+		return 0
+	case errors.Is(err, errVersion):
+		fmt.Fprintf(stdout, "cudaep-demo %s (C ABI %d)\n", ep.Version, abi.Version)
+		return 0
+	case err != nil:
+		stderr.Write(usage.Bytes())
+		fmt.Fprintf(stderr, "cudaep-demo: %v\n", err)
 		return 2
 	}
 	p, err := ep.New(opts)
@@ -66,12 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if p.BackendName() == ep.BackendSim {
 		fmt.Fprintln(stdout, "\nThis run uses the SIMULATED device (no CUDA GPU was used): results are checked,\nbut the timings below are not GPU performance.")
 	}
-	progress := func(string) {}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
-		progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K  %s", s) }
-		defer fmt.Fprint(stderr, "\r\033[K")
-	}
+	f, isFile := stderr.(*os.File)
+	progress, endProgress := newProgress(cfg.progress, cfg, stderr, isFile && isTerminal(f))
 	res, err := runModel(p, cfg, progress)
+	endProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "\ncudaep-demo: %v\n", err)
 		return 1
@@ -102,13 +121,23 @@ func (l *optionList) Set(kv string) error {
 }
 
 // parseFlags turns the command line into provider options, validated by ep.Options.Set, and
-// the size of the run.
-func parseFlags(args []string, stderr io.Writer) (ep.Options, config, error) {
+// the size of the run. The flag package's usage and messages go to out. It returns
+// flag.ErrHelp for -help and errVersion for -version.
+func parseFlags(args []string, out io.Writer) (ep.Options, config, error) {
 	fs := flag.NewFlagSet("cudaep-demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: cudaep-demo [flags]\n\n"+
+			"Pages an MLP's weights from an external-data file through the prefill double buffer,\n"+
+			"captures and replays its decode step, and checks every output against a float64\n"+
+			"reference. `make demo` runs it with -backend=auto.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	version := fs.Bool("version", false, "print the version and exit")
 	backend := fs.String("backend", ep.BackendCUDA, "backend: cuda, sim or auto")
 	device := fs.Int("device", 0, "CUDA device ordinal")
 	var cfg config
+	fs.StringVar(&cfg.progress, "progress", progressAuto, "progress on stderr: auto (a line on a terminal; phase lines for long runs elsewhere), lines or off")
 	fs.IntVar(&cfg.layers, "layers", 8, "MLP layers (at least 2)")
 	fs.IntVar(&cfg.width, "width", 512, "MLP width (at least 8)")
 	fs.IntVar(&cfg.prefill, "prefill", 32, "prefill batch rows")
@@ -119,6 +148,14 @@ func parseFlags(args []string, stderr io.Writer) (ep.Options, config, error) {
 		strings.Join(ep.OptionKeys(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return ep.Options{}, cfg, err
+	}
+	if *version {
+		return ep.Options{}, cfg, errVersion
+	}
+	switch cfg.progress {
+	case progressAuto, progressLines, progressOff:
+	default:
+		return ep.Options{}, cfg, fmt.Errorf("-progress=%q: want auto, lines or off", cfg.progress)
 	}
 	if fs.NArg() > 0 {
 		return ep.Options{}, cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())

@@ -129,3 +129,73 @@ func TestDemoCUDAIsRealOrExplains(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "backend=sim")
 }
+
+func TestDemoVersionAndHelpGoToStdoutAndSucceed(t *testing.T) {
+	for _, arg := range []string{"-version", "--version"} {
+		code, out, stderr := runDemo(t, arg)
+		assert.Equal(t, 0, code, arg)
+		assert.Equal(t, "cudaep-demo "+ep.Version+" (C ABI "+strconv.Itoa(abi.Version)+")\n", out, arg)
+		assert.Empty(t, stderr, arg)
+	}
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		code, out, stderr := runDemo(t, arg)
+		assert.Equal(t, 0, code, arg)
+		assert.True(t, strings.HasPrefix(out, "usage: cudaep-demo [flags]\n"), "%s: %q", arg, out)
+		for _, flag := range []string{"-backend", "-layers", "-option", "-progress", "-version"} {
+			assert.Regexp(t, `(?m)^  `+flag+`\b`, out, arg)
+		}
+		assert.Empty(t, stderr, arg)
+	}
+	// A bad flag still gets the usage, on stderr, and status 2.
+	code, out, stderr := runDemo(t, "-bogus")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Contains(t, stderr, "flag provided but not defined: -bogus")
+	assert.Contains(t, stderr, "usage: cudaep-demo [flags]")
+}
+
+func TestDemoProgressLinesNamePhaseSteps(t *testing.T) {
+	code, out, stderr := runDemo(t, small(t, "-backend=sim", "-progress=lines")...)
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"cudaep-demo: writing weights: layer 1/3\n",
+		"cudaep-demo: writing weights: layer 3/3\n",
+		"cudaep-demo: prefill: layer 1/3\n",
+		"cudaep-demo: prefill: layer 3/3\n",
+		"cudaep-demo: decode: token 1/3\n",
+		"cudaep-demo: decode: token 3/3\n",
+	} {
+		assert.Contains(t, stderr, want)
+	}
+	// Both prefills report (the phase starts again), and the report itself stays on stdout.
+	assert.Equal(t, 2, strings.Count(stderr, "cudaep-demo: prefill: layer 1/3\n"), stderr)
+	assert.NotContains(t, out, "cudaep-demo: prefill")
+}
+
+func TestDemoProgressAutoIsQuietForShortRunsOffTheTerminal(t *testing.T) {
+	for _, mode := range []string{"-progress=auto", "-progress=off"} {
+		code, _, stderr := runDemo(t, small(t, "-backend=sim", mode)...)
+		require.Equal(t, 0, code, stderr)
+		assert.Empty(t, stderr, mode)
+	}
+	code, _, stderr := runDemo(t, "-progress=sometimes")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `-progress="sometimes": want auto, lines or off`)
+}
+
+func TestDemoLongRunsAreTheH200Sizes(t *testing.T) {
+	assert.False(t, longRun(config{layers: 8, width: 512, prefill: 32, tokens: 32}), "make demo's sizes")
+	assert.True(t, longRun(config{layers: 8, width: 2048, prefill: 128, tokens: 64}), "the H200 sizes")
+}
+
+func TestPhaseLinesPrintAboutTenLinesAPhase(t *testing.T) {
+	var buf bytes.Buffer
+	l := &phaseLines{w: &buf}
+	for i := 1; i <= 64; i++ {
+		l.report("decode: token", i, 64)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	assert.Equal(t, "cudaep-demo: decode: token 1/64", lines[0])
+	assert.Equal(t, "cudaep-demo: decode: token 64/64", lines[len(lines)-1])
+	assert.Len(t, lines, 9, "the first token and every eighth")
+}

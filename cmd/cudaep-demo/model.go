@@ -49,7 +49,7 @@ func (m *mlp) header() []byte {
 // newMLP generates the model's weights (deterministic from the seed and dimensions) and
 // makes sure dir holds its external-data file, writing it only when it is missing or was
 // written for another configuration. progress is told how far the writing got.
-func newMLP(dir string, layers, width int, progress func(string)) (*mlp, bool, error) {
+func newMLP(dir string, layers, width int, progress progressFunc) (*mlp, bool, error) {
 	m := &mlp{layers: layers, width: width,
 		path: filepath.Join(dir, fmt.Sprintf("mlp-%dx%d.onnx.data", layers, width))}
 	rng := rand.New(rand.NewPCG(seed, uint64(layers)<<32|uint64(width)))
@@ -89,7 +89,7 @@ func newMLP(dir string, layers, width int, progress func(string)) (*mlp, bool, e
 			f.Close()
 			return nil, false, err
 		}
-		progress(fmt.Sprintf("writing weights: layer %d/%d", l+1, layers))
+		progress("writing weights: layer", l+1, layers)
 	}
 	if err := f.Close(); err != nil {
 		return nil, false, err

@@ -74,7 +74,7 @@ func TestPrefillDiagnostics(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 
-	m, _, err := newMLP(cfg.dataDir, cfg.layers, cfg.width, func(string) {})
+	m, _, err := newMLP(cfg.dataDir, cfg.layers, cfg.width, func(string, int, int) {})
 	require.NoError(t, err)
 	d := &demo{p: p, m: m, cfg: cfg}
 	defer d.release()
