@@ -40,6 +40,10 @@
  * CUDAEP_ORT_NODE_FILTER=TEXT runs only the tests whose name contains TEXT; CUDAEP_ORT_NODE_LIST=1
  * prints one "LIST <passed|failed|truncated|misfit|declined|folded> <test> <ops>[ | leaves <ops>]" line per test
  * (scripts/ort-node-table.py turns them into the docs' table).
+ *
+ * Progress goes to stderr, so that stdout stays the report: a line when the run starts, one every
+ * CUDAEP_ORT_PROGRESS_EVERY tests gone through (default 100; 0: no progress lines) with the counts
+ * so far, and one when it is done. `--all-ops` over ONNX's 932 tests takes most of a minute.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -320,8 +324,23 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
    * scripts/ort-node-table.py. */
   const char* list_env = getenv("CUDAEP_ORT_NODE_LIST");
   int list = list_env && !strcmp(list_env, "1");
+  long every = 100;
+  const char* every_env = getenv("CUDAEP_ORT_PROGRESS_EVERY");
+  if (every_env && *every_env) {
+    char* end = NULL;
+    every = strtol(every_env, &end, 10);
+    if (*end || every < 0) {
+      printf("  FAIL CUDAEP_ORT_PROGRESS_EVERY=%s: want a count of tests (0: no progress lines)\n", every_env);
+      free_names(tests, n);
+      return 1;
+    }
+  }
+  if (every) fprintf(stderr, "node_tests: going through %zu tests in %s, a line every %ld\n", n, dir, every);
 
   for (size_t ti = 0; ti < n; ti++) {
+    if (every && ti > 0 && ti % (size_t)every == 0)
+      fprintf(stderr, "node_tests: %zu/%zu tests gone through (%d passed, %d failed, %d declined so far)\n", ti, n,
+              t.passed, t.failed, t.declined);
     const char* name = tests[ti];
     if (filter && *filter && !strstr(name, filter)) continue;
     char test_dir[4096], model[4096], label[512], why[2048];
@@ -469,6 +488,9 @@ int case_node_tests(ort_rt* rt, int argc, char** argv) {
   }
   free_names(tests, n);
 #undef NOTE
+  if (every)
+    fprintf(stderr, "node_tests: done, %zu/%zu tests gone through (%d passed, %d failed, %d declined)\n", n, n, t.passed,
+            t.failed, t.declined);
 
   printf("\n  %-40s %s\n", "op", all ? "passed/claimed (ops with a pass or a failure; tests declined)" : "passed/total");
   for (int i = 0; i < t.num_rows; i++) {

@@ -2,6 +2,7 @@
  * ort_host - the ONNX Runtime test host of cudaep's plugin execution provider.
  *
  *   ort_host [--cpu-only] CASE [ARGS]
+ *   ort_host --help | --version
  *
  *   devices                 CudaEp's EP devices (vendor 0x10DE, metadata), unregister, register
  *   node_tests [FLAGS] [DIR]  ONNX node tests whose ops CudaEp supports (default DIR
@@ -27,12 +28,18 @@
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
  * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
  * checked by `devices`), CUDAEP_ORT_LOG (ORT's log level: verbose, info, warning, error, fatal),
- * CUDAEP_ORT_NODE_FILTER (node_tests: only tests whose name contains it).
+ * CUDAEP_ORT_NODE_FILTER (node_tests: only tests whose name contains it), CUDAEP_ORT_PROGRESS_EVERY
+ * (node_tests: a progress line on stderr every N tests, default 100; 0: none).
+ *
+ * --help (or -h) prints the usage on stdout; --version prints the cudaep.h ABI the host was built
+ * against, the ORT API it asks for and, when CUDAEP_ORT_LIBRARY and CUDAEP_LIBRARY are set, the
+ * versions of those libraries. Both exit 0.
  *
  * --cpu-only (or CUDAEP_ORT_CPU_ONLY=1) runs every case without appending CudaEp, comparing ORT's
  * CPU EP with itself: it proves the harness while the EP does not exist. Exit status: 0 when
  * every check passed, 1 when one failed, 2 for a usage or setup error.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,12 +105,44 @@ static const host_case cases[] = {
     {"two_devices", case_two_devices, 1}, {"exported", case_exported, 1},
 };
 
-static int usage(void) {
-  fprintf(stderr,
+/* usage prints the usage on `to` and returns `code` (0 for --help, 2 for a usage error). */
+static int usage(FILE* to, int code) {
+  fprintf(to,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
+          "       ort_host --help | --version\n"
           "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR | exported EXPORTDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
-  return 2;
+  return code;
+}
+
+/* version prints what --version reports: the header ABI and ORT API the host was built for, and
+ * the versions the libraries named by the environment report (each loaded only to ask). */
+static int version(void) {
+  printf("ort_host, the ONNX Runtime test host of cudaep: built against cudaep.h ABI %d, asks ORT for API %d "
+         "(else %d)\n",
+         CUDAEP_ABI_VERSION, ORT_ABI_API_VERSION, ORT_ABI_API_VERSION_MIN);
+  const char* ort_path = getenv("CUDAEP_ORT_LIBRARY");
+  if (!ort_path || !*ort_path) {
+    printf("ONNX Runtime: CUDAEP_ORT_LIBRARY is not set\n");
+  } else {
+    void* lib = dlopen(ort_path, RTLD_NOW | RTLD_LOCAL);
+    const OrtApiBase* (*get_base)(void) = lib ? (const OrtApiBase* (*)(void))dlsym(lib, "OrtGetApiBase") : NULL;
+    if (get_base) printf("ONNX Runtime: %s (%s)\n", get_base()->GetVersionString(), ort_path);
+    else printf("ONNX Runtime: cannot load %s: %s\n", ort_path, lib ? "no OrtGetApiBase" : dlerror());
+  }
+  const char* ep_path = getenv("CUDAEP_LIBRARY");
+  if (!ep_path || !*ep_path) {
+    printf("cudaep: CUDAEP_LIBRARY is not set\n");
+    return 0;
+  }
+  void* lib = dlopen(ep_path, RTLD_NOW | RTLD_LOCAL);
+  CudaEpStatus* (*get_version)(uint32_t*, const char**) =
+      lib ? (CudaEpStatus * (*)(uint32_t*, const char**)) dlsym(lib, "CudaEpGetVersion") : NULL;
+  uint32_t abi = 0;
+  const char* v = NULL;
+  if (get_version && get_version(&abi, &v) == NULL) printf("cudaep: %s, ABI %u (%s)\n", v, abi, ep_path);
+  else printf("cudaep: cannot load %s or ask its version: %s\n", ep_path, lib ? "CudaEpGetVersion failed" : dlerror());
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -116,17 +155,19 @@ int main(int argc, char** argv) {
     cpu_only = 1;
     a++;
   }
-  if (a >= argc) return usage();
+  if (a >= argc) return usage(stderr, 2);
+  if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) return usage(stdout, 0);
+  if (!strcmp(argv[a], "--version")) return version();
   const host_case* c = NULL;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (!strcmp(argv[a], cases[i].name)) c = &cases[i];
   if (!c) {
     fprintf(stderr, "unknown case %s\n", argv[a]);
-    return usage();
+    return usage(stderr, 2);
   }
   if (c->needs_dir && a + 1 >= argc) {
     fprintf(stderr, "case %s needs the folder gen_models.py wrote\n", c->name);
-    return usage();
+    return usage(stderr, 2);
   }
   const char* ort_path = getenv("CUDAEP_ORT_LIBRARY");
   const char* ep_path = getenv("CUDAEP_LIBRARY");
