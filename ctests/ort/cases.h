@@ -50,5 +50,6 @@ int case_exported(ort_rt* rt, int argc, char** argv);
 int case_misuse(ort_rt* rt, int argc, char** argv);
 int case_iobinding(ort_rt* rt, int argc, char** argv);
 int case_two_devices(ort_rt* rt, int argc, char** argv);
+int case_weight_reads(ort_rt* rt, int argc, char** argv);
 
 #endif /* CUDAEP_CTESTS_ORT_CASES_H */

@@ -33,6 +33,8 @@ two runs write identical files (the absolute-path model excepted, which names OU
       ext_directory   location names a directory inside the model's folder
       ext_no_length   no length entry (valid ONNX: the tensor's 48 bytes; must compute X @ W)
       ext_no_length_past_end  no length entry, and the file holds 24 of the 48 bytes
+  OUTDIR/weight_reads/      X[1,2048] through MatMuls whose weights are one external-data file
+                            (32 MiB here; `--weight-reads-mib MIB OUTDIR` writes another size)
   OUTDIR/node_extra/test_cudaep_*/   more node tests in ONNX's layout (model.onnx,
                             test_data_set_0/{input,output}_N.pb), outputs computed here in
                             double precision: Gelu (opset 20, not in ONNX 1.12's data),
@@ -496,9 +498,49 @@ def write_node_selftest(outdir):
                     [("a", [3, 4], a), ("b", [3, 4], b)], [("y", [3, 4], y)])
 
 
+WEIGHT_READS_WIDTH = 2048  # one layer: a float32 [2048, 2048] matrix, 16 MiB
+
+
+def write_weight_reads(outdir, mib):
+    """OUTDIR/weight_reads/model.onnx: X[1,2048] through mib/16 MatMuls by [2048,2048] float32
+    weights, each followed by the Add of one shared bias, all in one external-data file
+    weights.bin of mib MiB and 8 KiB (the weight_reads case measures who reads it). Each layer's weights are 0.5/2048 * (+1 or -1), alternating by row, so the
+    output stays finite and no page of the file is zero."""
+    d = WEIGHT_READS_WIDTH
+    layers = max(1, mib // 16)
+    root = os.path.join(outdir, "weight_reads")
+    os.makedirs(root, exist_ok=True)
+    row_pos = struct.pack("<f", 0.5 / d) * d
+    row_neg = struct.pack("<f", -0.5 / d) * d
+    layer = (row_pos + row_neg) * (d // 2)
+    tmp = os.path.join(root, "weights.bin.tmp")
+    with open(tmp, "wb") as f:
+        for _ in range(layers):
+            f.write(layer)
+    bias = struct.pack("<f", 0.125) * d
+    with open(tmp, "ab") as f:
+        f.write(bias)
+    os.replace(tmp, os.path.join(root, "weights.bin"))
+    nodes, inits = [], []
+    for i in range(layers):
+        src = "X" if i == 0 else "h%d" % (i - 1)
+        dst = "Y" if i == layers - 1 else "h%d" % i
+        # MatMul then Add of a bias, which ORT's optimizer fuses into a Gemm: the graph ORT
+        # transforms before CudaEp sees it, as an exporter's would be.
+        nodes.append(node("MatMul", [src, "W%d" % i], ["m%d" % i], "matmul%d" % i))
+        nodes.append(node("Add", ["m%d" % i, "B"], [dst], "bias%d" % i))
+        inits.append(tensor_external("W%d" % i, [d, d], "weights.bin", i * len(layer), len(layer)))
+    inits.append(tensor_external("B", [d], "weights.bin", layers * len(layer), len(bias)))
+    m = model("weight_reads", nodes, inits, [value_info("X", [1, d])], [value_info("Y", [1, d])])
+    write(os.path.join(root, "model.onnx"), m)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--weight-reads-mib":
+        write_weight_reads(sys.argv[3], int(sys.argv[2]))
+        return
     if len(sys.argv) != 2:
-        sys.exit("usage: gen_models.py OUTDIR")
+        sys.exit("usage: gen_models.py OUTDIR | gen_models.py --weight-reads-mib MIB OUTDIR")
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     write_mlp(outdir)
@@ -511,6 +553,7 @@ def main():
     write_misuse(outdir)
     write_node_extra(outdir)
     write_node_selftest(outdir)
+    write_weight_reads(outdir, 32)  # the ctest's size; scripts/ort-weight-reads.sh writes 2 GiB
     # The stamp the build depends on: written last, so a failed run is redone.
     write(os.path.join(outdir, "models.stamp"), b"gen_models.py\n")
 

@@ -24,10 +24,13 @@
  *                           CUDAEP_SIM_DEVICES=2 on the simulator)
  *   exported EXPORTDIR      a decoder transformers wrote and torch.onnx exported, float32 on
  *                           CudaEp alone against a CPU session, bfloat16 against float32
+ *   weight_reads MODELDIR   who reads MODELDIR/weight_reads's external-data file, ORT or CudaEp
+ *                           (page cache, mappings, CudaEp's counters; scripts/ort-weight-reads.sh)
  *
  * Environment: CUDAEP_ORT_LIBRARY (libonnxruntime.so.1, required), CUDAEP_LIBRARY (libcudaep.so,
- * required unless --cpu-only), CUDAEP_TEST_BACKEND (sim|cuda: passed as ep.cudaep.backend and
- * checked by `devices`), CUDAEP_ORT_LOG (ORT's log level: verbose, info, warning, error, fatal),
+ * required unless --cpu-only), CUDAEP_BACKEND (sim|cuda|auto: the devices CudaEp lists when the
+ * library is registered; scripts/run-ort-tests.sh sets sim), CUDAEP_TEST_BACKEND (sim|cuda:
+ * passed as ep.cudaep.backend, which must be the device's, and checked by `devices`), CUDAEP_ORT_LOG (ORT's log level: verbose, info, warning, error, fatal),
  * CUDAEP_ORT_NODE_FILTER (node_tests: only tests whose name contains it), CUDAEP_ORT_PROGRESS_EVERY
  * (node_tests: a progress line on stderr every N tests, default 100; 0: none).
  *
@@ -102,7 +105,7 @@ static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
     {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},     {"decoder", case_decoder, 1},
-    {"two_devices", case_two_devices, 1}, {"exported", case_exported, 1},
+    {"two_devices", case_two_devices, 1}, {"exported", case_exported, 1}, {"weight_reads", case_weight_reads, 1},
 };
 
 /* usage prints the usage on `to` and returns `code` (0 for --help, 2 for a usage error). */
@@ -110,7 +113,7 @@ static int usage(FILE* to, int code) {
   fprintf(to,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
           "       ort_host --help | --version\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR | exported EXPORTDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR | exported EXPORTDIR | weight_reads MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return code;
 }
