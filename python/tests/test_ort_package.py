@@ -91,5 +91,21 @@ class LibraryPathTest(unittest.TestCase):
         self.assertEqual(r.stdout.strip(), "['onnxruntime_ep_cudaep']")
 
 
+
+class WheelOrtCheckTest(unittest.TestCase):
+    """scripts/wheel_ort_check.py (the installed wheel inside ONNX Runtime, run on a GPU machine)
+    says plainly when the interpreter lacks onnxruntime or numpy, and fails."""
+
+    def test_without_onnxruntime_it_says_so_and_fails(self):
+        import importlib.util
+        if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("numpy"):
+            self.skipTest("onnxruntime and numpy are importable: the check would run for real")
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "wheel_ort_check.py")], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(PYTHON_DIR)))
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"wheel_ort_check: (numpy|onnxruntime) is not importable .*nothing ran")
+        self.assertEqual(r.stdout.strip().splitlines()[-1], "wheel_ort_check: 0 passed, 0 failed (not run)")
+
+
 if __name__ == "__main__":
     unittest.main()
