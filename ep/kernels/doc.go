@@ -128,6 +128,13 @@
 // (Slice's steps of ±2^63, Reshape's dimensions, split sizes, Concat extents, Range's count,
 // …) is bounded before it is multiplied, added or divided: a value that would overflow int64
 // is refused, naming it, and never wraps around into a small size. Get recovers a panic as a
-// last line of defence (an error wrapping ErrUnsupported that names the op). On the simulated device (cudadrv/sim) the PTX entry points run as Go functions
-// registered by this package, and cuBLAS is the simulator's own.
+// last line of defence (an error wrapping ErrUnsupported that names the op).
+//
+// On the simulated device (cudadrv/sim) the PTX entry points run as Go functions registered
+// by this package, and cuBLAS is the simulator's own. The simulated normalizations,
+// reductions, Softmax and the GEMV (with its RMSNorm prologue) compute in the kernels' float32
+// operations and order (each block thread its elements, then the warp's and the block's
+// trees; fused multiply-adds where the PTX has them), so that an edge row (±FLT_MAX,
+// infinities, NaN, denormals) gives the same class of result, NaN, infinite or finite, on both
+// backends.
 package kernels

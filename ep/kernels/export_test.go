@@ -228,3 +228,20 @@ func WithPanickingOp(op string, v any, fn func()) {
 	defer delete(builders, op)
 	fn()
 }
+
+// LaunchBlock returns the block width (threads) a normalization, reduction or Softmax kernel
+// launches with for these tensors; 0 for other kernels.
+func LaunchBlock(k Kernel, inputs, outputs []Tensor) uint32 {
+	switch k := k.(type) {
+	case *normKernel:
+		if !k.aligned(inputs, outputs) {
+			return k.oldBlock.X
+		}
+		return k.block.X
+	case *reduceKernel:
+		return k.block.X
+	case *softmaxKernel:
+		return k.block.X
+	}
+	return 0
+}

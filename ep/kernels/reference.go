@@ -379,3 +379,39 @@ func refReduce(op string, x []float64, shape []int64, axes []int, keepdims bool)
 	}
 	return acc, out
 }
+
+// refNormStats returns the mean (0 when simplified) and 1 / sqrt(variance + eps) of v, in
+// float64; simplified (RMSNorm) uses the mean of squares as the variance.
+func refNormStats(v []float64, eps float64, simplified bool) (mean, invStd float64) {
+	n := float64(len(v))
+	var s1, s2 float64
+	for _, x := range v {
+		s1 += x
+	}
+	if !simplified {
+		mean = s1 / n
+	}
+	for _, x := range v {
+		s2 += (x - mean) * (x - mean)
+	}
+	return mean, 1 / math.Sqrt(s2/n+eps)
+}
+
+// refReduceStep is one step of a reduction ("sum" or "max"): max propagates NaN, as the
+// kernels' MaxOp and numpy do. refReduceStart is where each reduction starts.
+func refReduceStep(op string, acc, v float64) float64 {
+	if op == "sum" {
+		return acc + v
+	}
+	if acc > v || math.IsNaN(acc) {
+		return acc
+	}
+	return v
+}
+
+func refReduceStart(op string) float64 {
+	if op == "sum" {
+		return 0
+	}
+	return math.Inf(-1)
+}

@@ -142,9 +142,10 @@ func simGemvMatrix(y, b simTensor, av []float32, k, n, rows, chunks uint64, part
 // it (cuda/gemv.cu): a itself (argument 0); for gemvRMSNorm, h = a + a2 (argument 17, may be
 // 0) normalized by 1 / sqrt(mean(h²) + eps) (argument 20) and scaled by gamma (18), each
 // element rounded to dt, with h rounded to dt stored into sum (19) when it is not 0; for
-// gemvSilu, a · sigmoid(a) · a2 rounded to dt. The mean of squares is summed in float64 here
-// and in float32 by the device's block reduction: the two may differ in the last bits of the
-// scale.
+// gemvSilu, a · sigmoid(a) · a2 rounded to dt. The mean of squares is summed as gemv_row_inv
+// sums it: in float32, each of the block's threads its elements (fused multiply-adds, 16-byte
+// packs when k and the addresses allow), each warp its lanes' (warp_reduce), the warps' added
+// in warp order; inv = 1/sqrt(fma(total, 1/k, eps)).
 func simGemvRow(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue, k int) ([]float32, error) {
 	const a2Arg, gammaArg, sumArg, epsArg = 5 + 3*gemvGroup, 6 + 3*gemvGroup, 7 + 3*gemvGroup, 8 + 3*gemvGroup
 	args, dts, lens := []int{0}, []DType{dt}, []int{k}
@@ -186,13 +187,19 @@ func simGemvRow(l *cudadrv.KernelLaunch, dt DType, pro gemvPrologue, k int) ([]f
 				sv[0].setFloat(int64(i), float64(h))
 			}
 		}
-		s2 := 0.0
-		for _, h := range row {
-			s2 += float64(h) * float64(h)
+		pack := 16 / dt.Size()
+		if k%pack != 0 || !simAligned16(l, 0, a2Arg, sumArg) {
+			pack = 1
 		}
-		inv := float32(1 / math.Sqrt(float64(float32(s2)*(1/float32(k))+l.F32Arg(epsArg))))
+		part := make([]float32, gemvThreads)
+		simThreadWalk(k, gemvThreads, pack, func(t, j int) { part[t] = simFMA32(row[j], row[j], part[t]) })
+		total := float32(0)
+		for w := range gemvWarps {
+			total += simWarpReduce(part[32*w:32*w+32], simSumOp)
+		}
+		inv := simRsqrt(simFMA32(total, 1/float32(k), l.F32Arg(epsArg)))
 		for i, h := range row {
-			row[i] = float32(refRoundTo(dt, float64(h*inv*float32(gamma.float(int64(i))))))
+			row[i] = float32(refRoundTo(dt, float64(float32(h*inv)*float32(gamma.float(int64(i))))))
 		}
 	}
 	return row, nil

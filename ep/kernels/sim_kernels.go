@@ -439,25 +439,58 @@ func simWarpBlock(l *cudadrv.KernelLaunch) error {
 	return nil
 }
 
-// simSoftmax normalizes the lines of [outer, length, inner] in x into out.
-func simSoftmax(l *cudadrv.KernelLaunch, dt DType, outer, length, inner uint64) error {
+// simSoftmaxLine is the float32 softmax of one line of length elements (element j at at(j))
+// written through set, as the kernels compute it: m the line's max (max.f32, which skips
+// NaN), s the sum of expf(x − m), then expf(x − m) · (1/s). With threads > 0 (the rows
+// kernel's block) each thread combines its elements and the block its threads'
+// (simBlockReduce); with 0 one thread walks the line in order (the cols kernel).
+func simSoftmaxLine(length int, at func(j int) float32, set func(j int, v float32), threads int) {
+	exp := func(v float32) float32 { return float32(math.Exp(float64(v))) }
+	var m, s float32
+	if threads == 0 {
+		m = float32(math.Inf(-1))
+		for j := range length {
+			m = simFmaxf(m, at(j))
+		}
+		for j := range length {
+			s += exp(at(j) - m)
+		}
+	} else {
+		part := make([]float32, threads)
+		for t := range part {
+			part[t] = float32(math.Inf(-1))
+		}
+		simThreadWalk(length, threads, 1, func(t, j int) { part[t] = simFmaxf(part[t], at(j)) })
+		m = simBlockReduce(part, float32(math.Inf(-1)), simFmaxf)
+		clear(part)
+		simThreadWalk(length, threads, 1, func(t, j int) { part[t] += exp(at(j) - m) })
+		s = simBlockReduce(part, 0, simSumOp)
+	}
+	inv := 1 / s
+	for j := range length {
+		set(j, exp(at(j)-m)*inv)
+	}
+}
+
+// simSoftmax normalizes the lines of [outer, length, inner] in x into out: one block of
+// threads per line (threads 0: one thread per line, the cols kernel).
+func simSoftmax(l *cudadrv.KernelLaunch, dt DType, outer, length, inner uint64, threads int) error {
 	total := int(outer * length * inner)
 	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{total, total})
 	if err != nil {
 		return err
 	}
 	out, x := v[0], v[1]
-	line := make([]float64, length)
+	line := make([]float32, length)
 	for o := uint64(0); o < outer; o++ {
 		for in := uint64(0); in < inner; in++ {
 			base := o*length*inner + in
 			for j := range line {
-				line[j] = x.float(int64(base + uint64(j)*inner))
+				line[j] = float32(x.float(int64(base + uint64(j)*inner)))
 			}
-			refSoftmaxLine(line, line)
-			for j, y := range line {
-				out.setFloat(int64(base+uint64(j)*inner), y)
-			}
+			simSoftmaxLine(len(line), func(j int) float32 { return line[j] }, func(j int, y float32) {
+				out.setFloat(int64(base+uint64(j)*inner), float64(y))
+			}, threads)
 		}
 	}
 	return nil
@@ -468,12 +501,12 @@ func simSoftmaxRows(l *cudadrv.KernelLaunch, dt DType) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}
-	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), 1)
+	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), 1, int(l.Block.X))
 }
 
 // simSoftmaxCols is cudaep_softmax_cols_<t>(out, x, outer, length, inner).
 func simSoftmaxCols(l *cudadrv.KernelLaunch, dt DType) error {
-	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), l.U64Arg(4))
+	return simSoftmax(l, dt, l.U64Arg(2), l.U64Arg(3), l.U64Arg(4), 0)
 }
 
 // simNonZero is cudaep_nonzero_<t>(x, indices, count, n, rank, dims[8]); input returns the

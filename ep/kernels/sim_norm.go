@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -42,14 +41,20 @@ func simLayerNormRegs(l *cudadrv.KernelLaunch, dt DType, per uint64) error {
 }
 
 // simLayerNorm is cudaep_layernorm_<t>(y, mean, inv, sum, x, skip, gamma, beta, bias, rows,
-// length, skipRows, eps, simplified). Like the kernel it sums x + skip + bias in float32 and
-// stores the sum rounded to the data type; the statistics are float64 here.
+// length, skipRows, eps, simplified), in the kernel's float32 operations and order (the
+// register kernels', which hold the same packs per thread, too): v = x + skip + bias, stored
+// rounded to the data type into sum; each thread of the block sums d = v − v[0] (v itself
+// when simplified) and d² (a fused multiply-add) over its elements, 16-byte packs of them when
+// the row and every address allow, and the block adds the threads' sums (simBlockReduce);
+// then mean = v[0] + s1/n, variance max(s2/n − (s1/n)², 0) (s2/n when simplified, mean 0),
+// inv = 1/sqrt(variance + eps), y = (v − mean)·inv·gamma + beta (a fused multiply-add in the
+// packed loop, a product and a sum in the element loop).
 func simLayerNorm(l *cudadrv.KernelLaunch, dt DType) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}
 	rows, length, skipRows := int(l.U64Arg(9)), int(l.U64Arg(10)), int(l.U64Arg(11))
-	eps, simplified := float64(l.F32Arg(12)), l.U32Arg(13) != 0
+	eps, simplified := l.F32Arg(12), l.U32Arg(13) != 0
 	if length < 1 || skipRows < 1 {
 		return fmt.Errorf("%s: rows %d, length %d, skip rows %d", l.Name, rows, length, skipRows)
 	}
@@ -90,7 +95,15 @@ func simLayerNorm(l *cudadrv.KernelLaunch, dt DType) error {
 	if err != nil {
 		return err
 	}
-	v := make([]float64, length)
+	pack := 16 / dt.Size()
+	vec := length%pack == 0 && simAligned16(l, 0, 3, 4, 5, 6, 7, 8)
+	if !vec {
+		pack = 1
+	}
+	threads := int(l.Block.X)
+	v := make([]float32, length)
+	s1, s2 := make([]float32, threads), make([]float32, threads)
+	invLen := 1 / float32(length)
 	for r := range rows {
 		base := int64(r * length)
 		for j := range length {
@@ -101,22 +114,49 @@ func simLayerNorm(l *cudadrv.KernelLaunch, dt DType) error {
 			if hasBias {
 				f += float32(bias.float(int64(j)))
 			}
-			v[j] = float64(f)
+			v[j] = f
 			if hasSum {
-				sum.setFloat(base+int64(j), v[j])
+				sum.setFloat(base+int64(j), float64(f))
 			}
 		}
-		m, is := refNormStats(v, eps, simplified)
+		shift := float32(0)
+		if !simplified {
+			shift = v[0]
+		}
+		clear(s1)
+		clear(s2)
+		simThreadWalk(length, threads, pack, func(t, j int) {
+			d := v[j] - shift
+			s1[t] += d
+			s2[t] = simFMA32(d, d, s2[t])
+		})
+		t1, t2 := simBlockReduce(s1, 0, simSumOp), simBlockReduce(s2, 0, simSumOp)
+		m1 := t1 * invLen
+		var mu, variance float32
+		if simplified {
+			variance = t2 * invLen
+		} else {
+			mu = shift + m1
+			variance = simFmaxf(float32(t2*invLen)-float32(m1*m1), 0)
+		}
+		is := simRsqrt(variance + eps)
 		if hasMean {
-			mean.setFloat(int64(r), m)
+			mean.setFloat(int64(r), float64(mu))
 		}
-		inv.setFloat(int64(r), is)
+		inv.setFloat(int64(r), float64(is))
 		for j := range length {
-			o := (v[j] - m) * is * gamma.float(int64(j))
-			if hasBeta {
-				o += beta.float(int64(j))
+			g := float32(gamma.float(int64(j)))
+			a := is * (v[j] - mu)
+			var o float32
+			switch {
+			case hasBeta && vec:
+				o = simFMA32(g, a, float32(beta.float(int64(j))))
+			case hasBeta:
+				o = float32(g*a) + float32(beta.float(int64(j)))
+			default:
+				o = g * a
 			}
-			y.setFloat(base+int64(j), o)
+			y.setFloat(base+int64(j), float64(o))
 		}
 	}
 	return nil
@@ -138,21 +178,4 @@ func simBiasGelu(l *cudadrv.KernelLaunch, dt DType) error {
 		v[0].setFloat(i, float64(float32(gelu(float64(s)))))
 	}
 	return nil
-}
-
-// refNormStats returns the mean (0 when simplified) and 1 / sqrt(variance + eps) of v, in
-// float64; simplified (RMSNorm) uses the mean of squares as the variance.
-func refNormStats(v []float64, eps float64, simplified bool) (mean, invStd float64) {
-	n := float64(len(v))
-	var s1, s2 float64
-	for _, x := range v {
-		s1 += x
-	}
-	if !simplified {
-		mean = s1 / n
-	}
-	for _, x := range v {
-		s2 += (x - mean) * (x - mean)
-	}
-	return mean, 1 / math.Sqrt(s2/n+eps)
 }

@@ -18,47 +18,49 @@ func init() {
 	})
 }
 
-// refReduceStep is one step of a reduction ("sum" or "max"): max propagates NaN, as the
-// kernels' MaxOp and numpy do. refReduceStart is where each reduction starts.
-func refReduceStep(op string, acc, v float64) float64 {
+// simReduceOp returns the float32 combine of a reduction ("sum" or "max": rowreduce.cuh's
+// SumOp and MaxOp) and its identity.
+func simReduceOp(op string) (func(a, b float32) float32, float32) {
 	if op == "sum" {
-		return acc + v
+		return simSumOp, 0
 	}
-	if acc > v || math.IsNaN(acc) {
-		return acc
-	}
-	return v
+	return simMaxOp, float32(math.Inf(-1))
 }
 
-func refReduceStart(op string) float64 {
-	if op == "sum" {
-		return 0
-	}
-	return math.Inf(-1)
-}
-
-// simReduceRows is cudaep_reduce_rows_<op>_<t>(out, x, rows, length, scale).
+// simReduceRows is cudaep_reduce_rows_<op>_<t>(out, x, rows, length, scale), in the kernel's
+// float32 order: each thread of the block combines its elements (16-byte packs of them when
+// the row and the address allow), the block combines the threads' (simBlockReduce), and the
+// result times scale is rounded to the data type.
 func simReduceRows(l *cudadrv.KernelLaunch, dt DType, op string) error {
 	if err := simWarpBlock(l); err != nil {
 		return err
 	}
-	rows, length, scale := int(l.U64Arg(2)), int(l.U64Arg(3)), float64(l.F32Arg(4))
+	rows, length, scale := int(l.U64Arg(2)), int(l.U64Arg(3)), l.F32Arg(4)
 	v, err := simViewsOf(l, []int{0, 1}, []DType{dt, dt}, []int{rows, rows * length})
 	if err != nil {
 		return err
 	}
+	combine, identity := simReduceOp(op)
+	pack := 16 / dt.Size()
+	if length%pack != 0 || !simAligned16(l, 1) {
+		pack = 1
+	}
+	acc := make([]float32, l.Block.X)
 	for r := range rows {
-		acc := refReduceStart(op)
-		for j := range length {
-			acc = refReduceStep(op, acc, v[1].float(int64(r*length+j)))
+		for t := range acc {
+			acc[t] = identity
 		}
-		v[0].setFloat(int64(r), float64(float32(acc))*scale)
+		base := int64(r * length)
+		simThreadWalk(length, len(acc), pack, func(t, j int) {
+			acc[t] = combine(acc[t], float32(v[1].float(base+int64(j))))
+		})
+		v[0].setFloat(int64(r), float64(simBlockReduce(acc, identity, combine)*scale))
 	}
 	return nil
 }
 
 // simReduceStrided is cudaep_reduce_strided_<op>_<t>(out, x, n, kd[3], ks[3], rd[3], rs[3],
-// scale).
+// scale): one thread per output combining its elements in float32, in the kernel's order.
 func simReduceStrided(l *cudadrv.KernelLaunch, dt DType, op string) error {
 	n := int64(l.U64Arg(2))
 	var kd, ks, rd, rs [maxReduceGroups]int64
@@ -68,7 +70,7 @@ func simReduceStrided(l *cudadrv.KernelLaunch, dt DType, op string) error {
 			return fmt.Errorf("%s: dimension %d: kept %d stride %d, reduced %d stride %d", l.Name, i, kd[i], ks[i], rd[i], rs[i])
 		}
 	}
-	scale := float64(l.F32Arg(15))
+	scale := l.F32Arg(15)
 	if kd[0]*kd[1]*kd[2] != n {
 		return fmt.Errorf("%s: kept dimensions %v hold %d outputs, n is %d", l.Name, kd, kd[0]*kd[1]*kd[2], n)
 	}
@@ -84,21 +86,22 @@ func simReduceStrided(l *cudadrv.KernelLaunch, dt DType, op string) error {
 	if err != nil {
 		return err
 	}
+	combine, identity := simReduceOp(op)
 	for i := range n {
 		q, base := i, int64(0)
 		for j := maxReduceGroups - 1; j >= 0; j-- {
 			base += (q % kd[j]) * ks[j]
 			q /= kd[j]
 		}
-		acc := refReduceStart(op)
+		acc := identity
 		for a := range rd[0] {
 			for b := range rd[1] {
 				for c := range rd[2] {
-					acc = refReduceStep(op, acc, x.float(base+a*rs[0]+b*rs[1]+c*rs[2]))
+					acc = combine(acc, float32(x.float(base+a*rs[0]+b*rs[1]+c*rs[2])))
 				}
 			}
 		}
-		out.setFloat(i, float64(float32(acc))*scale)
+		out.setFloat(i, float64(acc*scale))
 	}
 	return nil
 }
