@@ -17,6 +17,107 @@ import (
 // query or wait invalidates a thread-local capture). Nothing was done.
 var ErrCaptureLive = errors.New("ep: a capture is live on the provider")
 
+// ErrThreadCaptures is returned by a call on a provider from an OS thread that captures for
+// another provider (of any device) when the call would touch the driver: a thread-local
+// capture is a property of the OS thread, and an allocation, free, module load, event or
+// stream query or wait the thread makes in any context invalidates it. Nothing was done; the
+// capture is unharmed. Make the call on another thread, or end or abort the capture first.
+//
+// errors.Is also matches it with ErrCaptureLive: either way, a live capture refused the call.
+var ErrThreadCaptures error = threadCapturesError{}
+
+// threadCapturesError is ErrThreadCaptures' type, which matches ErrCaptureLive too.
+type threadCapturesError struct{}
+
+func (threadCapturesError) Error() string {
+	return "ep: the calling OS thread captures for another provider"
+}
+
+// Is matches ErrCaptureLive.
+func (threadCapturesError) Is(target error) bool { return target == ErrCaptureLive }
+
+// capturing is the process-wide registry of the OS threads that capture: for each, the
+// provider it captures for and the other providers whose deferred work waits for that capture
+// to end. Every entry point that would touch the driver consults it (Provider.enterWindow),
+// whichever provider it names, so a thread's capture is one window for every provider the
+// thread touches.
+var capturing struct {
+	live atomic.Int32 // entries in m; while 0 no entry point looks further
+	mu   sync.Mutex
+	m    map[int64]*threadCapture
+}
+
+// threadCapture is one capturing thread's entry in capturing.
+type threadCapture struct {
+	p       *Provider   // the provider the thread captures for
+	waiting []*Provider // providers with work deferred until this capture ends
+}
+
+// threadCapturer returns the provider the calling OS thread captures for, or nil. It is one
+// atomic load while no thread of the process captures, and allocates nothing.
+func threadCapturer() *Provider {
+	if capturing.live.Load() == 0 {
+		return nil
+	}
+	return capturerOf(int64(graphs.ThreadID()))
+}
+
+// capturerOf returns the provider OS thread tid captures for, or nil.
+func capturerOf(tid int64) *Provider {
+	capturing.mu.Lock()
+	defer capturing.mu.Unlock()
+	if c := capturing.m[tid]; c != nil {
+		return c.p
+	}
+	return nil
+}
+
+// registerCapture records that OS thread tid captures for p.
+func registerCapture(tid int64, p *Provider) {
+	capturing.mu.Lock()
+	defer capturing.mu.Unlock()
+	if capturing.m == nil {
+		capturing.m = map[int64]*threadCapture{}
+	}
+	if capturing.m[tid] == nil {
+		capturing.live.Add(1)
+	}
+	capturing.m[tid] = &threadCapture{p: p}
+}
+
+// unregisterCapture forgets OS thread tid's capture and returns the providers whose deferred
+// work waited for it.
+func unregisterCapture(tid int64) []*Provider {
+	capturing.mu.Lock()
+	defer capturing.mu.Unlock()
+	c := capturing.m[tid]
+	if c == nil {
+		return nil
+	}
+	delete(capturing.m, tid)
+	capturing.live.Add(-1)
+	return c.waiting
+}
+
+// awaitThreadCapture makes q's deferred work run when the calling thread's capture (for
+// another provider) ends. It reports false when the thread does not capture.
+func awaitThreadCapture(q *Provider) bool {
+	tid := int64(graphs.ThreadID())
+	capturing.mu.Lock()
+	defer capturing.mu.Unlock()
+	c := capturing.m[tid]
+	if c == nil {
+		return false
+	}
+	for _, w := range c.waiting {
+		if w == q {
+			return true
+		}
+	}
+	c.waiting = append(c.waiting, q)
+	return true
+}
+
 // access is what an entry point does with the driver, which decides what a live capture
 // allows.
 type access uint8
@@ -43,16 +144,22 @@ const (
 // flight and refuses later ones.
 //
 // Releases never fail because of a capture: what they would do to the driver is queued
-// (releaseLater) and runs once the capture ends.
+// (releaseLater, releaseChecked) and runs once the capture ends, whether the capture is the
+// provider's own or that of the thread making the release (a thread that captures for
+// another provider). What a release checks, it checks at the call, so the queued work can
+// only fail in the driver; such a failure is counted (DeferredFailures), never reported
+// through a later call.
 type window struct {
-	mu      sync.RWMutex
-	capture atomic.Int64 // OS thread id of the live capture's thread; 0: none. Written under mu held exclusively.
-	closed  bool         // written under mu held exclusively
+	mu         sync.RWMutex
+	capture    atomic.Int64 // OS thread id of the live capture's thread; 0: none. Written under mu held exclusively.
+	closed     bool         // written under mu held exclusively
+	closeLater bool         // Close was called on a capturing thread: teardown waits for its capture (under mu)
 
 	deferMu    sync.Mutex
-	deferred   []func() error // driver work of releases made during the capture
-	deferErr   error          // the first error of deferred work, returned by Close
+	deferred   []func() error // driver work of releases made during a capture
 	deferCount atomic.Uint64  // releases deferred by a capture, for tests
+	failCount  atomic.Uint64  // deferred work that failed
+	lastFail   error          // the latest of those failures (under deferMu)
 }
 
 // entry is a call inside the window; leave ends it. It is a value so that entering
@@ -140,7 +247,33 @@ func (p *Provider) enterWindow(what string, a access) (entry, error) {
 			return entry{}, p.captureLive(what, tid)
 		}
 	}
+	if a != accessQuery && capturing.live.Load() != 0 {
+		if c := threadCapturer(); c != nil && c != p {
+			e.leave()
+			return entry{}, p.capturesElsewhere(what, c)
+		}
+	}
 	return e, nil
+}
+
+// refuseForeignCapture is the capture registry's rule for the entry points that do not enter
+// the window (Replay, ReplaySegment): on a thread that captures for another provider they are
+// refused before the driver is touched. It is one atomic load while no thread captures.
+func (p *Provider) refuseForeignCapture(what string) error {
+	if capturing.live.Load() == 0 {
+		return nil
+	}
+	if c := threadCapturer(); c != nil && c != p {
+		return p.capturesElsewhere(what, c)
+	}
+	return nil
+}
+
+// capturesElsewhere is the refusal of what on a thread that captures for c; kept out of line
+// so that entering allocates nothing.
+func (p *Provider) capturesElsewhere(what string, c *Provider) error {
+	return fmt.Errorf("%w (on device %d): cannot %s inside a capture: a driver call on the capturing thread would invalidate that capture, whatever the provider or device; make the call on another thread, or end or abort the capture first",
+		ErrThreadCaptures, c.dev.Ordinal(), what)
 }
 
 // rebound is the slow path of the calls entered with enterUnbound: their driver call failed
@@ -203,10 +336,15 @@ func (p *Provider) beginWindow(what string, begin func() error) error {
 	if tid := p.win.capture.Load(); tid != 0 {
 		return p.captureLive(what, tid)
 	}
+	if c := threadCapturer(); c != nil {
+		return p.capturesElsewhere(what, c)
+	}
 	if err := begin(); err != nil {
 		return err
 	}
-	p.win.capture.Store(int64(graphs.ThreadID()))
+	tid := int64(graphs.ThreadID())
+	p.win.capture.Store(tid)
+	registerCapture(tid, p)
 	return nil
 }
 
@@ -229,18 +367,24 @@ func (p *Provider) endWindow(what string, end func() error) error {
 	}
 	err = end()
 	ended := !p.slots.Capturing()
+	var waiting []*Provider
 	if ended {
-		p.win.capture.Store(0)
+		tid := p.win.capture.Swap(0)
+		waiting = unregisterCapture(tid)
 	}
 	leave()
 	if ended {
 		p.runDeferred()
+		for _, q := range waiting {
+			q.runDeferred()
+		}
 	}
 	return err
 }
 
-// releaseLater runs release (the driver work of giving something back) now, or, while a
-// capture is live on the provider, queues it to run when the capture ends: a release never
+// releaseLater runs release (the driver work of giving something back) now, or, when the
+// calling thread may not touch the driver (a capture is live on the provider, or the thread
+// captures for another provider), queues it to run when that capture ends: a release never
 // fails because of a capture and never breaks one. After Close it does nothing and succeeds:
 // Close already gave back what the provider owned.
 func (p *Provider) releaseLater(what string, release func() error) error {
@@ -252,60 +396,134 @@ func (p *Provider) releaseLater(what string, release func() error) error {
 		return err
 	}
 	defer e.leave()
-	if p.win.capture.Load() != 0 {
-		p.win.deferMu.Lock()
-		p.win.deferred = append(p.win.deferred, release)
-		p.win.deferMu.Unlock()
-		p.win.deferCount.Add(1)
-		return nil
-	}
-	return release()
+	return p.runOrDefer(release)
 }
 
-// runDeferred runs the releases queued during the capture that just ended. An error is kept
-// for Close to report: the call that deferred it has returned long ago.
-func (p *Provider) runDeferred() {
+// releaseChecked is releaseLater for a release that must be checked (and its bookkeeping
+// done) at the call, so that what it defers cannot fail for a reason the caller could have
+// been told: check runs now, inside the window, and returns the driver work to run now or
+// later (nil for none) and the call's error. Unlike releaseLater, a closed provider is an
+// error (what to release went with it).
+func (p *Provider) releaseChecked(what string, check func() (func() error, error)) error {
+	e, err := p.enter(what, accessQuery)
+	if err != nil {
+		return err
+	}
+	defer e.leave()
+	work, err := check()
+	if work != nil {
+		err = errors.Join(err, p.runOrDefer(work))
+	}
+	return err
+}
+
+// runOrDefer runs work now, or queues it when the calling thread may not touch the driver:
+// while a capture is live on p (its streams capture; the work waits for p's capture to end),
+// or when the thread captures for another provider (the work waits for that capture). The
+// window must be entered.
+func (p *Provider) runOrDefer(work func() error) error {
+	if p.win.capture.Load() != 0 {
+		p.queueDeferred(work)
+		return nil
+	}
+	if threadCapturer() != nil {
+		p.queueDeferred(work)
+		if awaitThreadCapture(p) {
+			return nil
+		}
+		// Not reached: only the calling thread could have ended its capture. Run what was
+		// queued rather than leave it behind.
+		p.runQueued()
+		return nil
+	}
+	return work()
+}
+
+// queueDeferred queues driver work of a release for when the capture it waits for ends.
+func (p *Provider) queueDeferred(work func() error) {
+	p.win.deferMu.Lock()
+	p.win.deferred = append(p.win.deferred, work)
+	p.win.deferMu.Unlock()
+	p.win.deferCount.Add(1)
+}
+
+// runQueued runs the queued work; the window is entered (or held) by the caller.
+func (p *Provider) runQueued() {
 	p.win.deferMu.Lock()
 	queue := p.win.deferred
 	p.win.deferred = nil
 	p.win.deferMu.Unlock()
-	if len(queue) == 0 {
+	for _, work := range queue {
+		p.noteDeferred(work())
+	}
+}
+
+// runDeferred runs, once a capture has ended, the work it deferred: the releases queued
+// during it and, for a provider closed on the capturing thread, the teardown. Work waiting
+// for the provider's own capture stays queued while that capture is live. A failure is
+// counted (DeferredFailures): the call that deferred the work has returned long ago.
+func (p *Provider) runDeferred() {
+	if p.finishClose() {
+		return
+	}
+	p.win.deferMu.Lock()
+	empty := len(p.win.deferred) == 0
+	p.win.deferMu.Unlock()
+	if empty {
 		return
 	}
 	e, err := p.enter("run releases deferred by a capture", accessQuery)
 	if err != nil {
-		p.noteDeferred(err)
-		return
+		return // closed: Close ran them
 	}
 	defer e.leave()
-	for _, release := range queue {
-		p.noteDeferred(release())
+	if p.win.capture.Load() != 0 || threadCapturer() != nil {
+		return // a capture is live again: its end runs them
 	}
+	p.runQueued()
 }
 
-// drainDeferred runs whatever is still queued; Close calls it with the window held.
-func (p *Provider) drainDeferred() error {
-	p.win.deferMu.Lock()
-	queue := p.win.deferred
-	p.win.deferred = nil
-	p.win.deferMu.Unlock()
-	for _, release := range queue {
-		p.noteDeferred(release())
+// finishClose tears down a provider whose Close was called on a capturing thread, now that
+// the capture ended; it reports whether it did. A teardown failure is counted, not reported
+// (Close returned long ago).
+func (p *Provider) finishClose() bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p.win.mu.Lock()
+	defer p.win.mu.Unlock()
+	if !p.win.closeLater {
+		return false
 	}
-	p.win.deferMu.Lock()
-	defer p.win.deferMu.Unlock()
-	return p.win.deferErr
+	p.win.closeLater = false
+	p.noteDeferred(p.teardown())
+	return true
 }
 
+// drainDeferred runs whatever is still queued; Close calls it (in teardown) with the window
+// held.
+func (p *Provider) drainDeferred() {
+	p.runQueued()
+}
+
+// noteDeferred counts a failure of deferred work and keeps the latest.
 func (p *Provider) noteDeferred(err error) {
 	if err == nil {
 		return
 	}
+	p.win.failCount.Add(1)
 	p.win.deferMu.Lock()
-	if p.win.deferErr == nil {
-		p.win.deferErr = fmt.Errorf("ep: a release deferred by a capture failed: %w", err)
-	}
+	p.win.lastFail = fmt.Errorf("ep: a release deferred by a capture failed: %w", err)
 	p.win.deferMu.Unlock()
+}
+
+// DeferredFailures reports how many pieces of work deferred by captures failed when they ran
+// (in the driver: what a release could check, it checked when it was called), and the latest
+// failure. No later call reports them: a device fault behind one is sticky and fails the next
+// call that touches the device, and a double-buffer slot whose fence failed is quarantined.
+func (p *Provider) DeferredFailures() (uint64, error) {
+	p.win.deferMu.Lock()
+	defer p.win.deferMu.Unlock()
+	return p.win.failCount.Load(), p.win.lastFail
 }
 
 // CaptureLive reports whether a capture is live on the provider (begun and not yet ended or

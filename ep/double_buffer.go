@@ -1,6 +1,9 @@
 package ep
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/cudaep/cudaep/paging"
 )
 
@@ -33,7 +36,10 @@ type (
 // layer's bytes.
 //
 // A DoubleBuffer is safe for concurrent use. The provider's Close closes one left open. During
-// a capture on the provider its calls are refused with ErrCaptureLive (Close is deferred).
+// a capture on the provider its calls that touch the device are refused with ErrCaptureLive
+// (Close and Cancel are deferred), and on an OS thread that captures for another provider with
+// ErrThreadCaptures; calls from other threads on a provider that does not capture are not
+// affected by a capture elsewhere (they synchronize nothing the capture depends on).
 type DoubleBuffer struct {
 	p  *Provider
 	db *paging.DoubleBuffer
@@ -45,22 +51,31 @@ type DoubleBuffer struct {
 //
 // # Errors
 //
-// The capacity gate runs first: slots too large for two staging buffers under the pool's
-// retention cap (option staging_pool_cap_bytes) are declined with a *paging.PoolCapacityError
-// (errors.Is paging.ErrDeclined) before anything is reserved. A zero slotBytes or an unknown
-// mode is an error; device exhaustion is the driver's CUDA_ERROR_OUT_OF_MEMORY.
+// The arguments are checked first, capture or not: a zero slotBytes or an unknown mode wraps
+// ErrInvalidArgument, and the capacity gate declines slots too large for two staging buffers
+// (each slotBytes in whole host pages) under the pool's retention cap (option
+// staging_pool_cap_bytes) with a *paging.PoolCapacityError (errors.Is paging.ErrDeclined),
+// naming the sizes, before anything is reserved. Then the capture window (ErrCaptureLive,
+// ErrThreadCaptures). Device exhaustion is the driver's CUDA_ERROR_OUT_OF_MEMORY.
 func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*DoubleBuffer, error) {
-	e, err := p.enter("create a double buffer", accessDriver)
-	if err != nil {
-		return nil, err
+	if slotBytes == 0 {
+		return nil, fmt.Errorf("%w: double buffer: slot size is 0", ErrInvalidArgument)
 	}
-	defer e.leave()
 	t, err := paging.NewCUDATransfer(paging.CUDATransferConfig{
 		Context: p.ctx, CopyStream: p.copy, ComputeStream: p.compute, Pool: p.weights.pool, Mode: mode,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: double buffer: %w", ErrInvalidArgument, err)
 	}
+	// The gate needs no device: it answers before the window, so a capture does not hide it.
+	if err := t.Admit(slotBytes, paging.SlotCount); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	e, err := p.enter("create a double buffer", accessDriver)
+	if err != nil {
+		return nil, errors.Join(err, t.Close()) // nothing reserved: Close makes no driver call
+	}
+	defer e.leave()
 	db, err := paging.NewDoubleBuffer(t, slotBytes)
 	if err != nil {
 		return nil, err
@@ -73,8 +88,16 @@ func (p *Provider) NewDoubleBuffer(slotBytes uint64, mode TransferMode) (*Double
 // Prefetch queues layer's image (w's regions, read from the provider's external-data files)
 // into a free slot on the copy stream and returns its ticket. It does not wait for the copy.
 // Errors are paging.DoubleBuffer.Prefetch's (ErrNoFreeSlot when both slots are taken, a
-// *paging.LayerSizeError for an image larger than Capacity, …).
+// *paging.LayerSizeError for an image larger than Capacity, …); the argument errors (a nil
+// weight, an image larger than Capacity, a region of a mapping no longer open) come before the
+// capture window's.
 func (d *DoubleBuffer) Prefetch(layer LayerID, w *LazyWeight) (Ticket, error) {
+	if err := d.p.checkWeight("prefetch a layer", w); err != nil {
+		return Ticket{}, err
+	}
+	if c := d.db.Capacity(); w.Bytes() > c {
+		return Ticket{}, &paging.LayerSizeError{Layer: layer, LayerBytes: w.Bytes(), Capacity: c}
+	}
 	e, err := d.p.enter("prefetch a layer", accessDriver)
 	if err != nil {
 		return Ticket{}, err
@@ -107,13 +130,20 @@ func (d *DoubleBuffer) Release(t Ticket) error {
 
 // Cancel abandons the ticket's layer (filling, ready or in use) and frees its slot without
 // quarantine.
+//
+// Cancels succeed during a capture: on the provider, or on an OS thread that captures for
+// another provider, the ticket is checked and its layer abandoned at the call (it cannot be
+// waited for, released or cancelled again), and the slot's release fence is recorded when that
+// capture ends; the slot is not reused before.
+//
+// # Errors
+//
+// paging.DoubleBuffer.Cancel's (a stale ticket, a layer already released or cancelled), at
+// the call and with nothing changed, capture or not.
 func (d *DoubleBuffer) Cancel(t Ticket) error {
-	e, err := d.p.enter("cancel a layer", accessDriver)
-	if err != nil {
-		return err
-	}
-	defer e.leave()
-	return d.db.Cancel(t)
+	return d.p.releaseChecked("cancel a layer", func() (func() error, error) {
+		return d.db.CancelLater(t)
+	})
 }
 
 // Recover puts the slots quarantined by failed fills back in service and returns how many it
@@ -131,7 +161,17 @@ func (d *DoubleBuffer) Recover() (int, error) {
 func (d *DoubleBuffer) Capacity() uint64 { return d.db.Capacity() }
 
 // SlotState returns slot i's state (paging.SlotQuarantined for an index outside [0, 2)).
-func (d *DoubleBuffer) SlotState(i int) SlotState { return d.db.SlotState(i) }
+//
+// On an OS thread that captures (for any provider) it reports the state the pipeline last saw
+// without asking the driver whether a filling slot's copy has completed (an event query there
+// would invalidate the capture): such a slot reads paging.SlotFilling until a call on another
+// thread, or after the capture, looks again.
+func (d *DoubleBuffer) SlotState(i int) SlotState {
+	if threadCapturer() != nil {
+		return d.db.LastSlotState(i)
+	}
+	return d.db.SlotState(i)
+}
 
 // Quarantined returns the number of quarantined slots.
 func (d *DoubleBuffer) Quarantined() int { return d.db.Quarantined() }

@@ -138,7 +138,7 @@ var families = []family{
 	{CodeOutOfMemory, is(cudadrv.ErrorOutOfMemory)},
 	{CodeDriver, anyOf(as[*cudadrv.Error](), as[*cudadrv.BLASError](), as[*cudadrv.CompileError]())},
 	{CodeUnsupported, is(cudadrv.ErrUnsupported, kernels.ErrUnsupported, graphs.ErrRejected)},
-	{CodeWrongState, is(ErrClosed, ErrCaptureLive, kernels.ErrClosed, paging.ErrClosed,
+	{CodeWrongState, is(ErrClosed, ErrCaptureLive, ErrThreadCaptures, kernels.ErrClosed, paging.ErrClosed,
 		paging.ErrNoFreeSlot, paging.ErrNotPrefetched, paging.ErrQuarantined, paging.ErrFileBusy, cudadrv.ErrDestroyed)},
 	{CodeWrongState, as[*paging.SlotStateError]()},
 }

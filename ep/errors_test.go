@@ -48,6 +48,7 @@ func TestCodeClassifiesEveryErrorFamily(t *testing.T) {
 		{"invalidated capture wrapping the driver's error", fmt.Errorf("%w: %w", graphs.ErrCaptureInvalidated,
 			&cudadrv.Error{Op: "cuStreamEndCapture", Result: cudadrv.ErrorStreamCaptureInvalidated}), ep.CodeWrongState},
 		{"capture window", fmt.Errorf("ep: %w", ep.ErrCaptureLive), ep.CodeWrongState},
+		{"a thread capturing for another provider", fmt.Errorf("ep: %w", ep.ErrThreadCaptures), ep.CodeWrongState},
 		{"audit rejection", fmt.Errorf("ep: %w", graphs.ErrRejected), ep.CodeUnsupported},
 		{"unsupported kernel", fmt.Errorf("ep: %w", kernels.ErrUnsupported), ep.CodeUnsupported},
 		{"tensor mismatch", fmt.Errorf("ep: %w", kernels.ErrTensorMismatch), ep.CodeInvalidArgument},

@@ -141,8 +141,13 @@ func (p *Provider) AbortCapture(slot Slot) error {
 // capture is live on the compute stream (it is set before cuStreamBeginCapture, which waits
 // for the replays admitted before it) and after the slots are closed (Close closes them, which
 // waits for admitted replays, before it destroys the stream). Its refusals are reported as the
-// window's would be: ErrCaptureLive during a capture, ErrClosed after Close.
+// window's would be: ErrCaptureLive during a capture, ErrClosed after Close, and
+// ErrThreadCaptures on an OS thread that captures for another provider (checked first, with
+// one atomic load while no thread captures).
 func (p *Provider) Replay(slot Slot) error {
+	if err := p.refuseForeignCapture("replay"); err != nil {
+		return err
+	}
 	if err := p.slots.Replay(slot); err != nil {
 		return p.replayFailed("replay", err, func() error { return p.slots.Replay(slot) })
 	}
@@ -152,10 +157,23 @@ func (p *Provider) Replay(slot Slot) error {
 // ReplaySegment launches one installed segment of slot by its capture-order index, as Replay
 // launches them all (and with Replay's rules for the thread's context and admission).
 func (p *Provider) ReplaySegment(slot Slot, index int) error {
+	if err := p.refuseForeignCapture("replay a segment"); err != nil {
+		return p.segmentIndexFirst(slot, index, err)
+	}
 	if err := p.slots.ReplaySegment(slot, index); err != nil {
-		return p.replayFailed("replay a segment", err, func() error { return p.slots.ReplaySegment(slot, index) })
+		return p.segmentIndexFirst(slot, index, p.replayFailed("replay a segment", err, func() error { return p.slots.ReplaySegment(slot, index) }))
 	}
 	return nil
+}
+
+// segmentIndexFirst returns, in place of a refused segment replay's error, the argument error
+// of an index past the installed segments (a capture refuses the replay before the graph layer
+// looks at the index, and argument errors come first).
+func (p *Provider) segmentIndexFirst(slot Slot, index int, err error) error {
+	if n := p.slots.SegmentCount(slot); n > 0 && (index < 0 || index >= n) && !errors.Is(err, graphs.ErrSegmentIndex) {
+		return fmt.Errorf("%w: replay segment %d of slot %v: %d segment(s) installed", graphs.ErrSegmentIndex, index, slot, n)
+	}
+	return err
 }
 
 // replayFailed is the slow path of Replay and ReplaySegment, kept out of line: a launch

@@ -2,6 +2,7 @@ package ep
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cudaep/cudaep/cudadrv"
 
@@ -70,6 +71,7 @@ var ErrUnsupported = kernels.ErrUnsupported
 type Kernel struct {
 	p    *Provider
 	k    kernels.Kernel
+	ins  []TensorInfo // the inputs Get was given, for the argument check of a refused call
 	view bool
 }
 
@@ -90,7 +92,11 @@ func (p *Provider) GetKernel(spec Spec) (*Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ep: get kernel: %w", err)
 	}
-	return &Kernel{p: p, k: k, view: isView(spec, k.Outputs())}, nil
+	ins := make([]TensorInfo, len(spec.Inputs))
+	for i, in := range spec.Inputs {
+		ins[i] = TensorInfo{DType: in.DType, Shape: slices.Clone(in.Shape)}
+	}
+	return &Kernel{p: p, k: k, ins: ins, view: isView(spec, k.Outputs())}, nil
 }
 
 // View reports whether the kernel's output is its first input's bytes unchanged under another
@@ -157,13 +163,53 @@ func (k *Kernel) CaptureSupport() graphs.CaptureSupport { return k.k.CaptureSupp
 // Execute queues the operator on the provider's compute stream; it does not wait. Inside a
 // capture on this thread the work is recorded instead; during a capture on another thread it
 // is refused with ErrCaptureLive.
+//
+// # Errors
+//
+// Tensors that differ from what GetKernel was given wrap kernels.ErrTensorMismatch, before the
+// capture window's refusals (ErrCaptureLive, ErrThreadCaptures): argument errors come first.
 func (k *Kernel) Execute(inputs, outputs []Tensor) error {
 	e, err := k.p.enter("execute a kernel", accessRecord)
 	if err != nil {
+		// Refused without the kernel: report a bad tensor first, as the kernel would have.
+		if terr := checkTensors(k.Name(), inputs, k.ins, outputs, k.k.Outputs()); terr != nil {
+			return terr
+		}
 		return err
 	}
 	defer e.leave()
 	return k.k.Execute(inputs, outputs)
+}
+
+// checkTensors is the kernels' check of Execute's tensors (count, dtype and shape, a device
+// address for every tensor with elements, element alignment), for a call refused before the
+// kernel saw them. It returns nil when they are right or the kernel's inputs are unknown.
+func checkTensors(name string, ins []Tensor, wantIns []TensorInfo, outs []Tensor, wantOuts []TensorInfo) error {
+	for _, set := range []struct {
+		role string
+		got  []Tensor
+		want []TensorInfo
+	}{{"input", ins, wantIns}, {"output", outs, wantOuts}} {
+		if len(set.got) != len(set.want) {
+			return fmt.Errorf("%w: %s: %d %ss, want %d", kernels.ErrTensorMismatch, name, len(set.got), set.role, len(set.want))
+		}
+		for i, t := range set.got {
+			if !t.TensorInfo.Equal(set.want[i]) {
+				return fmt.Errorf("%w: %s: %s %d is %s, want %s", kernels.ErrTensorMismatch, name, set.role, i, t.TensorInfo, set.want[i])
+			}
+			if t.NumElements() == 0 {
+				continue
+			}
+			if t.Ptr == 0 {
+				return fmt.Errorf("%w: %s: %s %d has a zero device address", kernels.ErrTensorMismatch, name, set.role, i)
+			}
+			if size := cudadrv.DevicePtr(t.DType.Size()); size > 1 && t.Ptr%size != 0 {
+				return fmt.Errorf("%w: %s: %s %d at device address %#x is not aligned to its %d-byte %s elements",
+					kernels.ErrTensorMismatch, name, set.role, i, uint64(t.Ptr), size, t.DType)
+			}
+		}
+	}
+	return nil
 }
 
 // NonZeroCount reads the element count a NonZero kernel found in its last execution (count is
@@ -176,6 +222,10 @@ func (k *Kernel) NonZeroCount(count Tensor) (int64, error) {
 	}
 	e, err := k.p.enter("read the NonZero count (it synchronizes the stream)", accessDriver)
 	if err != nil {
+		// Argument errors first: a count tensor the kernel would refuse.
+		if terr := checkTensors(k.Name(), nil, nil, []Tensor{count}, k.k.Outputs()[1:]); terr != nil {
+			return 0, terr
+		}
 		return 0, err
 	}
 	defer e.leave()

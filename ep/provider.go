@@ -165,7 +165,7 @@ func (p *Provider) teardown() error {
 	defer runtime.UnlockOSThread()
 	var errs []error
 	if p.ctx.Bind() == nil {
-		errs = append(errs, p.drainDeferred())
+		p.drainDeferred() // a failure is counted (DeferredFailures), not this call's
 		errs = append(errs, p.owned.closeDoubleBuffers(), p.owned.releasePaged())
 		errs = append(errs, p.weights.stop()...)
 		if p.slots != nil {
@@ -225,10 +225,17 @@ func (p *Provider) Device() DeviceInfo {
 // Buffers still held become unusable: release them before Close. Once it has closed the
 // provider it is idempotent: later calls return the first result.
 //
+// On an OS thread that captures for another provider, the teardown (which frees memory and
+// destroys streams: driver calls that would invalidate that capture) waits until the capture
+// ends: Close marks the provider closed at once (later calls fail with ErrClosed), returns
+// nil, and the capture's EndCapture or AbortCapture tears the provider down. A failure of
+// that teardown is counted by DeferredFailures.
+//
 // # Errors
 //
 // While a capture is live on the provider, Close is refused with ErrCaptureLive and closes
-// nothing: end or abort the capture (on its thread), then close.
+// nothing: end or abort the capture (on its thread), then close. A failure of the releases a
+// capture deferred is not reported here (see DeferredFailures).
 func (p *Provider) Close() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -242,6 +249,10 @@ func (p *Provider) Close() error {
 	}
 	p.win.closed = true
 	p.closed.Store(true)
+	if threadCapturer() != nil && awaitThreadCapture(p) {
+		p.win.closeLater = true
+		return nil
+	}
 	p.closeErr = p.teardown()
 	return p.closeErr
 }

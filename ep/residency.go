@@ -171,11 +171,16 @@ func (p *Provider) ExternalDataRegistration(id MappingID) (RegisterReport, bool)
 //
 // # Errors
 //
-// While a layer from the file is in flight the close is refused with an error wrapping
-// paging.ErrFileBusy and nothing changes (release or cancel the layer, then close). An unknown
-// id is an argument error. During a capture on the provider it is refused with
-// ErrCaptureLive (unregistering calls the driver).
+// An id that is not open (never opened, or closed) is an argument error (a *paging.RegionError),
+// reported first, capture or not. While a layer from the file is in flight the close is
+// refused with an error wrapping paging.ErrFileBusy and nothing changes (release or cancel the
+// layer, then close). During a capture on the provider, or on an OS thread that captures for
+// another provider, it is refused with ErrCaptureLive or ErrThreadCaptures (unregistering
+// calls the driver).
 func (p *Provider) CloseExternalData(id MappingID) error {
+	if _, err := p.weights.files.Size(id); err != nil {
+		return fmt.Errorf("ep: close external data %d: %w", id, err)
+	}
 	e, err := p.enter("close external data", accessDriver)
 	if err != nil {
 		return err
@@ -203,6 +208,21 @@ func (p *Provider) RecoverWeights() (int, error) {
 	return p.weights.residency.Recover()
 }
 
+// checkWeight is the argument check of a prefetch, made before the capture window: w must not
+// be nil and its regions must lie in files the provider has open (a mapping closed since the
+// weight was made is a *paging.RegionError).
+func (p *Provider) checkWeight(what string, w *LazyWeight) error {
+	if w == nil {
+		return fmt.Errorf("%w: %s: nil weight", ErrInvalidArgument, what)
+	}
+	for _, r := range w.Regions() {
+		if _, err := p.weights.files.RegionBytes(r); err != nil {
+			return fmt.Errorf("ep: %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
 // NewLazyWeight validates spec against the opened files and returns the weight. Every region
 // must lie inside its file.
 func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
@@ -225,6 +245,9 @@ func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
 // CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy. A decline comes
 // with a nil error; the error reports real failures only.
 func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) (paging.Decline, error) {
+	if err := p.checkWeight("prefetch a weight", w); err != nil {
+		return paging.Decline{}, err
+	}
 	e, err := p.enter("prefetch a weight", accessDriver)
 	if err != nil {
 		return paging.Decline{}, err
@@ -252,24 +275,38 @@ func (p *Provider) PageWeight(layer LayerID) (*PagedWeight, error) {
 
 // CancelWeight drops a prefetched layer that will not be paged, freeing its slot without
 // quarantine.
+//
+// During a capture on the provider, or on an OS thread that captures for another provider,
+// the cancel succeeds (the layer is no longer pending: PageWeight and a second cancel refuse
+// it) and the slot's release fence is recorded when that capture ends; the slot is not reused
+// before.
+//
+// # Errors
+//
+// A layer that is not pending (never prefetched, declined, paged or cancelled) wraps
+// paging.ErrNotPrefetched, at the call and with nothing changed, capture or not.
 func (p *Provider) CancelWeight(layer LayerID) error {
-	return p.releaseLater("cancel a weight", func() error { return p.weights.residency.Cancel(layer) })
+	return p.releaseChecked("cancel a weight", func() (func() error, error) {
+		return p.weights.residency.CancelLater(layer)
+	})
 }
 
 // ReleasePagedWeight gives back w's slot: it records the slot's release fence after the compute
-// work queued so far, so the slot can take a later layer. During a capture on the provider the
-// release waits until the capture ends (recording the fence then would be recorded into the
-// graph). A second release returns paging.ErrReleased.
+// work queued so far, so the slot can take a later layer. During a capture on the provider, or
+// on an OS thread that captures for another provider, w is released at once and the fence is
+// recorded when that capture ends (recording it now would be recorded into the graph, or
+// invalidate the capture); the slot is not reused before. A second release returns
+// paging.ErrReleased, capture or not.
 func (p *Provider) ReleasePagedWeight(w *PagedWeight) error {
 	if p.closed.Load() {
 		return nil // Close released it with the residency
 	}
-	if w.Released() {
-		return paging.ErrReleased
-	}
-	return p.releaseLater("release a paged weight", func() error {
-		p.owned.remove(w)
-		return w.Release()
+	return p.releaseChecked("release a paged weight", func() (func() error, error) {
+		work, err := w.ReleaseLater()
+		if work != nil {
+			p.owned.remove(w)
+		}
+		return work, err
 	})
 }
 
