@@ -8,7 +8,8 @@
 #                                    # into build/ort-gpu
 #   scripts/ort-gpu-check.sh run     # there: every host case, one line per case last
 #
-# Carry .cache/ort/1.30.0, build/ctests, build/ctest-ort/ctests/ort and build/ort-gpu.
+# Carry .cache/ort/1.30.0, build/ctests, build/ctest-ort/ctests/ort and build/ort-gpu (and
+# build/wheel for the installed wheel's check).
 set -u
 cd "$(dirname "$0")/.."
 H=build/ctest-ort/ctests/ort/ort_host
@@ -41,6 +42,20 @@ run)
 	CUDAEP_ORT_NODE_LIST=1 timeout 300 "$H" node_tests --all-ops build/ort-gpu/node >"${OUT:-/tmp}/node-tests.log" 2>&1
 	tail -2 "${OUT:-/tmp}/node-tests.log"
 	summary+=("$(grep -h '^RESULT' "${OUT:-/tmp}/node-tests.log" | sed 's/node_tests/node_tests --all-ops/' || echo "RESULT node_tests --all-ops: no result")")
+	# The wheel as a user installs it, into the machine's Python (which has onnxruntime): carry
+	# build/wheel (make wheel) for this step.
+	for whl in build/wheel/onnxruntime_ep_cudaep-*.whl; do
+		[ -f "$whl" ] || continue
+		echo "=== wheel $(basename "$whl")"
+		rm -rf /tmp/cudaep-wheel
+		if python3 -m pip install -q --no-index --no-deps --target /tmp/cudaep-wheel "$whl" &&
+			(cd /tmp && PYTHONPATH=/tmp/cudaep-wheel timeout 300 python3 "$OLDPWD/scripts/wheel_ort_check.py") >/tmp/wheel.log 2>&1; then
+			summary+=("RESULT wheel: PASS ($(grep -oE '[0-9]+ passed, [0-9]+ failed' /tmp/wheel.log | tail -1))")
+		else
+			summary+=("RESULT wheel: FAIL ($(grep -oE '[0-9]+ passed, [0-9]+ failed' /tmp/wheel.log | tail -1))")
+		fi
+		grep -E "passed,|FAIL" /tmp/wheel.log | tail -12
+	done
 	echo "===== ort-gpu-check summary ====="
 	printf '%s\n' "${summary[@]}"
 	! printf '%s\n' "${summary[@]}" | grep -vq ': PASS$'
