@@ -95,14 +95,43 @@
  *     resets, module loads, kernel creation, paging and double-buffer calls), on any thread,
  *     and the recordable calls on any other thread, fail with CUDAEP_WRONG_STATE ("inside a
  *     capture") and do nothing;
- *   - releases succeed: the handle is gone at once, and what the release does to the driver
- *     (a free, a drain, an unload) runs when the capture ends. CudaEpReleaseProvider is the
- *     exception: it is refused with CUDAEP_WRONG_STATE and the handle stays valid;
+ *   - releases and cancels succeed: the handle is gone (the layer abandoned) at once, and what
+ *     the call does to the driver (a free, a drain, an unload, a release fence) runs when the
+ *     capture ends. CudaEpReleaseProvider is the exception: it is refused with
+ *     CUDAEP_WRONG_STATE and the handle stays valid;
  *   - queries (capture status, stats, names, sizes) always work.
- *   Argument errors are reported before state errors. A call that was already running when the
- *   capture began finished before the capture's first recorded work (a host copy's enqueue and
- *   wait are one step), and the capture gate is per device: a forced synchronization through
- *   another provider on the same GPU waits until the capture has ended.
+ *
+ * One window per capturing thread (ABI 5).  A capture is its OS thread's, as CUDA's
+ *   thread-local capture is: on the capturing thread a driver allocation, free, module load,
+ *   or event or stream query or wait invalidates the capture whatever provider or device it
+ *   is made for. So while a thread captures, the rule above also holds on that thread for
+ *   every other provider (of any device) and its children: every call that would touch the
+ *   driver, the recordable ones included (their work would run, not be recorded), and a
+ *   second CudaEpBeginCapture, fail with CUDAEP_WRONG_STATE ("the calling OS thread captures
+ *   for another provider ... inside a capture") before the driver is touched; releases and
+ *   cancels succeed and do their driver work when that thread's capture ends, and releasing
+ *   such a provider's handle (or its last child) on that thread destroys the provider then;
+ *   queries answer without touching the driver (CudaEpDoubleBufferGetSlotState reports a
+ *   slot's state as last seen). Other threads are not held back by a capture on a provider
+ *   they do not call: their calls on other providers (double-buffer waits and releases
+ *   included) run, except that a forced synchronization of the capturing device waits until
+ *   the capture has ended (the capture gate, below).
+ *
+ * Argument errors first.  Argument errors (CUDAEP_INVALID_HANDLE, CUDAEP_STALE_HANDLE,
+ *   CUDAEP_INVALID_ARGUMENT: what a call's arguments decide with the objects they name, such
+ *   as a mapping that is not open or a tensor of the wrong shape) are reported before state
+ *   errors (CUDAEP_WRONG_STATE), capture or not; so is CudaEpCreateDoubleBuffer's
+ *   CUDAEP_DECLINED, which its size and the provider's options decide. A release or cancel that
+ *   cannot succeed (a layer that is not pending, one already released or cancelled, a stale
+ *   ticket) fails at the call, with nothing changed, also during a capture: what a capture
+ *   defers has been checked, and a failure of its driver work is never reported by a later,
+ *   unrelated call (a device fault behind one is sticky and fails the next call that touches
+ *   the device; a double-buffer slot whose fence failed is quarantined).
+ *
+ *   A call that was already running when the capture began finished before the capture's
+ *   first recorded work (a host copy's enqueue and wait are one step), and the capture gate is
+ *   per device: a forced synchronization through another provider on the same GPU waits until
+ *   the capture has ended.
  *
  * Failures inside the library.  An internal fault (a Go panic) is caught at the boundary and
  *   returned as CUDAEP_FAIL with its message; it never unwinds into the caller.
@@ -287,6 +316,10 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetLiveHandleCount(CUDAEP_OUT uin
  *                           exceed half of residency_budget_bytes when a budget is set
  *                           (CUDAEP_INVALID_ARGUMENT), and two staging buffers of its size must fit
  *                           staging_pool_cap_bytes (CUDAEP_DECLINED).
+ *
+ *   Two staging buffers fit staging_pool_cap_bytes when twice the slot size, rounded up to
+ *   whole host pages (pinned memory is allocated in pages: 4 KiB on x86-64 Linux), is at most
+ *   the cap; a decline's message names the rounded size and the largest slot the cap admits.
  */
 
 /*
@@ -347,7 +380,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCreateProvider(CudaEpOptions opti
  * when nothing uses it any more: immediately if no call is in flight on it and it has no
  * children, otherwise when the last of those lets go. If the destruction happens in this call
  * and fails, the error is returned; the handle is released all the same. A provider whose
- * children are released during a capture is destroyed after the capture ends.
+ * children are released during a capture is destroyed after the capture ends. On an OS thread
+ * that captures for another provider (see "One window per capturing thread") the destruction
+ * waits until that capture ends, and its failure is not reported.
  * Errors: CUDAEP_INVALID_HANDLE, CUDAEP_STALE_HANDLE (including a second release),
  * CUDAEP_WRONG_STATE while a capture is live on the provider (nothing is released and the
  * handle stays valid: end or abort the capture first), CUDAEP_CUDA_ERROR from tearing down the
@@ -447,8 +482,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronize(CudaEpProvider provid
  * synchronization would invalidate it).
  * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on this provider,
  * on any thread (the capture window: nothing is done and the capture is unharmed), or on a
- * thread that captures for another provider of the device (that capture is then invalidated
- * and must be aborted); CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
+ * thread that captures for another provider, of any device (nothing is done and that capture
+ * is unharmed); CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider provider);
 
@@ -499,8 +534,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpAllocBuffer(CudaEpProvider provid
  * still embed its address (see CudaEpBeginCapture's retain list), when the last of them is
  * destroyed, so a queued replay never reads reused memory. Work already queued on the buffer
  * may still run: the free is ordered after it. During a capture on the provider the release
- * succeeds and the free waits until the capture ends. Errors: a bad buffer handle (including
- * a second release). Thread-safe.
+ * succeeds and the free waits until the capture ends; so it does on an OS thread that captures
+ * for another provider. Errors: a bad buffer handle (including a second release). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleaseBuffer(CudaEpBuffer buffer);
 
@@ -966,7 +1001,8 @@ typedef enum CudaEpCaptureStatus {
  * a bad slot, or kernels/buffers of another provider; CUDAEP_UNSUPPORTED when the audit
  * rejects a kernel (the message contains "rejected before begin_capture" and names it; the
  * stream never entered capture); CUDAEP_WRONG_STATE when a capture is already live on the
- * provider; CUDAEP_OUT_OF_MEMORY past 128 keyed slots; CUDAEP_CUDA_ERROR from the driver. On
+ * provider, or the calling thread captures for another provider (one capture per thread);
+ * CUDAEP_OUT_OF_MEMORY past 128 keyed slots; CUDAEP_CUDA_ERROR from the driver. On
  * every error nothing is left capturing. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpBeginCapture(CudaEpProvider provider, int32_t slot_kind,
@@ -1034,7 +1070,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReplay(CudaEpProvider provider, i
  * CudaEpReplaySegment launches one installed segment of the slot by its zero-based
  * capture-order index (for segmented capture: replay segment i, run the seam eagerly, replay
  * segment i+1). Errors: CudaEpReplay's, and CUDAEP_INVALID_ARGUMENT for an index past the
- * installed segments. Thread-safe.
+ * installed segments (also during a capture; with none installed it is CUDAEP_WRONG_STATE).
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReplaySegment(CudaEpProvider provider, int32_t slot_kind,
                                                              int64_t slot_key, size_t index);
@@ -1103,10 +1140,14 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpGetGraphStats(CudaEpProvider prov
 
 /*
  * Every paging and double-buffer call below that touches the device (prefetch, page, wait,
- * release of a layer, creation of a double buffer) follows the capture window: during a live
- * capture on the provider it fails with CUDAEP_WRONG_STATE and does nothing; releases of
- * paged weights, tickets and double buffers, and cancels, succeed and do their device work when
- * the capture ends.
+ * release of a layer, creation of a double buffer, recovery, closing a file) follows the
+ * capture window: during a live capture on the provider, or on a thread that captures for
+ * another provider, it fails with CUDAEP_WRONG_STATE and does nothing; releases of paged
+ * weights, tickets and double buffers, and cancels (CudaEpCancelWeight,
+ * CudaEpDoubleBufferCancelLayer), succeed and do their device work when the capture ends.
+ * A cancel or release is checked at the call: one that cannot succeed fails then, capture or
+ * not, and the layer is no longer pending from that call on (its slot is reused only after
+ * its release fence, recorded when the capture ends).
  *
  * Layer weights of an ONNX model with external data live in files. A provider maps such files
  * read-only and shared (CudaEpOpenExternalData); a lazy weight names the byte regions of those
@@ -1210,7 +1251,7 @@ typedef enum CudaEpDeclineReason {
     CUDAEP_DECLINE_DISABLED = 1,      /* prefill double buffering is off (the default) */
     CUDAEP_DECLINE_BOUNDARY = 2,      /* the weight's boundary is not pageable */
     CUDAEP_DECLINE_OVERSIZE = 3,      /* larger than the slots (or half the residency budget) */
-    CUDAEP_DECLINE_POOL_CAPACITY = 4, /* two staging buffers exceed staging_pool_cap_bytes */
+    CUDAEP_DECLINE_POOL_CAPACITY = 4, /* two staging buffers (whole pages) exceed staging_pool_cap_bytes */
     CUDAEP_DECLINE_BUSY = 5           /* both slots hold layers not yet released */
 } CudaEpDeclineReason;
 
@@ -1285,8 +1326,11 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpReleasePagedWeight(CudaEpPagedWei
 
 /*
  * CudaEpCancelWeight abandons a prefetched layer that will not be paged, freeing its slot for
- * reuse without quarantine. Errors: a bad provider handle; CUDAEP_WRONG_STATE for a layer that
- * is not pending. Thread-safe.
+ * reuse without quarantine. During a capture (see the paging section above) it succeeds: the
+ * layer is no longer pending at once, and its slot's release fence is recorded when the
+ * capture ends. Errors: a bad provider handle; CUDAEP_WRONG_STATE for a layer that is not
+ * pending (never prefetched, declined, paged or cancelled), at the call and with nothing
+ * changed, during a capture too. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCancelWeight(CudaEpProvider provider, uint64_t layer);
 
@@ -1367,9 +1411,12 @@ typedef enum CudaEpSlotState {
  *   mode  a CudaEpTransferMode.
  *   out_double_buffer  receives the handle; release it with CudaEpReleaseDoubleBuffer.
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a zero slot_bytes, a bad mode or a
- * NULL out_double_buffer; CUDAEP_DECLINED when two staging buffers of slot_bytes exceed the
- * staging pool's retention cap (option staging_pool_cap_bytes), checked before anything is
- * reserved; CUDAEP_OUT_OF_MEMORY when the device is exhausted. Thread-safe.
+ * NULL out_double_buffer; CUDAEP_DECLINED when two staging buffers of slot_bytes, each rounded
+ * up to whole host pages, exceed the staging pool's retention cap (option
+ * staging_pool_cap_bytes; the message names the rounded size, the cap and the largest slot it
+ * admits), checked before anything is reserved and before the capture window;
+ * CUDAEP_WRONG_STATE during a capture (the capture window); CUDAEP_OUT_OF_MEMORY when the
+ * device is exhausted. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCreateDoubleBuffer(CudaEpProvider provider, uint64_t slot_bytes,
                                                                   int32_t mode,
@@ -1392,8 +1439,12 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferGetCapacity(CudaEpDou
                                                                        CUDAEP_OUT uint64_t* out_bytes);
 
 /*
- * CudaEpDoubleBufferGetSlotState returns slot 0 or 1's CudaEpSlotState. Errors: a bad handle;
- * CUDAEP_INVALID_ARGUMENT for a slot past 1 or a NULL out_state. Thread-safe.
+ * CudaEpDoubleBufferGetSlotState returns slot 0 or 1's CudaEpSlotState. On an OS thread that
+ * captures (for any provider) it does not ask the driver whether an upload has completed (an
+ * event query there would invalidate the capture): an uploading slot reads
+ * CUDAEP_SLOT_STATE_FILLING until a call on another thread, or after the capture, looks again.
+ * Errors: a bad handle; CUDAEP_INVALID_ARGUMENT for a slot past 1 or a NULL out_state.
+ * Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferGetSlotState(CudaEpDoubleBuffer double_buffer,
                                                                         uint32_t slot,
@@ -1448,8 +1499,10 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferPrefetch(CudaEpDouble
  * ticket may be used as tensor or kernel-argument memory. Waiting again returns the same view.
  * Errors: a bad ticket handle; CUDAEP_INVALID_ARGUMENT for NULL pointers;
  * CUDAEP_STALE_GENERATION when the slot was reused for another layer; CUDAEP_WRONG_STATE for a
- * released or cancelled layer or a quarantined slot; CUDAEP_CUDA_ERROR when its upload failed.
- * Thread-safe.
+ * released or cancelled layer or a quarantined slot, and during a capture on the double
+ * buffer's provider or on the calling thread (the capture window: nothing is done, nothing is
+ * quarantined); CUDAEP_CUDA_ERROR when its upload failed. From a thread that does not capture,
+ * a capture on another provider does not affect it. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferWaitLayer(CudaEpTicket ticket,
                                                                      CUDAEP_OUT uint64_t* out_device_ptr,
@@ -1459,7 +1512,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferWaitLayer(CudaEpTicke
  * CudaEpDoubleBufferReleaseLayer records the release fence after the compute work queued so
  * far and frees the ticket's slot for a later layer. The layer must have been waited for.
  * Errors: a bad ticket handle; CUDAEP_STALE_GENERATION; CUDAEP_WRONG_STATE for a layer not
- * waited for, already released or cancelled. Thread-safe.
+ * waited for, already released or cancelled, and as CudaEpDoubleBufferWaitLayer during a
+ * capture. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferReleaseLayer(CudaEpTicket ticket);
 
@@ -1467,8 +1521,10 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferReleaseLayer(CudaEpTi
  * CudaEpDoubleBufferCancelLayer abandons the ticket's layer (uploading, ready or in use) and
  * frees its slot for reuse without quarantine; a later upload into it is ordered after the
  * abandoned copy and any compute already queued on it. Cancelling a layer whose slot was
- * quarantined does nothing. Errors: a bad ticket handle; CUDAEP_STALE_GENERATION;
- * CUDAEP_WRONG_STATE for a layer already released or cancelled. Thread-safe.
+ * quarantined does nothing. During a capture it succeeds on every thread (see the paging
+ * section): the layer is abandoned at once and the slot's release fence is recorded when the
+ * capture ends. Errors: a bad ticket handle; CUDAEP_STALE_GENERATION; CUDAEP_WRONG_STATE for a
+ * layer already released or cancelled, at the call, during a capture too. Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpDoubleBufferCancelLayer(CudaEpTicket ticket);
 
@@ -1519,9 +1575,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpRemoveGraph(CudaEpProvider provid
  * afterwards. Files still open are unmapped when the provider is destroyed. The file's pages
  * kept registered with the driver are unregistered before it is unmapped.
  * Errors: a bad provider handle; CUDAEP_INVALID_ARGUMENT for a mapping that is not open (never
- * opened, or closed); CUDAEP_WRONG_STATE while a layer read from the file is in flight (nothing
- * changes: release or cancel the layer, then close) or while a capture is live on the provider
- * (unregistering calls the driver). Thread-safe.
+ * opened, or closed), also during a capture; CUDAEP_WRONG_STATE while a layer read from the
+ * file is in flight (nothing changes: release or cancel the layer, then close) or during a
+ * capture (the capture window: unregistering calls the driver). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCloseExternalData(CudaEpProvider provider, uint64_t mapping);
 
