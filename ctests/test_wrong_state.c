@@ -2,7 +2,7 @@
  * test_wrong_state.c — calls made in a state that forbids them return their documented status
  * and leave the library usable: replay with nothing captured, end without begin, reset during
  * capture, capture calls from another thread, host reads inside a capture, paging calls out of
- * order, stale tickets, double releases.
+ * order, stale tickets, double releases, and calls on other providers from a capturing thread.
  *
  * Each case is a function state_NAME; ctests/misuse/gen_misuse.py checks that every function
  * the header declares is mapped to the cases (or the reason it has none) that exercise it, so a
@@ -731,6 +731,256 @@ static void state_copy_peer_during_capture(void) {
     RELEASE(CudaEpReleaseProvider, other);
 }
 
+
+/* --- one capture window per capturing thread (issue 30, item 8) --------------------------- */
+
+static CudaEpProvider other_prov;
+static CudaEpBuffer other_buf;
+static CudaEpTicket other_ticket;
+
+static void* other_provider_from_thread(void* arg) {
+    CudaEpStatus** got = arg;
+    CudaEpBuffer b = 0;
+    got[0] = CudaEpAllocBuffer(other_prov, 64, 0, &b);
+    if (got[0] == NULL) got[1] = CudaEpReleaseBuffer(b);
+    got[2] = CudaEpMemset(other_buf, 0, 16, 0x66);
+    return NULL;
+}
+
+/* While prov captures on this thread, calls on another provider that would touch the driver
+ * are refused on this thread before the driver (cuMemAlloc there would invalidate prov's
+ * capture), and run on any other thread; prov's capture ends and replays. */
+static void state_other_provider_on_capturing_thread(void) {
+    other_prov = new_provider(NULL);
+    other_buf = new_buffer(other_prov, 64);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(other_prov, "Relu", 14, 1, &in);
+    begin(CUDAEP_SLOT_PRIMARY);
+    CudaEpBuffer b = 0x99;
+    const char* why = "captures for another provider";
+    CHECK_ERR(CudaEpAllocBuffer(other_prov, 64, 0, &b), CUDAEP_WRONG_STATE, why);
+    CHECK(b == 0x99);
+    float x[4] = {1, 2, 3, 4};
+    CHECK_ERR(CudaEpCopyToDevice(other_buf, 0, x, sizeof x), CUDAEP_WRONG_STATE, why);
+    CHECK_ERR(CudaEpCopyToHost(x, other_buf, 0, sizeof x), CUDAEP_WRONG_STATE, why);
+    CHECK_ERR(CudaEpMemset(other_buf, 0, 16, 0x22), CUDAEP_WRONG_STATE, why);
+    CudaEpTensor t4 = f32_tensor(other_buf, 1, s4);
+    CHECK_ERR(CudaEpKernelExecute(k, &t4, 1, &t4, 1), CUDAEP_WRONG_STATE, why);
+    CHECK_ERR(CudaEpForceSynchronize(other_prov), CUDAEP_WRONG_STATE, why);
+    CHECK_ERR(CudaEpSynchronizeCompute(other_prov), CUDAEP_WRONG_STATE, why);
+    CudaEpKernel k2 = 0x99;
+    CHECK_ERR(CudaEpGetKernel(other_prov, "Relu", 14, &in, 1, NULL, 0, &k2), CUDAEP_WRONG_STATE, why);
+    CHECK_ERR(CudaEpBeginCapture(other_prov, CUDAEP_SLOT_PRIMARY, 0, &k, 1, &other_buf, 1), CUDAEP_WRONG_STATE, why);
+    CudaEpDoubleBuffer db = 0x99;
+    CHECK_ERR(CudaEpCreateDoubleBuffer(other_prov, 4096, CUDAEP_TRANSFER_STAGING, &db), CUDAEP_WRONG_STATE, why);
+    CHECK(db == 0x99 && k2 == 0x99);
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(other_prov, &status)); /* queries answer */
+    CHECK(status == CUDAEP_CAPTURE_NONE);
+    CudaEpStatus* got[3] = {NULL, NULL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other_provider_from_thread, got) == 0);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 3; i++) CHECK_OK(got[i]); /* another thread is not the capture's */
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status == CUDAEP_CAPTURE_ACTIVE); /* nothing invalidated it */
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+    CudaEpBuffer after = 0;
+    CHECK_OK(CudaEpAllocBuffer(other_prov, 64, 0, &after)); /* and this thread may again */
+    RELEASE(CudaEpReleaseBuffer, after);
+    RELEASE(CudaEpReleaseKernel, k);
+    RELEASE(CudaEpReleaseBuffer, other_buf);
+    RELEASE(CudaEpReleaseProvider, other_prov);
+}
+
+/* Releases on another provider from the capturing thread succeed at once (the handle is gone; a
+ * second release is stale) and free when the capture ends, the provider's handle included (its
+ * teardown waits for the capture); cuMemFree there returned CUDA_ERROR and released anyway. */
+static void state_release_other_provider_on_capturing_thread(void) {
+    CudaEpProvider q = new_provider(NULL);
+    CudaEpBuffer qb = new_buffer(q, 4096), kept = new_buffer(q, 64);
+    CudaEpDoubleBuffer qdb = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateDoubleBuffer(q, 4096, CUDAEP_TRANSFER_STAGING, &qdb));
+    uint64_t live = 0, during = 0;
+    CHECK_OK(CudaEpGetLiveHandleCount(&live));
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_OK(CudaEpReleaseBuffer(qb));
+    CHECK_ERR(CudaEpReleaseBuffer(qb), CUDAEP_STALE_HANDLE, "");
+    CHECK_OK(CudaEpReleaseDoubleBuffer(qdb));
+    CHECK_OK(CudaEpReleaseProvider(q)); /* kept holds it; the provider goes with kept */
+    CHECK_OK(CudaEpReleaseBuffer(kept)); /* its last child: destroyed when the capture ends */
+    CHECK_OK(CudaEpGetLiveHandleCount(&during));
+    CHECK(during + 4 == live);
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status == CUDAEP_CAPTURE_ACTIVE);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpReplay(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+/* A cancel that cannot succeed is refused at the call during a capture (it returned OK, and
+ * every later release, even of an unrelated buffer or the provider, returned WRONG_STATE); one
+ * that can succeeds, and the layer is no longer pending at once. */
+static void state_cancel_not_pending_during_capture(void) {
+    CudaEpProvider p = new_provider("prefill_double_buffer", "true", NULL);
+    CudaEpTensorInfo in = f32_info(1, s4);
+    CudaEpKernel k = get_kernel(p, "Relu", 14, 1, &in);
+    CudaEpBuffer b = new_buffer(p, 16), spare = new_buffer(p, 64);
+    CHECK_OK(CudaEpMemset(b, 0, 16, 0x3F));
+    CudaEpLazyWeight w = weight_of(p, 0);
+    CudaEpDecline d = decline();
+    CHECK_OK(CudaEpPrefetchWeight(p, 1, w, &d));
+    CHECK(d.reason == CUDAEP_DECLINE_NONE);
+    CHECK_OK(CudaEpBeginCapture(p, CUDAEP_SLOT_PRIMARY, 0, &k, 1, &b, 1));
+    CHECK(exec1(k, f32_tensor(b, 1, s4), f32_tensor(b, 1, s4)));
+    CHECK_ERR(CudaEpCancelWeight(p, 7), CUDAEP_WRONG_STATE, "not prefetched");
+    CHECK_OK(CudaEpCancelWeight(p, 1));
+    CHECK_ERR(CudaEpCancelWeight(p, 1), CUDAEP_WRONG_STATE, "not prefetched");
+    CHECK_OK(CudaEpEndCapture(p, CUDAEP_SLOT_PRIMARY, 0));
+    CudaEpPagedWeight pw = 0x99;
+    CHECK_ERR(CudaEpPageWeight(p, 1, &pw), CUDAEP_WRONG_STATE, "not prefetched");
+    CHECK(pw == 0x99);
+    CHECK_OK(CudaEpReleaseBuffer(spare)); /* nothing deferred reports through these */
+    CHECK_OK(CudaEpReleaseKernel(k));
+    CHECK_OK(CudaEpReleaseLazyWeight(w));
+    CHECK_OK(CudaEpReleaseBuffer(b));
+    CHECK_OK(CudaEpReleaseProvider(p));
+}
+
+/* Cancels succeed during a capture, on the capturing thread and on another (the header says so;
+ * CudaEpDoubleBufferCancelLayer returned WRONG_STATE), are checked at the call, and the slots
+ * are reusable after the capture. */
+static CudaEpTicket cancel_on_thread_ticket;
+
+static void* cancel_on_thread(void* arg) {
+    *(CudaEpStatus**)arg = CudaEpDoubleBufferCancelLayer(cancel_on_thread_ticket);
+    return NULL;
+}
+
+static void state_db_cancel_during_capture(void) {
+    CudaEpLazyWeight w[3];
+    CudaEpDoubleBuffer db = db_setup(w);
+    CudaEpTicket a = 0, b = 0, c = 0;
+    uint64_t ptr = 0, len = 0;
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 0, w[0], &a));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 1, w[1], &b));
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(a, &ptr, &len));
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_OK(CudaEpDoubleBufferCancelLayer(a));
+    CHECK_ERR(CudaEpDoubleBufferCancelLayer(a), CUDAEP_WRONG_STATE, "cancel");
+    CudaEpStatus* got = NULL;
+    cancel_on_thread_ticket = b;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, cancel_on_thread, &got) == 0);
+    pthread_join(t, NULL);
+    CHECK_OK(got);
+    int32_t state = -1;
+    CHECK_OK(CudaEpDoubleBufferGetSlotState(db, 0, &state));
+    CHECK(state == CUDAEP_SLOT_STATE_DRAINING);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(db, 2, w[2], &c)); /* a cancelled slot is reusable */
+    CHECK_OK(CudaEpDoubleBufferWaitLayer(c, &ptr, &len));
+    CHECK(len == 1024);
+    CHECK_OK(CudaEpDoubleBufferReleaseLayer(c));
+    RELEASE(CudaEpReleaseTicket, a);
+    RELEASE(CudaEpReleaseTicket, b);
+    RELEASE(CudaEpReleaseTicket, c);
+    db_teardown(db, w);
+}
+
+/* Argument errors before state errors: closing a mapping that is not open during a capture is
+ * INVALID_ARGUMENT (it was WRONG_STATE), on the capturing thread and on another. */
+static CudaEpStatus* close_999_status;
+
+static void* close_999(void* arg) {
+    (void)arg;
+    close_999_status = CudaEpCloseExternalData(prov, 999);
+    return NULL;
+}
+
+static void state_close_external_data_during_capture(void) {
+    begin(CUDAEP_SLOT_PRIMARY);
+    CHECK_ERR(CudaEpCloseExternalData(prov, 999), CUDAEP_INVALID_ARGUMENT, "unknown mapping");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, close_999, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_ERR(close_999_status, CUDAEP_INVALID_ARGUMENT, "unknown mapping");
+    CudaEpDoubleBuffer db = 0x99;
+    CHECK_ERR(CudaEpCreateDoubleBuffer(prov, UINT64_MAX / 2, CUDAEP_TRANSFER_STAGING, &db), CUDAEP_DECLINED, "declined");
+    CHECK(db == 0x99);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+}
+
+/* Two staging buffers fit the cap when twice the slot size in whole host pages does: a 64-byte
+ * double buffer under a 64 KiB cap was DECLINED (each buffer was counted at the pool's 64 KiB
+ * reuse granule); the decline names the rounded size. */
+static void state_db_create_small_cap(void) {
+    CudaEpProvider p = new_provider("staging_pool_cap_bytes", "64KiB", NULL);
+    const uint64_t sizes[3] = {64, 4096, 32 << 10};
+    for (int i = 0; i < 3; i++) {
+        CudaEpDoubleBuffer db = CUDAEP_NULL_HANDLE;
+        CHECK_OK(CudaEpCreateDoubleBuffer(p, sizes[i], CUDAEP_TRANSFER_STAGING, &db));
+        RELEASE(CudaEpReleaseDoubleBuffer, db);
+    }
+    CudaEpDoubleBuffer db = 0x55;
+    CHECK_ERR(CudaEpCreateDoubleBuffer(p, (32 << 10) + 1, CUDAEP_TRANSFER_STAGING, &db), CUDAEP_DECLINED,
+              "rounded up to whole");
+    CHECK(db == 0x55);
+    RELEASE(CudaEpReleaseProvider, p);
+}
+
+static void* wait_other_ticket(void* arg) {
+    CudaEpStatus** got = arg;
+    uint64_t ptr = 0, len = 0;
+    got[0] = CudaEpDoubleBufferWaitLayer(other_ticket, &ptr, &len);
+    got[1] = got[0] ? NULL : CudaEpDoubleBufferReleaseLayer(other_ticket);
+    return NULL;
+}
+
+/* Another provider's double buffer waited on from the capturing thread made an event query
+ * there (CUDA_ERROR), quarantined the slot and invalidated the capture. It is refused before the
+ * driver, nothing is quarantined, and from another thread the same calls work. */
+static void state_other_provider_db_on_capturing_thread(void) {
+    other_prov = new_provider(NULL);
+    CudaEpLazyWeight w = weight_of(other_prov, 0);
+    CudaEpDoubleBuffer qdb = CUDAEP_NULL_HANDLE;
+    CHECK_OK(CudaEpCreateDoubleBuffer(other_prov, 1024, CUDAEP_TRANSFER_STAGING, &qdb));
+    CHECK_OK(CudaEpDoubleBufferPrefetch(qdb, 0, w, &other_ticket));
+    begin(CUDAEP_SLOT_PRIMARY);
+    uint64_t ptr = 7, len = 7;
+    const char* why = "captures for another provider";
+    CHECK_ERR(CudaEpDoubleBufferWaitLayer(other_ticket, &ptr, &len), CUDAEP_WRONG_STATE, why);
+    CHECK(ptr == 7 && len == 7);
+    CHECK_ERR(CudaEpDoubleBufferReleaseLayer(other_ticket), CUDAEP_WRONG_STATE, why);
+    CudaEpTicket t2 = 0x99;
+    CHECK_ERR(CudaEpDoubleBufferPrefetch(qdb, 1, w, &t2), CUDAEP_WRONG_STATE, why);
+    int32_t state = -1;
+    CHECK_OK(CudaEpDoubleBufferGetSlotState(qdb, 0, &state)); /* answered without the driver */
+    CHECK(state != CUDAEP_SLOT_STATE_QUARANTINED);
+    CudaEpStatus* got[2] = {NULL, NULL};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_other_ticket, got) == 0);
+    pthread_join(t, NULL);
+    CHECK_OK(got[0]);
+    CHECK_OK(got[1]);
+    CHECK_OK(CudaEpDoubleBufferGetSlotState(qdb, 0, &state));
+    CHECK(state == CUDAEP_SLOT_STATE_DRAINING);
+    int32_t status = -1;
+    CHECK_OK(CudaEpGetCaptureStatus(prov, &status));
+    CHECK(status == CUDAEP_CAPTURE_ACTIVE);
+    CHECK_OK(CudaEpEndCapture(prov, CUDAEP_SLOT_PRIMARY, 0));
+    CHECK_OK(CudaEpResetGraph(prov, CUDAEP_SLOT_PRIMARY, 0, NULL));
+    RELEASE(CudaEpReleaseTicket, other_ticket);
+    RELEASE(CudaEpReleaseDoubleBuffer, qdb);
+    RELEASE(CudaEpReleaseLazyWeight, w);
+    RELEASE(CudaEpReleaseProvider, other_prov);
+}
+
 int main(void) {
     unsetenv("CUDAEP_PREFILL_DOUBLE_BUFFER");
     static unsigned char file[4096];
@@ -763,6 +1013,10 @@ int main(void) {
         state_last_child_released_during_capture, state_misaligned_tensor,
         state_reset_during_other_capture, state_remove_graph, state_close_external_data,
         state_recover_during_capture, state_copy_peer_during_capture,
+        state_other_provider_on_capturing_thread, state_release_other_provider_on_capturing_thread,
+        state_cancel_not_pending_during_capture, state_db_cancel_during_capture,
+        state_close_external_data_during_capture, state_db_create_small_cap,
+        state_other_provider_db_on_capturing_thread,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cases[i]();

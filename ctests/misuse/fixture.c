@@ -3,6 +3,7 @@
  */
 #include "fixture.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "../support.h"
@@ -114,6 +115,9 @@ int fixture_setup(fixture* fx) {
     uint64_t ptr = 0, len = 0;
     CHECK_OK(CudaEpDoubleBufferWaitLayer(l->ticket, &ptr, &len));
 
+    fx->capturer = new_provider(NULL);
+    fx->capturer_buffer = new_buffer(fx->capturer, 64);
+
     if (!make_released(fx)) return 0;
     CHECK_OK(CudaEpGetLiveHandleCount(&fx->live_handles));
     if (check_failures != 0) {
@@ -121,6 +125,104 @@ int fixture_setup(fixture* fx) {
         return 0;
     }
     return 1;
+}
+
+/* The slot the windows capture into. */
+#define WINDOW_SLOT_KEY 77
+
+/* window_begin begins a capture on p's keyed slot and records a memset of b into it. */
+static int window_begin(CudaEpProvider p, CudaEpBuffer b) {
+    if (!CHECK_OK(CudaEpBeginCapture(p, CUDAEP_SLOT_KEYED, WINDOW_SLOT_KEY, NULL, 0, &b, 1))) return 0;
+    return CHECK_OK(CudaEpMemset(b, 0, 16, 0x5A));
+}
+
+/* window_end ends the capture window_begin began (the capture must not have been invalidated)
+ * and forgets its graph. */
+static int window_end(CudaEpProvider p) {
+    int ok = CHECK_OK(CudaEpEndCapture(p, CUDAEP_SLOT_KEYED, WINDOW_SLOT_KEY));
+    if (!ok) CHECK_OK(CudaEpAbortCapture(p, CUDAEP_SLOT_KEYED, WINDOW_SLOT_KEY));
+    CHECK_OK(CudaEpRemoveGraph(p, CUDAEP_SLOT_KEYED, WINDOW_SLOT_KEY));
+    return ok;
+}
+
+/* window_thread holds a capture of the fixture's provider on a thread of its own, from
+ * fixture_window_open to fixture_window_close. */
+struct window_thread {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    fixture* fx;
+    int stage; /* 0 beginning, 1 capturing (or failed to), 2 asked to end, 3 ended */
+    int began, ended;
+};
+
+static void* hold_capture(void* arg) {
+    struct window_thread* w = arg;
+    int began = window_begin(w->fx->live.provider, w->fx->buffer2);
+    pthread_mutex_lock(&w->mu);
+    w->began = began, w->stage = 1;
+    pthread_cond_broadcast(&w->cv);
+    while (began && w->stage != 2) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    int ended = began && window_end(w->fx->live.provider);
+    pthread_mutex_lock(&w->mu);
+    w->ended = ended, w->stage = 3;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int fixture_window_open(fixture* fx, int window) {
+    switch (window) {
+    case WINDOW_NONE:
+        return 1;
+    case WINDOW_THIS_THREAD:
+        return window_begin(fx->live.provider, fx->buffer2);
+    case WINDOW_OTHER_PROVIDER:
+        return window_begin(fx->capturer, fx->capturer_buffer);
+    case WINDOW_OTHER_THREAD: {
+        static struct window_thread w;
+        memset(&w, 0, sizeof w);
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        w.fx = fx;
+        if (pthread_create(&w.thread, NULL, hold_capture, &w) != 0) return 0;
+        pthread_mutex_lock(&w.mu);
+        while (w.stage < 1) pthread_cond_wait(&w.cv, &w.mu);
+        int began = w.began;
+        pthread_mutex_unlock(&w.mu);
+        fx->holder = &w;
+        if (!began) {
+            pthread_join(w.thread, NULL);
+            fx->holder = NULL;
+        }
+        return began;
+    }
+    }
+    return 0;
+}
+
+int fixture_window_close(fixture* fx, int window) {
+    switch (window) {
+    case WINDOW_NONE:
+        return 1;
+    case WINDOW_THIS_THREAD:
+        return window_end(fx->live.provider);
+    case WINDOW_OTHER_PROVIDER:
+        return window_end(fx->capturer);
+    case WINDOW_OTHER_THREAD: {
+        struct window_thread* w = fx->holder;
+        if (w == NULL) return 0;
+        pthread_mutex_lock(&w->mu);
+        w->stage = 2;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        fx->holder = NULL;
+        return w->ended;
+    }
+    }
+    return 0;
 }
 
 void fixture_teardown(fixture* fx) {
@@ -136,6 +238,8 @@ void fixture_teardown(fixture* fx) {
     RELEASE(CudaEpReleaseBuffer, l->buffer);
     RELEASE(CudaEpReleaseBuffer, fx->buffer2);
     RELEASE(CudaEpReleaseProvider, l->provider);
+    RELEASE(CudaEpReleaseBuffer, fx->capturer_buffer);
+    RELEASE(CudaEpReleaseProvider, fx->capturer);
     RELEASE(CudaEpReleaseOptions, l->options);
     unlink(fx->data_path);
 }

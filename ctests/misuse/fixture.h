@@ -52,7 +52,33 @@ typedef struct fixture {
     int64_t weight_shape[1];
     CudaEpWeightSpec weight_spec;
     unsigned char host_bytes[64];
+
+    /* The capture windows (fixture_window_open). */
+    CudaEpProvider capturer;       /* another provider, which captures in WINDOW_OTHER_PROVIDER */
+    CudaEpBuffer capturer_buffer;  /* its buffer, which that capture records a memset into */
+    struct window_thread* holder;  /* the thread holding WINDOW_OTHER_THREAD's capture */
 } fixture;
+
+/*
+ * The states the misuse cases run in. Argument errors come before state errors, so a case that
+ * expects an error gets it in each of them:
+ *   WINDOW_NONE            no capture is live;
+ *   WINDOW_THIS_THREAD     a capture is live on the fixture's provider, begun on this thread;
+ *   WINDOW_OTHER_THREAD    a capture is live on the fixture's provider, begun on another thread;
+ *   WINDOW_OTHER_PROVIDER  a capture is live on fx->capturer, begun on this thread.
+ * Each capture records one memset into a keyed slot and must end cleanly after the cases.
+ */
+enum { WINDOW_NONE, WINDOW_THIS_THREAD, WINDOW_OTHER_THREAD, WINDOW_OTHER_PROVIDER, WINDOWS };
+static const char* const window_names[WINDOWS] = {
+    "no capture", "a capture on this thread", "a capture on another thread",
+    "another provider's capture on this thread",
+};
+
+/* fixture_window_open begins window's capture; it returns 0 (after reporting why) when it cannot. */
+int fixture_window_open(fixture* fx, int window);
+
+/* fixture_window_close ends window's capture and forgets its graph; 0 when the end failed. */
+int fixture_window_close(fixture* fx, int window);
 
 /* fixture_setup makes every object; it returns 0 (after printing why) when it cannot. */
 int fixture_setup(fixture* fx);

@@ -18,6 +18,13 @@ and after every failing call that the out-parameters were left exactly as they w
 function's cases it checks that the library is still usable and holds no leaked handle. It reads
 the header through scripts/cheader.py, the reader the Python bindings and tests share.
 
+Argument errors come before state errors (the header's "Argument errors first"), so every case
+that expects an error runs four times: with no capture live, and while a capture is live on the
+fixture's provider begun on this thread, on another thread, and on another provider begun on
+this thread (the capture window of a capturing thread covers every provider). Each capture
+must still end cleanly after the cases (no refused call touched the driver). Cases that
+expect success run without a capture only.
+
 The generator refuses to run when the header has something it does not know: a parameter
 without a rule (a new scalar name, a pointer without an annotation or without a fixture value),
 or a function with no entry in STATES, which maps each function to the cases of
@@ -150,32 +157,37 @@ STATES = {
     "CudaEpReleaseOptions": ["release_twice"],
     "CudaEpCreateProvider": "test_provider.c covers backend=cuda without a driver and a device out of range",
     "CudaEpReleaseProvider": ["release_twice", "execute_with_provider_handle_released", "release_during_capture",
-                              "last_child_released_during_capture"],
+                              "last_child_released_during_capture", "release_other_provider_on_capturing_thread",
+                              "cancel_not_pending_during_capture"],
     "CudaEpProviderGetBackendName": STATELESS,
     "CudaEpProviderGetAutoReason": STATELESS,
     "CudaEpProviderGetDeviceName": STATELESS,
     "CudaEpProviderGetDeviceInfo": STATELESS,
     "CudaEpProviderGetStats": STATELESS,
     "CudaEpSynchronize": ["drain_during_capture"],
-    "CudaEpForceSynchronize": ["end_after_refused_drain", "other_thread_work_during_capture"],
-    "CudaEpSynchronizeCompute": ["host_copy_during_capture"],
+    "CudaEpForceSynchronize": ["end_after_refused_drain", "other_thread_work_during_capture",
+                               "other_provider_on_capturing_thread"],
+    "CudaEpSynchronizeCompute": ["host_copy_during_capture", "other_provider_on_capturing_thread"],
     "CudaEpDrainForUnmap": ["drain_during_capture"],
-    "CudaEpAllocBuffer": ["execute_with_provider_handle_released", "driver_work_on_capturing_thread"],
-    "CudaEpReleaseBuffer": ["release_twice", "release_during_capture"],
+    "CudaEpAllocBuffer": ["execute_with_provider_handle_released", "driver_work_on_capturing_thread",
+                          "other_provider_on_capturing_thread"],
+    "CudaEpReleaseBuffer": ["release_twice", "release_during_capture", "release_other_provider_on_capturing_thread",
+                            "cancel_not_pending_during_capture"],
     "CudaEpBufferGetSize": STATELESS,
     "CudaEpBufferGetDevicePointer": STATELESS,
-    "CudaEpCopyToDevice": ["host_copy_during_capture", "other_thread_work_during_capture"],
-    "CudaEpCopyToHost": ["host_copy_during_capture"],
+    "CudaEpCopyToDevice": ["host_copy_during_capture", "other_thread_work_during_capture",
+                           "other_provider_on_capturing_thread"],
+    "CudaEpCopyToHost": ["host_copy_during_capture", "other_provider_on_capturing_thread"],
     "CudaEpCopyBuffer": ["other_thread_work_during_capture"],
-    "CudaEpMemset": ["host_copy_during_capture", "other_thread_work_during_capture"],
-    "CudaEpGetKernel": ["driver_work_on_capturing_thread"],
+    "CudaEpMemset": ["host_copy_during_capture", "other_thread_work_during_capture", "other_provider_on_capturing_thread"],
+    "CudaEpGetKernel": ["driver_work_on_capturing_thread", "other_provider_on_capturing_thread"],
     "CudaEpReleaseKernel": ["release_twice"],
     "CudaEpKernelGetName": STATELESS,
     "CudaEpKernelGetCaptureSupport": STATELESS,
     "CudaEpKernelGetCaptureReason": STATELESS,
     "CudaEpKernelGetOutputCount": STATELESS,
     "CudaEpKernelGetOutputInfo": STATELESS,
-    "CudaEpKernelExecute": ["execute_ticket_not_waited", "execute_with_provider_handle_released",
+    "CudaEpKernelExecute": ["execute_ticket_not_waited", "execute_with_provider_handle_released", "other_provider_on_capturing_thread",
                             "other_thread_work_during_capture", "misaligned_tensor"],
     "CudaEpKernelNonZeroCount": ["nonzero_count_during_capture", "nonzero_count_on_other_kernel"],
     "CudaEpCompileModule": ["compile_module"],
@@ -185,7 +197,7 @@ STATES = {
     "CudaEpModuleGetFunction": ["module_released_before_function"],
     "CudaEpReleaseFunction": ["release_twice"],
     "CudaEpLaunchFunction": ["module_released_before_function"],
-    "CudaEpBeginCapture": ["begin_during_capture", "begin_rejected_by_audit"],
+    "CudaEpBeginCapture": ["begin_during_capture", "begin_rejected_by_audit", "other_provider_on_capturing_thread"],
     "CudaEpRecapture": ["recapture_during_capture", "begin_rejected_by_audit"],
     "CudaEpEndCapture": ["end_without_begin", "end_on_another_thread", "end_after_refused_drain"],
     "CudaEpAbortCapture": ["abort_without_begin", "abort_on_another_thread"],
@@ -205,21 +217,23 @@ STATES = {
     "CudaEpPagedWeightGetPointer": ["release_paged_twice"],
     "CudaEpPagedWeightGetSize": STATELESS,
     "CudaEpReleasePagedWeight": ["release_paged_twice", "release_twice"],
-    "CudaEpCancelWeight": ["cancel_not_pending", "page_twice"],
+    "CudaEpCancelWeight": ["cancel_not_pending", "page_twice", "cancel_not_pending_during_capture"],
     "CudaEpGetResidencyStats": STATELESS,
-    "CudaEpCreateDoubleBuffer": ["db_create_declined", "driver_work_on_capturing_thread"],
+    "CudaEpCreateDoubleBuffer": ["db_create_declined", "driver_work_on_capturing_thread", "db_create_small_cap",
+                                 "close_external_data_during_capture", "other_provider_on_capturing_thread"],
     "CudaEpReleaseDoubleBuffer": ["release_twice", "release_during_capture"],
     "CudaEpDoubleBufferGetCapacity": STATELESS,
-    "CudaEpDoubleBufferGetSlotState": STATELESS,
+    "CudaEpDoubleBufferGetSlotState": ["db_cancel_during_capture", "other_provider_db_on_capturing_thread"],
     "CudaEpDoubleBufferGetMetrics": STATELESS,
-    "CudaEpDoubleBufferPrefetch": ["db_prefetch_both_busy"],
-    "CudaEpDoubleBufferWaitLayer": ["db_wait_after_release", "db_wait_stale"],
-    "CudaEpDoubleBufferReleaseLayer": ["db_release_not_waited", "db_release_twice"],
-    "CudaEpDoubleBufferCancelLayer": ["db_cancel_after_release", "db_release_not_waited"],
+    "CudaEpDoubleBufferPrefetch": ["db_prefetch_both_busy", "other_provider_db_on_capturing_thread"],
+    "CudaEpDoubleBufferWaitLayer": ["db_wait_after_release", "db_wait_stale", "other_provider_db_on_capturing_thread"],
+    "CudaEpDoubleBufferReleaseLayer": ["db_release_not_waited", "db_release_twice",
+                                       "other_provider_db_on_capturing_thread"],
+    "CudaEpDoubleBufferCancelLayer": ["db_cancel_after_release", "db_release_not_waited", "db_cancel_during_capture"],
     "CudaEpTicketGetInfo": ["db_wait_stale"],
     "CudaEpReleaseTicket": ["release_twice"],
     "CudaEpRemoveGraph": ["remove_graph"],
-    "CudaEpCloseExternalData": ["close_external_data"],
+    "CudaEpCloseExternalData": ["close_external_data", "close_external_data_during_capture"],
     "CudaEpRecoverWeights": ["recover_during_capture"],
     "CudaEpDoubleBufferRecover": ["recover_during_capture"],
     "CudaEpGetWeightFallback": "a query: answered in every state",
@@ -339,7 +353,7 @@ def pointer_valid(fn, p):
 
 def emit_function(em, fn):
     em.out(f"/* {fn.name} */")
-    em.out(f"static void misuse_{fn.name}(void) {{")
+    em.out(f"static void misuse_{fn.name}(int window) {{")
     out_params = [p for p in fn.params if p.pointer and p.annotation in ("CUDAEP_OUT", "CUDAEP_OUT_OPT", "CUDAEP_INOUT")]
 
     # Every case: (index of the bad parameter, bad expression, expected code, description,
@@ -363,7 +377,10 @@ def emit_function(em, fn):
 
     for bad_index, bad_expr, code, desc, short in cases:
         em.cases += 1
-        em.out(f"    {{ /* {desc}: {code} */")
+        # A call that succeeds would do its work (or be refused) during a capture: only the
+        # error cases run in every window.
+        guard = "if (window == WINDOW_NONE) " if code == OK else ""
+        em.out(f"    {guard}{{ /* {desc}: {code} */")
         args, snaps = [], []
         for i, p in enumerate(fn.params):
             if p.pointer and p.annotation in ("CUDAEP_OUT", "CUDAEP_OUT_OPT", "CUDAEP_INOUT"):
@@ -383,14 +400,13 @@ def emit_function(em, fn):
             em.out(f"        memcpy(snap_{var}, &{var}, sizeof {var});")
         call = f"{fn.name}({', '.join(args)})"
         em.out(f"        CudaEpStatus* st = {call};")
-        em.out(f"        expect_status(st, {code}, {c_string(fn.name)}, {c_string(desc)});")
+        em.out(f"        expect_status(st, {code}, {c_string(fn.name)}, {c_string(desc)}, window);")
         if code != OK:
             for var in snaps:
                 em.out(f"        if (memcmp(snap_{var}, &{var}, sizeof {var}) != 0)")
                 em.out(f"            check_fail(__FILE__, __LINE__, \"%s (%s): %s was written on failure\", "
                        f"{c_string(fn.name)}, {c_string(desc)}, {c_string(var[2:])});")
         em.out("    }")
-    em.out(f"    still_usable({c_string(fn.name)});")
     em.out("}")
     em.out()
     return len(cases)
@@ -431,13 +447,28 @@ static fixture the_fixture;
 static fixture* fx = &the_fixture;
 
 /* expect_status checks a call's status against want and frees it. */
-static void expect_status(CudaEpStatus* st, CudaEpErrorCode want, const char* fn, const char* what) {
+static void expect_status(CudaEpStatus* st, CudaEpErrorCode want, const char* fn, const char* what, int window) {
     CudaEpErrorCode got = CudaEpGetErrorCode(st);
     if (got != want) {
-        check_fail(__FILE__, __LINE__, "%s (%s) returned %s (%s), want %s", fn, what, CudaEpGetErrorCodeName(got),
-                   CudaEpGetErrorMessage(st), CudaEpGetErrorCodeName(want));
+        check_fail(__FILE__, __LINE__, "%s (%s) with %s returned %s (%s), want %s", fn, what, window_names[window],
+                   CudaEpGetErrorCodeName(got), CudaEpGetErrorMessage(st), CudaEpGetErrorCodeName(want));
     }
     CudaEpReleaseStatus(st);
+}
+
+/* window_open begins the capture of a window (see fixture.h) before fn's cases; 0 if it cannot. */
+static int window_open(int window, const char* fn) {
+    if (fixture_window_open(fx, window)) return 1;
+    check_fail(__FILE__, __LINE__, "before %s: cannot begin %s", fn, window_names[window]);
+    return 0;
+}
+
+/* window_close ends the window's capture after fn's cases: it must end cleanly, since no refused
+ * call may have touched the driver (on the capturing thread that would invalidate it). */
+static void window_close(int window, const char* fn) {
+    if (!fixture_window_close(fx, window)) {
+        check_fail(__FILE__, __LINE__, "after %s during %s: the capture did not end cleanly", fn, window_names[window]);
+    }
 }
 
 /* still_usable checks, after a function's cases, that the library works and leaked nothing. */
@@ -471,14 +502,28 @@ def generate(header_text, wrong_state_text):
             raise GenError(f"{f.name}: does not return CudaEpStatus* and is not in EXEMPT")
         emit_function(em, f)
         tested.append(f.name)
+    em.out("static const struct {")
+    em.out("    const char* name;")
+    em.out("    void (*cases)(int window);")
+    em.out("} functions[] = {")
+    for name in tested:
+        em.out(f"    {{{c_string(name)}, misuse_{name}}},")
+    em.out("};")
+    em.out()
     em.out("int main(void) {")
     em.out("    if (!fixture_setup(fx)) return check_result(\"test_misuse\");")
-    for name in tested:
-        em.out(f"    misuse_{name}();")
+    em.out("    for (int window = 0; window < WINDOWS; window++) {")
+    em.out("        for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {")
+    em.out("            if (!window_open(window, functions[i].name)) break;")
+    em.out("            functions[i].cases(window);")
+    em.out("            window_close(window, functions[i].name);")
+    em.out("            still_usable(functions[i].name);")
+    em.out("        }")
+    em.out("    }")
     em.out("    fixture_teardown(fx);")
     em.out("    check_no_live_handles();")
     em.out(f'    printf("misuse: {em.cases} cases over {len(tested)} functions ({len(EXEMPT)} status functions '
-           f'exempt); {state_cases} wrong-state references checked\\n");')
+           f'exempt), the error cases in %d capture states; {state_cases} wrong-state references checked\\n", WINDOWS);')
     em.out('    return check_result("test_misuse");')
     em.out("}")
     return "\n".join(em.lines) + "\n", em.cases, len(tested)

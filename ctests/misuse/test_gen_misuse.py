@@ -33,6 +33,18 @@ class GeneratorRulesTest(unittest.TestCase):
         exported = len([1 for line in self.header.splitlines() if line.startswith("CUDAEP_API")])
         self.assertEqual(funcs + len(gen_misuse.EXEMPT), exported, "every function is tested or exempt")
 
+    def test_error_cases_run_in_every_capture_window(self):
+        text, _, _ = gen_misuse.generate(self.header, self.wrong)
+        self.assertIn("for (int window = 0; window < WINDOWS; window++)", text)
+        # The argument error of CloseExternalData runs in every window; a success only without
+        # a capture (it would do its work, or be refused, during one).
+        body = text[text.index("static void misuse_CudaEpCloseExternalData(int window)"):]
+        body = body[:body.index("\n}\n")]
+        self.assertIn("{ /* mapping = 0: CUDAEP_INVALID_ARGUMENT */", body)
+        self.assertNotIn("if (window == WINDOW_NONE) { /* mapping = 0", body)
+        reset = text[text.index("static void misuse_CudaEpResetGraph(int window)"):]
+        self.assertIn("if (window == WINDOW_NONE) { /* out_had_graph = NULL (optional): CUDAEP_OK */", reset)
+
     def test_a_new_function_needs_a_state_entry(self):
         with self.assertRaisesRegex(gen_misuse.GenError, "CudaEpFrobnicate: no entry in STATES"):
             self.generate("CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpFrobnicate(CudaEpProvider provider);")
