@@ -43,7 +43,7 @@ func (threadCapturesError) Is(target error) bool { return target == ErrCaptureLi
 // thread touches.
 var capturing struct {
 	live atomic.Int32 // entries in m; while 0 no entry point looks further
-	mu   sync.Mutex
+	mu   sync.RWMutex // lookups (every entry point while a capture is live) share it
 	m    map[int64]*threadCapture
 }
 
@@ -64,8 +64,8 @@ func threadCapturer() *Provider {
 
 // capturerOf returns the provider OS thread tid captures for, or nil.
 func capturerOf(tid int64) *Provider {
-	capturing.mu.Lock()
-	defer capturing.mu.Unlock()
+	capturing.mu.RLock()
+	defer capturing.mu.RUnlock()
 	if c := capturing.m[tid]; c != nil {
 		return c.p
 	}

@@ -2,6 +2,7 @@ package ep_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -385,4 +386,38 @@ func TestSmallStagingCapAdmitsSlotsOfWholePages(t *testing.T) {
 	var pc *paging.PoolCapacityError
 	require.ErrorAs(t, err, &pc)
 	assert.ErrorContains(t, err, fmt.Sprintf("(%d rounded up to whole %d-byte host pages) exceed the pinned pool's retention cap of 65536 bytes", 32<<10+1, pc.PageBytes))
+}
+
+// TestEnteringTheWindowAllocatesNothingWhileAnotherThreadCaptures: while any thread of the
+// process captures, every entry point looks the calling thread up in the registry of capturing
+// threads; the lookup must cost no allocation (replay's hot path relies on it).
+func TestEnteringTheWindowAllocatesNothingWhileAnotherThreadCaptures(t *testing.T) {
+	p := newProvider(t)
+	q := newProvider(t)
+	b := alloc(t, p, 64)
+	began, stop, done := make(chan error), make(chan struct{}), make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		began <- q.BeginCapture(graphs.Primary, nil, nil)
+		<-stop
+		done <- q.AbortCapture(graphs.Primary)
+	}()
+	require.NoError(t, <-began)
+	defer func() {
+		close(stop)
+		require.NoError(t, <-done)
+	}()
+	for name, call := range map[string]func() error{
+		"unbound": p.Synchronize,
+		"bound":   func() error { return p.Memset(b, 0, 0, 1) },
+	} {
+		require.NoError(t, call())
+		allocs := testing.AllocsPerRun(1000, func() {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, allocs, name)
+	}
 }
