@@ -185,7 +185,7 @@ func TestGatherAnyAxisAndNegativeIndices(t *testing.T) {
 		{[]int64{10}, []int64{3}, []int64{0, -9, -10}, 0},
 		{[]int64{6, 8}, []int64{2, 2}, []int64{5, -1, 0, 3}, -2}, // 16-byte rows of 4-byte types (8 elements of 2)
 		{[]int64{4, 5}, nil, []int64{-2}, 0},                     // a scalar index drops the axis
-		{[]int64{7, 64}, []int64{4}, []int64{6, 0, 7, -8}, 0},    // 7 and -8 are out of range: zero rows
+		{[]int64{7, 64}, []int64{4}, []int64{6, 0, 7, -8}, 0},    // 7 and -8 are out of range: zero rows, a data fault
 	}
 	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.Int64, kernels.Bool} {
 		for _, it := range []kernels.DType{kernels.Int64, kernels.Int32} {
@@ -220,6 +220,22 @@ func TestGatherAnyAxisAndNegativeIndices(t *testing.T) {
 						ref[i] = x[flat(ic, c.data)]
 					}
 					assert.Equal(t, ref, got)
+					// An index outside [-dim, dim) is a data fault; negative ones inside are not.
+					fault := f.takeFault()
+					var bad []int64
+					for _, j := range c.idx {
+						if j < -c.data[axis] || j >= c.data[axis] {
+							bad = append(bad, j)
+						}
+					}
+					if len(bad) == 0 {
+						assert.Nil(t, fault)
+						return
+					}
+					require.NotNil(t, fault, "indices %v outside [-%d, %d) are reported", bad, c.data[axis], c.data[axis])
+					assert.Equal(t, kernels.FaultID(k), fault.ID)
+					assert.Equal(t, "indices", fault.InputName)
+					assert.Contains(t, bad, fault.Value, "the first offending index (any thread's)")
 				})
 			}
 		}
@@ -361,6 +377,19 @@ func TestIntegerArithmetic(t *testing.T) {
 							want = int64(int32(want))
 						}
 						assert.Equal(t, float64(want), got[i], "element %d: %d %s %d", i, x, op, y)
+					}
+					// A zero divisor is a data fault (ONNX Runtime's CPU EP stops there); 0 is
+					// still the element's memory-safe value.
+					fault := f.takeFault()
+					if op == "Div" && slices.Contains(bv, 0) {
+						require.NotNil(t, fault, "an integer division by zero is reported")
+						assert.Equal(t, kernels.FaultID(k), fault.ID)
+						assert.Equal(t, 1, fault.Input)
+						assert.Equal(t, "B", fault.InputName)
+						assert.Equal(t, int64(0), fault.Value)
+						assert.ErrorContains(t, fault, "input 'B' holds 0, an integer division by zero")
+					} else {
+						assert.Nil(t, fault)
 					}
 				})
 			}

@@ -82,7 +82,10 @@ type gqaKernel struct {
 // (past_b, total_b from seqlens_k and total_sequence_length), the causal mask and the rotary
 // positions see cuda/attention.cu; positions outside the cos/sin caches yield NaN, and new
 // tokens outside the present capacity are dropped (seqlens_k is device data: Execute cannot
-// check it).
+// check it), but the append pass records the lengths ONNX Runtime's CPU execution provider
+// refuses as a data fault (Library.TakeFault): total_sequence_length outside [1, P'],
+// seqlens_k[b] outside [0, P') or, after the first prompt, below S − 1, and with do_rotary a
+// new token's position at or past cos_cache's rows (input cos_cache, the position).
 func buildGQA(l *Library, s opSpec) (Kernel, error) {
 	if n := len(s.Inputs); n > 9 {
 		return nil, s.errorf("%s is not supported (GroupQueryAttention takes at most the 9 inputs query … sin_cache here)", s.input(9))
@@ -269,6 +272,7 @@ func buildGQA(l *Library, s opSpec) (Kernel, error) {
 
 	sfx := dt.suffix()
 	k := &gqaKernel{kernelBase: newBase(l, s, cloneInfo(q), TensorInfo{DType: dt, Shape: presentShape}, TensorInfo{DType: dt, Shape: slices.Clone(presentShape)})}
+	k.registerFaults(s.inputNames, gqaFaultDetail(presentCap, seq, maxPos))
 	k.batch, k.seq, k.heads, k.kvHeads, k.headSize = uint64(batch), uint64(seq), uint64(heads), uint64(kvHeads), uint64(d)
 	k.pastCap, k.presentCap, k.rot, k.maxPos = uint64(pastCap), uint64(presentCap), uint64(rot), uint64(maxPos)
 	k.interleaved, k.scale = interleaved, scale
@@ -295,6 +299,23 @@ func buildGQA(l *Library, s opSpec) (Kernel, error) {
 		return nil, s.errorf("%d query tokens are more than the prefill grid takes", seq)
 	}
 	return k, nil
+}
+
+// gqaFaultDetail describes the data faults of the append pass (cuda/attention.cu's
+// gqa_check) for a present capacity, seq new tokens and a rotary cache of maxPos rows.
+func gqaFaultDetail(capacity, seq, maxPos int64) func(input int, v int64) string {
+	return func(input int, v int64) string {
+		switch input {
+		case 5:
+			if v >= 0 && v < capacity {
+				return fmt.Sprintf("%d tokens in all, fewer than the %d new ones", v+1, seq)
+			}
+			return fmt.Sprintf("outside [0, %d) (the present cache's capacity)", capacity)
+		case 6:
+			return fmt.Sprintf("outside [1, %d] (the present cache's capacity)", capacity)
+		}
+		return fmt.Sprintf("as a new token's rotary position, at or past the cos_cache's %d rows", maxPos)
+	}
 }
 
 // gqaSplits is how many blocks share the cache of one decode row: enough for about
@@ -359,6 +380,7 @@ func (k *gqaKernel) Execute(inputs, outputs []Tensor) error {
 	a.Ptr(inputs[5].Ptr).Ptr(inputs[6].Ptr).Ptr(cosP).Ptr(sinP)
 	a.U64(k.batch).U64(k.kvHeads).U64(k.seq).U64(k.headSize).U64(k.pastCap).U64(k.presentCap).U64(k.rot).U64(k.maxPos)
 	a.U32(b2u(k.interleaved)).U32(b2u(aliasK))
+	k.faultArgs(a)
 	if err := st.Launch(k.appendFn, linearGrid(n), linearBlock, 0, a); err != nil {
 		return err
 	}

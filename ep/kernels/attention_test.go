@@ -120,7 +120,12 @@ func TestRotaryEmbeddingPositionOutsideTheCacheIsNaN(t *testing.T) {
 	cache := info(kernels.Float32, maxPos, 2)
 	spec := kernels.Spec{Op: "com.microsoft.RotaryEmbedding", Opset: 1, Attrs: map[string]kernels.Attribute{"num_heads": kernels.IntAttr(1), "rotary_embedding_dim": kernels.IntAttr(4)},
 		Inputs: []kernels.TensorInfo{info(kernels.Float32, 1, 2, d), info(kernels.Int64, 1, 2), cache, cache}}
-	_, outs := f.runAll(spec, x, []float64{3, maxPos}, cos, sin)
+	k, outs := f.runAll(spec, x, []float64{3, maxPos}, cos, sin)
+	fault := f.takeFault()
+	require.NotNil(t, fault, "a position outside the caches is a data fault")
+	assert.Equal(t, kernels.FaultID(k), fault.ID)
+	assert.Equal(t, "position_ids", fault.InputName)
+	assert.Equal(t, int64(maxPos), fault.Value)
 	for i, v := range outs[0] {
 		switch {
 		case i%d >= 4:

@@ -9,9 +9,18 @@
 // TF32 choice); it loads the built-in PTX modules once. [Library.Get] turns a [Spec] (op,
 // opset, input dtypes and shapes, attributes, and the values of constant inputs in
 // [Spec.Consts]) into a [Kernel]; every combination the package
-// cannot run is refused there, with an error wrapping [ErrUnsupported] that names the op, the
-// offending input or attribute and what is supported. A Kernel's Execute only queues work on
-// the runtime's stream and allocates nothing.
+// cannot run is refused there, with an error wrapping [ErrUnsupported] that names the node
+// ([Spec.Name], when given), the op, the offending input or attribute and what is supported. A
+// Kernel's Execute only queues work on the runtime's stream and allocates nothing.
+//
+// Values in device data that a kernel cannot use (a Gather index outside its axis, an
+// integer divisor of 0, GroupQueryAttention lengths outside its cache, rotary positions outside
+// the cos/sin caches), where ONNX Runtime's CPU execution provider stops with an error, are
+// data faults: the kernel records the first one in the Library's fault word (16 bytes of
+// device memory, at a fixed address, so CUDA graph replays record too) and still produces a
+// memory-safe result. After the stream has done the work, [Library.TakeFault] reads and clears
+// the word and returns a [*DataFault] naming the node, the op, the input and the value;
+// [FaultID] maps a Kernel to the id its faults carry. See # Data faults.
 //
 // # Support matrix
 //
@@ -22,7 +31,7 @@
 //	op                        dtypes                       opsets  notes
 //	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores; one row of A against a 2-D B (decode's M = 1) through a GEMV kernel of its own; see # MatMul
 //	Gemm                      float                        >= 7    alpha, beta, transA, transB, optional C (unidirectional broadcast)
-//	Add, Sub, Mul, Div        float, int32, int64          >= 7    numpy broadcasting, at most 6 dimensions after merging; both inputs alike; integers wrap, Div truncates toward zero, x/0 = 0
+//	Add, Sub, Mul, Div        float, int32, int64          >= 7    numpy broadcasting, at most 6 dimensions after merging; both inputs alike; integers wrap, Div truncates toward zero; integer x/0 gives 0 and is a data fault
 //	Pow                       float (both inputs alike)    >= 7    numpy broadcasting, at most 6 dimensions after merging
 //	Equal, Less, Greater      float, int32, int64; Equal   >= 7    bool output, numpy broadcasting; Equal takes floats from opset 11, Less and Greater integers from 9
 //	                          also bool
@@ -38,7 +47,7 @@
 //	ReduceMax
 //	Concat                    any                          >= 1    any axis (negative allowed), any number of inputs; axis 1 by default before opset 4
 //	Split                     any                          >= 1    axis; split sizes as attribute (< 13) or constant input, num_outputs (>= 18), or equal parts over Spec.NumOutputs
-//	Gather                    any; int32 or int64 indices  >= 1    any axis, negative indices; indices are a runtime tensor; an index out of range gives zeros
+//	Gather                    any; int32 or int64 indices  >= 1    any axis, negative indices (in [-n, n), as ONNX Runtime); indices are a runtime tensor; an index outside [-n, n) gives zeros and is a data fault
 //	Trilu                     any                          >= 14   upper (default 1); k a constant scalar input
 //	Shape                     any                          >= 1    start and end (>= 15); the int64 output is known at Get and written by Execute
 //	Range                     float32, float64, int32,     >= 11   start, limit and delta constant scalars; start + i·delta computed in float64 or int64
@@ -89,7 +98,8 @@
 // query rows against shared-memory tiles of keys. Both compute in float32 and capture into
 // CUDA graphs (lengths are read on the device). A rotary position outside the cos/sin caches
 // yields NaN, and new tokens beyond the present capacity are dropped: seqlens_k is device data,
-// which Execute cannot check.
+// which Execute cannot check, but the kernels record it as a data fault (# Data faults), as
+// they do RotaryEmbedding's positions outside its caches.
 //
 // ONNX's Attention (opset 23) computes softmax(Q·Kᵀ·scale + mask)·V in float32, query head h
 // reading key and value head h/(Hq/Hkv). A bool mask's false and, with is_causal, a key after
@@ -99,6 +109,25 @@
 // take a prefill path of 16-row tiles, which skips the key tiles that a causal end or an
 // exported mask's lowest-float entries (below −1e30) leave without weight. Both capture into
 // CUDA graphs.
+//
+// # Data faults
+//
+// The kernels that read indices or lengths from device data record the first value they cannot
+// use (cuda/common.cuh's DataFault: the kernel's id, the input's index and the value, set by
+// an atomic compare-and-swap of the id from 0, so the first fault since the word was cleared
+// wins and later ones change nothing):
+//
+//	Gather                          input 1 (indices): an index outside [-n, n), n the axis's extent
+//	Div (int32, int64)              input 1 (B): a divisor of 0
+//	com.microsoft.GroupQueryAttention input 5 (seqlens_k): outside [0, P'), or after the first prompt below S − 1;
+//	                                input 6 (total_sequence_length): outside [1, P'];
+//	                                input 7 (cos_cache): a new token's rotary position at or past its rows (the position)
+//	com.microsoft.RotaryEmbedding   input 1 (position_ids): a position outside [0, max_pos) (the value position_ids holds)
+//
+// A host reads the word with [Library.TakeFault] once the stream has finished the work (one
+// 16-byte synchronous device-to-host copy), typically after each run of a graph of kernels,
+// and fails that run with the returned error; the outputs of a faulting kernel are memory-safe
+// (zeros, NaN, dropped tokens) but not meaningful. Valid data records nothing.
 //
 // # MatMul
 //

@@ -109,12 +109,15 @@ func elementwiseEntries() []string {
 // binaryKernel is a binary op with numpy broadcasting. When both inputs have the output's
 // shape it launches the plain kernel cudaep_<stem>_<t>(out, a, b, n), the float ones on
 // sameShapeGrid's flat grid; otherwise cudaep_<stem>_bcast_<t>(out, a, b, n, dims[6],
-// aStrides[6], bStrides[6]) over the merged iteration space, on linearGrid.
+// aStrides[6], bStrides[6]) over the merged iteration space, on linearGrid. Integer Div's
+// kernels take the fault word and the kernel's id after those (a divisor of 0 is a data
+// fault).
 type binaryKernel struct {
 	kernelBase
 	fn       *cudadrv.Function
 	n        uint64
 	same     bool
+	faults   bool   // the kernel records data faults (integer Div)
 	variant  string // the same-shape float kernels' grid, "flat" or "stride": see sameShapeGrid
 	dims     [maxBroadcastDims]int64
 	aStrides [maxBroadcastDims]int64
@@ -186,6 +189,10 @@ func binaryBuilder(stem string, dtypes []DType, boolOut bool) func(*Library, opS
 				k.grid = packedGrid(k.n, k.dims[maxBroadcastDims-1], dt.Size())
 			}
 		}
+		if stem == "div" && !isFloat(dt) {
+			k.faults = true
+			k.registerFaults(s.inputNames, func(int, int64) string { return "an integer division by zero" })
+		}
 		return k, nil
 	}
 }
@@ -248,6 +255,9 @@ func (k *binaryKernel) Execute(inputs, outputs []Tensor) error {
 		for _, st := range k.bStrides {
 			a.I64(st)
 		}
+	}
+	if k.faults {
+		k.faultArgs(a)
 	}
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }

@@ -1,6 +1,10 @@
 package kernels
 
-import "github.com/cudaep/cudaep/cudadrv"
+import (
+	"fmt"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
 
 func init() {
 	builders["Gather"] = builder{inputNames: []string{"data", "indices"}, build: buildGather}
@@ -8,8 +12,9 @@ func init() {
 }
 
 // gatherOpKernel is Gather: cudaep_gather_<unit>_<i32|i64>(out, data, indices, outer, nidx,
-// axisDim, inner), data viewed as [outer, axisDim, inner] and the output as [outer, nidx,
-// inner], in the widest unit (up to 16 bytes) that the inner rows and the addresses allow.
+// axisDim, inner, fault, id), data viewed as [outer, axisDim, inner] and the output as [outer,
+// nidx, inner], in the widest unit (up to 16 bytes) that the inner rows and the addresses
+// allow. An index outside [-axisDim, axisDim) is recorded in the Library's fault word.
 type gatherOpKernel struct {
 	kernelBase
 	fns                [5]*cudadrv.Function
@@ -20,9 +25,10 @@ type gatherOpKernel struct {
 }
 
 // buildGather builds Gather (opset 1 on): data of any type, int32 or int64 indices given at
-// run time (negative ones count from the end), along axis (default 0). An index outside
-// [-dim, dim) gives zeros in its output rows (ONNX calls such an index an error; the kernel
-// does not read outside data).
+// run time (negative ones count from the end, as in ONNX Runtime), along axis (default 0). An
+// index outside [-dim, dim) is an error in ONNX (ONNX Runtime's CPU execution provider stops
+// with one): the kernel records it as a data fault (Library.TakeFault) and gives zeros in its
+// output rows, never reading outside data.
 func buildGather(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkInputCount(2, 2); err != nil {
 		return nil, err
@@ -54,6 +60,10 @@ func buildGather(l *Library, s opSpec) (Kernel, error) {
 	for i, u := range unitSuffixes {
 		k.fns[i] = l.function("cudaep_gather_" + u + "_" + idx.DType.suffix())
 	}
+	dim := k.axisDim
+	k.registerFaults(s.inputNames, func(int, int64) string {
+		return fmt.Sprintf("outside [%d, %d) (axis %d of data has %d elements)", -dim, dim, axis, dim)
+	})
 	return k, nil
 }
 
@@ -67,6 +77,7 @@ func (k *gatherOpKernel) Execute(inputs, outputs []Tensor) error {
 	a := &k.args
 	a.Reset()
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).U64(k.outer).U64(k.nidx).I64(k.axisDim).U64(inner)
+	k.faultArgs(a)
 	return k.lib.rt.Stream.Launch(k.fns[i], linearGrid(k.outer*k.nidx*inner), linearBlock, 0, a)
 }
 

@@ -39,6 +39,22 @@ type fixtureState struct {
 	lib    *kernels.Library
 	rng    *rand.Rand
 	bufs   []*cudadrv.DeviceBuffer
+	// faultsAllowed lets the Library hold a data fault at cleanup (allowFaults); without it a
+	// fault that no test took fails the test: kernels given valid data record none.
+	faultsAllowed bool
+}
+
+// allowFaults marks the fixture's tests as giving kernels bad device data on purpose (the
+// fuzz target), so that cleanup does not fail on the data fault they leave.
+func (f *fixture) allowFaults() { f.faultsAllowed = true }
+
+// takeFault synchronizes the stream and returns the Library's data fault (nil: none), clearing it.
+func (f *fixture) takeFault() *kernels.DataFault {
+	f.t.Helper()
+	require.NoError(f.t, f.stream.Synchronize())
+	fault, err := f.lib.TakeFault()
+	require.NoError(f.t, err)
+	return fault
 }
 
 // sub returns the fixture for subtest t, which runs on its own goroutine: it locks that
@@ -94,6 +110,11 @@ func newFixtureOn(t testing.TB, env *drivertest.Env, rng *rand.Rand, o fixtureOp
 	t.Cleanup(func() {
 		if err := f.stream.Synchronize(); err != nil {
 			t.Errorf("synchronize: %v", err)
+		}
+		if fault, err := f.lib.TakeFault(); err != nil && err != kernels.ErrClosed {
+			t.Errorf("take the data fault: %v", err)
+		} else if fault != nil && !f.faultsAllowed {
+			t.Errorf("a kernel recorded a data fault that no test took (kernels given valid data record none): %v", fault)
 		}
 		for _, b := range f.bufs {
 			if err := b.Free(); err != nil {

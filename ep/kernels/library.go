@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/graphs"
@@ -77,6 +78,13 @@ type Library struct {
 	scratchMu sync.Mutex
 	scratch   []*cudadrv.DeviceBuffer // see scratchBuffer; freed by Close
 	counters  []*cudadrv.DeviceBuffer // see counterBuffer; freed by Close
+
+	nextID       atomic.Uint32         // the last FaultID Get gave
+	faultWord    *cudadrv.DeviceBuffer // the data fault word (faults.go); freed by Close
+	faultMu      sync.Mutex            // guards faultHost, faultKernels and faultLive, and the word against Close
+	faultHost    [faultWordBytes]byte  // TakeFault's copy of the word
+	faultKernels map[uint32]weak.Pointer[faultRecord]
+	faultLive    int // len(faultKernels) after its last sweep
 }
 
 // errPanicked is wrapped by the error Get returns for a panic it recovered.
@@ -87,8 +95,9 @@ var errPanicked = errors.New("internal error")
 var ErrClosed = errors.New("kernels: library closed")
 
 // NewLibrary loads the built-in PTX modules into rt.Context and resolves every entry point,
-// and sets rt.BLAS's math mode (TF32 tensor ops when rt.TF32, default float32 math
-// otherwise). The context must be bound on the calling OS thread.
+// allocates the Library's data fault word (16 bytes of device memory, zeroed: see
+// Library.TakeFault), and sets rt.BLAS's math mode (TF32 tensor ops when rt.TF32, default
+// float32 math otherwise). The context must be bound on the calling OS thread.
 //
 // # Errors
 //
@@ -109,6 +118,11 @@ func NewLibrary(rt Runtime) (*Library, error) {
 		}
 	}
 	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}}
+	word, err := newFaultWord(rt.Context)
+	if err != nil {
+		return nil, err
+	}
+	l.faultWord = word
 	for _, m := range modules {
 		image, err := fs.ReadFile(ptxSource, m.file)
 		if err != nil {
@@ -133,7 +147,7 @@ func NewLibrary(rt Runtime) (*Library, error) {
 	return l, nil
 }
 
-// unload unloads every loaded module and returns the first error.
+// unload unloads every loaded module and frees the fault word, and returns the first error.
 func (l *Library) unload() error {
 	var first error
 	for _, m := range l.mods {
@@ -142,10 +156,18 @@ func (l *Library) unload() error {
 		}
 	}
 	l.mods = nil
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	if l.faultWord != nil {
+		if err := l.faultWord.Free(); err != nil && first == nil {
+			first = err
+		}
+		l.faultWord = nil
+	}
 	return first
 }
 
-// Close unloads the PTX modules and frees the kernels' scratch memory. Kernels from the
+// Close unloads the PTX modules and frees the kernels' scratch memory and the fault word. Kernels from the
 // Library fail with ErrClosed afterwards; work they queued earlier must have completed
 // (synchronize the stream first), and graphs captured from them must be destroyed. The
 // Runtime's objects are left alone. The context must be bound on the calling OS thread.
@@ -324,13 +346,15 @@ func SupportedOps() []string {
 // results; MatMul with one row of A when it splits K: its partial sums and arrival counters)
 // gets it here, from buffers the Library owns until Close: the Library's context must be
 // bound on the calling OS thread then, and no capture may be live on it (new counters are
-// zeroed on the Library's stream).
+// zeroed on the Library's stream). Get gives the kernel its FaultID, and a kernel that records
+// data faults keeps what TakeFault needs to describe them (the node's name, the op, the input
+// names) for as long as the kernel is reachable.
 //
 // # Errors
 //
 // Every op, opset, dtype, shape or attribute combination the package cannot run is refused
-// here (never at Execute) with an error wrapping ErrUnsupported; the message names the op,
-// the offending input or attribute, and what is supported. A closed Library returns ErrClosed.
+// here (never at Execute) with an error wrapping ErrUnsupported; the message names the node
+// (Spec.Name, when given), the op, the offending input or attribute, and what is supported. A closed Library returns ErrClosed.
 // A failed scratch allocation is returned as the driver's error, wrapped. Get never panics on
 // a Spec: a panic while judging one (a defect of this package) is recovered and returned as an
 // error wrapping ErrUnsupported that names the op and the panic, so that the caller declines
@@ -341,14 +365,18 @@ func (l *Library) Get(spec Spec) (k Kernel, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			k, err = nil, fmt.Errorf("%w: %s (opset %d): %w while building the kernel (please report it): %v", ErrUnsupported, spec.Op, spec.Opset, errPanicked, r)
+			k, err = nil, fmt.Errorf("%w: %s%s (opset %d): %w while building the kernel (please report it): %v", ErrUnsupported, nodePrefix(spec.Name), spec.Op, spec.Opset, errPanicked, r)
 		}
 	}()
 	b, ok := builders[spec.Op]
 	if !ok {
-		return nil, fmt.Errorf("%w: op %q is not implemented; supported ops: %s", ErrUnsupported, spec.Op, strings.Join(SupportedOps(), ", "))
+		return nil, fmt.Errorf("%w: %sop %q is not implemented; supported ops: %s", ErrUnsupported, nodePrefix(spec.Name), spec.Op, strings.Join(SupportedOps(), ", "))
 	}
-	s := opSpec{Spec: &spec, inputNames: b.inputNames}
+	id := l.nextID.Add(1)
+	for id == 0 { // after 2^32 - 1 kernels the count wraps: 0 means "no kernel"
+		id = l.nextID.Add(1)
+	}
+	s := opSpec{Spec: &spec, inputNames: b.inputNames, id: id}
 	if spec.Opset < 1 {
 		return nil, s.errorf("opset %d is not an ONNX opset version (they start at 1)", spec.Opset)
 	}
@@ -369,10 +397,13 @@ func (l *Library) function(name string) *cudadrv.Function { return l.fns[name] }
 // kernelBase holds what every kernel shares: its Library, name, and the tensors it was built
 // for.
 type kernelBase struct {
-	lib  *Library
-	name string
-	ins  []TensorInfo
-	outs []TensorInfo
+	lib      *Library
+	name     string
+	ins      []TensorInfo
+	outs     []TensorInfo
+	id       uint32       // FaultID
+	node, op string       // Spec.Name and Spec.Op
+	fault    *faultRecord // registerFaults: set for the kernels that record data faults
 }
 
 // newBase copies the spec's inputs and names the kernel after them.
@@ -383,7 +414,7 @@ func newBase(l *Library, s opSpec, outs ...TensorInfo) kernelBase {
 		ins[i] = cloneInfo(in)
 		parts[i] = in.String()
 	}
-	return kernelBase{lib: l, name: s.Op + "(" + strings.Join(parts, ", ") + ")", ins: ins, outs: outs}
+	return kernelBase{lib: l, name: s.Op + "(" + strings.Join(parts, ", ") + ")", ins: ins, outs: outs, id: s.id, node: s.Name, op: s.Op}
 }
 
 // Name returns the kernel's name.

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -15,7 +16,7 @@ func init() {
 
 // rotaryKernel is com.microsoft's RotaryEmbedding, one launch of cudaep_rotary_<t>(out, x,
 // pos, cos, sin, batch, seq, heads, headSize, rot, maxPos, transposed, interleaved,
-// perToken).
+// perToken, fault, id).
 type rotaryKernel struct {
 	kernelBase
 	fn                                       *cudadrv.Function
@@ -32,8 +33,9 @@ type rotaryKernel struct {
 //     or bfloat16, like cos_cache and sin_cache, which are [max_pos, rotary_dim / 2].
 //   - position_ids is int64: one value (a scalar or [1]), the position of token 0 (token s
 //     is at that + s), or [batch, seq], each token's position. A position outside [0,
-//     max_pos) yields NaN in the rotated part of its vectors (the kernel cannot refuse it
-//     without reading it back).
+//     max_pos) is an error in ONNX Runtime; the kernel records it as a data fault
+//     (Library.TakeFault: position_ids' value) and yields NaN in the rotated part of its
+//     vectors.
 //   - Attributes: num_heads (needed for a 3-D input when rotary_embedding_dim is set; without
 //     it the head size is 2 · cos_cache's second dimension), rotary_embedding_dim (0, the
 //     default: the whole head), interleaved (pairs 2k and 2k+1 instead of the two halves),
@@ -134,6 +136,13 @@ func buildRotary(l *Library, s opSpec) (Kernel, error) {
 	k.heads, k.headSize, k.rot, k.maxPos = uint64(heads), uint64(headSize), uint64(rot), uint64(cache[0])
 	k.interleaved = interleaved
 	k.grid = linearGrid(uint64(x.NumElements()))
+	maxPos, seq, perToken := cache[0], int64(k.seq), k.perToken
+	k.registerFaults(s.inputNames, func(_ int, v int64) string {
+		if perToken || seq == 1 {
+			return fmt.Sprintf("a position outside [0, %d) (the cos_cache's rows)", maxPos)
+		}
+		return fmt.Sprintf("the start of positions %d + [0, %d) that leave [0, %d) (the cos_cache's rows)", v, seq, maxPos)
+	})
 	return k, nil
 }
 
@@ -157,6 +166,7 @@ func (k *rotaryKernel) Execute(inputs, outputs []Tensor) error {
 	a.Ptr(outputs[0].Ptr).Ptr(inputs[0].Ptr).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).Ptr(inputs[3].Ptr)
 	a.U64(k.batch).U64(k.seq).U64(k.heads).U64(k.headSize).U64(k.rot).U64(k.maxPos)
 	a.U32(b2u(k.transposed)).U32(b2u(k.interleaved)).U32(b2u(k.perToken))
+	k.faultArgs(a)
 	return k.lib.rt.Stream.Launch(k.fn, k.grid, linearBlock, 0, a)
 }
 

@@ -21,7 +21,8 @@ func init() {
 }
 
 // simRotary is cudaep_rotary_<t>(out, x, pos, cos, sin, batch, seq, heads, headSize, rot,
-// maxPos, transposed, interleaved, perToken).
+// maxPos, transposed, interleaved, perToken, fault, id): a position outside [0, maxPos) is
+// recorded in the fault word (input 1, the value position_ids holds).
 func simRotary(l *cudadrv.KernelLaunch, dt DType) error {
 	batch, seq, heads, headSize := int(l.U64Arg(5)), int(l.U64Arg(6)), int(l.U64Arg(7)), int(l.U64Arg(8))
 	rot, maxPos := int(l.U64Arg(9)), int(l.U64Arg(10))
@@ -43,9 +44,16 @@ func simRotary(l *cudadrv.KernelLaunch, dt DType) error {
 	sin := func(i int) float64 { return sinT.float(int64(i)) }
 	for b := range batch {
 		for s := range seq {
-			p := pos.int(0) + int64(s)
+			held := pos.int(0)
+			p := int64(uint64(held) + uint64(s)) // wrapping, as the kernel's
 			if perToken {
-				p = pos.int(int64(b*seq + s))
+				held = pos.int(int64(b*seq + s))
+				p = held
+			}
+			if p < 0 || p >= int64(maxPos) {
+				if err := simRecordFault(l, 14, 1, held); err != nil {
+					return err
+				}
 			}
 			for h := range heads {
 				base := ((b*seq+s)*heads + h) * headSize
@@ -99,7 +107,8 @@ func simGQACaches(l *cudadrv.KernelLaunch, arg int, dt DType, g simGQAShape) (co
 }
 
 // simGQAAppend is cudaep_gqa_append_<t>(pk, pv, pastK, pastV, k, v, seqlens, total, cos, sin,
-// batch, kvHeads, seq, headSize, pastCap, cap, rot, maxPos, interleaved, aliased).
+// batch, kvHeads, seq, headSize, pastCap, cap, rot, maxPos, interleaved, aliased, fault, id),
+// which first records the lengths it cannot honour in the fault word (simGQACheck).
 func simGQAAppend(l *cudadrv.KernelLaunch, dt DType) error {
 	g := simGQAShape{batch: int(l.U64Arg(10)), kvHeads: int(l.U64Arg(11)), seq: int(l.U64Arg(12)), headSize: int(l.U64Arg(13)),
 		capacity: int(l.U64Arg(15)), rot: int(l.U64Arg(16)), maxPos: int(l.U64Arg(17)), interleaved: l.U32Arg(18) != 0}
@@ -130,6 +139,9 @@ func simGQAAppend(l *cudadrv.KernelLaunch, dt DType) error {
 	}
 	cos, sin, err := simGQACaches(l, 8, dt, g)
 	if err != nil {
+		return err
+	}
+	if err := simGQACheck(l, 20, seqlens, total, g); err != nil {
 		return err
 	}
 	for b := range g.batch {
@@ -163,6 +175,35 @@ func simGQAAppend(l *cudadrv.KernelLaunch, dt DType) error {
 				for i := range D {
 					pk.setFloat(at(int(p))+int64(i), refRotated(kx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
 					pv.copyElem(at(int(p))+int64(i), val, src+int64(i))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simGQACheck is cuda/attention.cu's gqa_check, the fault word at argument arg: the first of
+// total_sequence_length outside [1, capacity] (input 6), a seqlens_k outside [0, capacity) or
+// below seq − 1 after the first prompt (input 5), a new token's rotary position at or past
+// the caches' rows (input 7, the position), in the order the kernel's thread 0 meets them.
+func simGQACheck(l *cudadrv.KernelLaunch, arg int, seqlens []int32, total int32, g simGQAShape) error {
+	if total < 1 || int(total) > g.capacity {
+		if err := simRecordFault(l, arg, 6, int64(total)); err != nil {
+			return err
+		}
+	}
+	for b := range g.batch {
+		past, tot := gqaLengths(seqlens[b], total, g.seq)
+		sk := int64(seqlens[b])
+		switch {
+		case sk < 0 || sk >= int64(g.capacity) || past < 0:
+			if err := simRecordFault(l, arg, 5, sk); err != nil {
+				return err
+			}
+		case g.rot > 0:
+			if last := min(past+int64(g.seq)-1, tot-1); last >= int64(g.maxPos) {
+				if err := simRecordFault(l, arg, 7, last); err != nil {
+					return err
 				}
 			}
 		}

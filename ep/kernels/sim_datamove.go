@@ -62,8 +62,9 @@ func simCopy2D(l *cudadrv.KernelLaunch, size int) error {
 	return nil
 }
 
-// simGather is cudaep_gather_<unit>_<i32|i64>(out, data, idx, outer, nidx, axisDim, inner),
-// inner in units of size bytes.
+// simGather is cudaep_gather_<unit>_<i32|i64>(out, data, idx, outer, nidx, axisDim, inner,
+// fault, id), inner in units of size bytes: an index outside [-axisDim, axisDim) gives zeros
+// and is recorded in the fault word (input 1, the index's value).
 func simGather(l *cudadrv.KernelLaunch, size int, it DType) error {
 	outer, nidx, axisDim, inner := l.U64Arg(3), l.U64Arg(4), l.I64Arg(5), l.U64Arg(6)
 	if axisDim < 1 {
@@ -91,6 +92,9 @@ func simGather(l *cudadrv.KernelLaunch, size int, it DType) error {
 			}
 			if k < 0 || k >= axisDim {
 				clear(dst)
+				if err := simRecordFault(l, 7, 1, idx.int(int64(i))); err != nil {
+					return err
+				}
 				continue
 			}
 			at := (o*uint64(axisDim) + uint64(k)) * row

@@ -33,13 +33,29 @@ func SimKernels() map[string]cudadrv.KernelBody {
 	for op, stem := range intStems {
 		f := refIntOps[op]
 		for _, dt := range intTypes {
+			// Div records a zero divisor in the fault word, its arguments after the others
+			// (4 for the same-shape kernel, 22 with the broadcast layout).
+			record := func(l *cudadrv.KernelLaunch, arg int, zero bool, err error) error {
+				if err == nil && zero && stem == "div" {
+					err = simRecordFault(l, arg, 1, 0)
+				}
+				return err
+			}
 			m["cudaep_"+stem+"_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
-				return simBinarySame(l, dt, dt, func(out, a, b simTensor, i int64) { out.setInt(i, f(a.int(i), b.int(i))) })
+				zero := false
+				err := simBinarySame(l, dt, dt, func(out, a, b simTensor, i int64) {
+					zero = zero || b.int(i) == 0
+					out.setInt(i, f(a.int(i), b.int(i)))
+				})
+				return record(l, 4, zero, err)
 			}
 			m["cudaep_"+stem+"_bcast_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error {
-				return simBinaryBcast(l, dt, dt, func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64) {
+				zero := false
+				err := simBinaryBcast(l, dt, dt, func(out simTensor, i int64, a simTensor, ai int64, b simTensor, bi int64) {
+					zero = zero || b.int(bi) == 0
 					out.setInt(i, f(a.int(ai), b.int(bi)))
 				})
+				return record(l, 4+3*maxBroadcastDims, zero, err)
 			}
 		}
 	}

@@ -7,12 +7,16 @@ import (
 	"strings"
 )
 
-// Spec describes one operator instance to Library.Get: the ONNX op type (default domain; an op
-// of another domain is named "<domain>.<op type>", e.g. "com.microsoft.FastGelu"), the opset
+// Spec describes one operator instance to Library.Get: the node's name, the ONNX op type
+// (default domain; an op of another domain is named "<domain>.<op type>", e.g.
+// "com.microsoft.FastGelu"), the opset
 // the model imports for the op's domain, the input tensors' dtypes and shapes in ONNX input order, the
 // node's attributes by name, and the values of the inputs that are constant. Get copies what
 // it keeps, so the caller may reuse a Spec.
 type Spec struct {
+	// Name is the ONNX node's name (optional): every error Get returns for the spec names it,
+	// and so does a DataFault of the kernel.
+	Name   string
 	Op     string
 	Opset  int
 	Inputs []TensorInfo
@@ -124,11 +128,21 @@ var ErrUnsupported = errors.New("kernels: unsupported")
 type opSpec struct {
 	*Spec
 	inputNames []string
+	id         uint32 // the kernel's FaultID, given by Get (0 for a kernel built inside another's builder)
 }
 
-// errorf returns an ErrUnsupported error prefixed with the op and opset.
+// errorf returns an ErrUnsupported error prefixed with the node's name (when the spec has one),
+// the op and the opset.
 func (s opSpec) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s (opset %d): %s", ErrUnsupported, s.Op, s.Opset, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s%s (opset %d): %s", ErrUnsupported, nodePrefix(s.Name), s.Op, s.Opset, fmt.Sprintf(format, args...))
+}
+
+// nodePrefix is "node 'name': " for a named node, "" otherwise.
+func nodePrefix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "node '" + name + "': "
 }
 
 // input names input i for messages: "input 1 (B)".

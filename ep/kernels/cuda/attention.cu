@@ -13,7 +13,9 @@
 // the first prompt (S == total_sequence_length). Query s sits at position past_b + s and sees
 // the keys before min(past_b + s + 1, total_b). Rotary positions are past_b + s, or 1 for a
 // padding token (past_b + s >= total_b). A position outside the cos/sin caches yields NaN.
-// Nothing is read or written outside the tensors, whatever seqlens_k holds.
+// Nothing is read or written outside the tensors, whatever seqlens_k holds; the append pass
+// records the lengths ONNX Runtime refuses in the fault word (gqa_check), and RotaryEmbedding
+// positions outside its caches (common.cuh's DataFault: both take it and their id last).
 
 #include "rowreduce.cuh"
 
@@ -62,11 +64,12 @@ __device__ __forceinline__ float rotated(const T* x, u64 i, u64 rot, unsigned in
 
 // rotary is RotaryEmbedding: out = x rotated, x [batch, seq, heads, head_size] (or [batch,
 // heads, seq, head_size] when transposed), the position of token s of batch b pos[b*seq + s]
-// (per_token) or pos[0] + s.
+// (per_token) or pos[0] + s (wrapping, never overflowing). A position outside [0, max_pos) is
+// recorded in the fault word as input 1 (position_ids) with the value position_ids holds.
 template <typename T>
 __device__ __forceinline__ void rotary(T* out, const T* x, const i64* pos, const T* cosc, const T* sinc, u64 batch,
 	u64 seq, u64 heads, u64 head_size, u64 rot, u64 max_pos, unsigned transposed, unsigned interleaved,
-	unsigned per_token) {
+	unsigned per_token, DataFault* fault, unsigned kernel) {
 	const u64 n = batch * seq * heads * head_size;
 	GRID_STRIDE_LOOP(idx, n) {
 		const u64 d = idx % head_size;
@@ -79,7 +82,9 @@ __device__ __forceinline__ void rotary(T* out, const T* x, const i64* pos, const
 			s = r % seq;
 			b = r / seq;
 		}
-		const i64 p = per_token ? pos[b * seq + s] : pos[0] + (i64)s;
+		const i64 held = per_token ? pos[b * seq + s] : pos[0];
+		const i64 p = per_token ? held : (i64)((u64)held + s);
+		if (d == 0 && (p < 0 || (u64)p >= max_pos)) record_fault(fault, kernel, 1, held);
 		out[idx] = from_float<T>(rotated(x + (idx - d), d, rot, interleaved, cosc, sinc, p, max_pos));
 	}
 }
@@ -103,6 +108,33 @@ __device__ __forceinline__ i64 gqa_key_end(i64 past, i64 tot_b, u64 s, u64 cap) 
 	return e < 0 ? 0 : e;
 }
 
+// gqa_check records in the fault word the first length of a launch that the kernels cannot
+// honour, as ONNX Runtime's CPU execution provider refuses it (see the top of the file):
+// total_sequence_length outside [1, cap] (input 6); seqlens_k[b] outside [0, cap), or, after
+// the first prompt, fewer tokens in all than new ones (past_b < 0) (input 5); with rotary, a
+// new token's position at or past the cos/sin caches' max_pos rows (input 7, the position).
+// Thread t of the grid checks batch t (and t + the grid's threads, …).
+__device__ __forceinline__ void gqa_check(DataFault* fault, unsigned kernel, const int* seqlens, const int* total,
+	u64 batch, u64 seq, u64 cap, u64 rot, u64 max_pos) {
+	const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t == 0) {
+		const i64 tot = (i64)*total;
+		if (tot < 1 || tot > (i64)cap) record_fault(fault, kernel, 6, tot);
+	}
+	for (u64 b = t; b < batch; b += (u64)gridDim.x * blockDim.x) {
+		i64 past, tot_b;
+		gqa_lengths(seqlens, total, b, seq, past, tot_b);
+		const i64 sk = (i64)seqlens[b];
+		if (sk < 0 || sk >= (i64)cap || past < 0) {
+			record_fault(fault, kernel, 5, sk);
+		} else if (rot > 0) {
+			// The last new token's position; the others are below it (padding sits at 1).
+			const i64 last = past + (i64)seq - 1 < tot_b - 1 ? past + (i64)seq - 1 : tot_b - 1;
+			if (last >= (i64)max_pos) record_fault(fault, kernel, 7, last);
+		}
+	}
+}
+
 // gqa_append writes the new keys (rotated) and values into the present caches [batch,
 // kv_heads, cap, head_size]. k and v are [batch, seq, kv_heads, head_size]. Aliased (present
 // is the past buffer): only the new tokens are written, at past_b + s (those outside [0, cap)
@@ -111,7 +143,9 @@ __device__ __forceinline__ i64 gqa_key_end(i64 past, i64 tot_b, u64 s, u64 cap) 
 template <typename T>
 __device__ __forceinline__ void gqa_append(T* pk, T* pv, const T* past_k, const T* past_v, const T* k, const T* v,
 	const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 batch, u64 kv_heads, u64 seq,
-	u64 head_size, u64 past_cap, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, unsigned aliased) {
+	u64 head_size, u64 past_cap, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, unsigned aliased,
+	DataFault* fault, unsigned kernel) {
+	gqa_check(fault, kernel, seqlens, total, batch, seq, cap, rot, max_pos);
 	const u64 D = head_size;
 	if (aliased) {
 		const u64 n = batch * seq * kv_heads * D;
@@ -838,14 +872,16 @@ ONNX_ATTENTION(bf16, bf16_t)
 #define ATTENTION(sfx, T) \
 	extern "C" __global__ void cudaep_rotary_##sfx(T* out, const T* x, const i64* pos, const T* cosc, const T* sinc, \
 		u64 batch, u64 seq, u64 heads, u64 head_size, u64 rot, u64 max_pos, unsigned transposed, unsigned interleaved, \
-		unsigned per_token) { \
-		rotary<T>(out, x, pos, cosc, sinc, batch, seq, heads, head_size, rot, max_pos, transposed, interleaved, per_token); \
+		unsigned per_token, DataFault* fault, unsigned kernel) { \
+		rotary<T>(out, x, pos, cosc, sinc, batch, seq, heads, head_size, rot, max_pos, transposed, interleaved, per_token, \
+			fault, kernel); \
 	} \
 	extern "C" __global__ void cudaep_gqa_append_##sfx(T* pk, T* pv, const T* past_k, const T* past_v, const T* k, \
 		const T* v, const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 batch, u64 kv_heads, u64 seq, \
-		u64 head_size, u64 past_cap, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, unsigned aliased) { \
+		u64 head_size, u64 past_cap, u64 cap, u64 rot, u64 max_pos, unsigned interleaved, unsigned aliased, \
+		DataFault* fault, unsigned kernel) { \
 		gqa_append<T>(pk, pv, past_k, past_v, k, v, seqlens, total, cosc, sinc, batch, kv_heads, seq, head_size, past_cap, \
-			cap, rot, max_pos, interleaved, aliased); \
+			cap, rot, max_pos, interleaved, aliased, fault, kernel); \
 	} \
 	extern "C" __global__ void cudaep_gqa_decode_##sfx(float* part, const T* q, const T* kc, const T* vc, \
 		const int* seqlens, const int* total, const T* cosc, const T* sinc, u64 heads, u64 kv_heads, u64 seq, \

@@ -39,31 +39,34 @@ COPY2D(b64, u64)
 COPY2D(b128, u128)
 
 // gather writes out[(o·nidx + i)·inner + j] = data[(o·axis_dim + k)·inner + j] with k =
-// idx[i], plus axis_dim when negative; an index outside [-axis_dim, axis_dim) gives zero
-// bytes instead of reading outside data.
+// idx[i], plus axis_dim when negative (ONNX Runtime's negative indices); an index outside
+// [-axis_dim, axis_dim) gives zero bytes instead of reading outside data, and is recorded in
+// the fault word as input 1 (indices) with its value.
 template <typename E, typename I, typename Index>
-__device__ __forceinline__ void gather_loop(E* out, const E* data, const I* idx, Index n, Index nidx, i64 axis_dim, Index inner) {
+__device__ __forceinline__ void gather_loop(E* out, const E* data, const I* idx, Index n, Index nidx, i64 axis_dim, Index inner,
+	DataFault* fault, unsigned kernel) {
 	for (Index t = (Index)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (Index)gridDim.x * blockDim.x) {
 		const Index j = t % inner, q = t / inner;
 		const Index i = q % nidx, o = q / nidx;
-		i64 k = (i64)idx[i];
-		if (k < 0) k += axis_dim;
+		const i64 v = (i64)idx[i];
+		const i64 k = v < 0 ? v + axis_dim : v;  // v >= INT64_MIN and axis_dim > 0: no overflow
 		if (k >= 0 && k < axis_dim) {
 			out[t] = data[((u64)o * (u64)axis_dim + (u64)k) * (u64)inner + j];
 		} else {
 			out[t] = E();
+			if (j == 0) record_fault(fault, kernel, 1, v);
 		}
 	}
 }
 
 #define GATHER(sfx, E, isfx, I) \
 	extern "C" __global__ void cudaep_gather_##sfx##_##isfx(E* out, const E* data, const I* idx, u64 outer, u64 nidx, \
-		i64 axis_dim, u64 inner) { \
+		i64 axis_dim, u64 inner, DataFault* fault, unsigned kernel) { \
 		const u64 n = outer * nidx * inner; \
 		if (n < 0x80000000ull) { \
-			gather_loop<E, I, unsigned>(out, data, idx, (unsigned)n, (unsigned)nidx, axis_dim, (unsigned)inner); \
+			gather_loop<E, I, unsigned>(out, data, idx, (unsigned)n, (unsigned)nidx, axis_dim, (unsigned)inner, fault, kernel); \
 		} else { \
-			gather_loop<E, I, u64>(out, data, idx, n, nidx, axis_dim, inner); \
+			gather_loop<E, I, u64>(out, data, idx, n, nidx, axis_dim, inner, fault, kernel); \
 		} \
 	}
 #define GATHER_ALL(sfx, E) \

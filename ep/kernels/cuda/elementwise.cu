@@ -105,8 +105,11 @@ __device__ __forceinline__ Pack<E> load_pack(const E* p, i64 off, i64 inner) {
 	return r;
 }
 
+// Fn's apply is called on fn, so that an Fn may carry state (IntDivFn: the fault word); the
+// stateless ones are default-constructed.
 template <typename Fn, typename T, typename Index>
-__device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T* a, const T* b, Index n, const i64* d, const i64* s) {
+__device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T* a, const T* b, Index n, const i64* d, const i64* s,
+	const Fn& fn) {
 	const void* in[2] = {a, b};
 	if (sizeof(typename Fn::Out) == sizeof(T) && bcast_packed<T, 6, 2>(out, in, d, s)) {
 		// Whole packs: the offsets once per 16 bytes, 16-byte loads and stores.
@@ -117,7 +120,7 @@ __device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T
 			const Pack<T> x = load_pack<T>(a, off[0], s[5]), y = load_pack<T>(b, off[1], s[11]);
 			Pack<typename Fn::Out> r;
 #pragma unroll
-			for (int e = 0; e < V; ++e) r.v[e] = Fn::apply(x.v[e], y.v[e]);
+			for (int e = 0; e < V; ++e) r.v[e] = fn.apply(x.v[e], y.v[e]);
 			*(Pack<typename Fn::Out>*)(out + p * V) = r;
 		}
 		return;
@@ -125,18 +128,18 @@ __device__ __forceinline__ void binary_bcast_loop(typename Fn::Out* out, const T
 	for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (Index)gridDim.x * blockDim.x) {
 		i64 off[2];
 		bcast_offsets<6, 2, Index>(i, d, s, off);
-		out[i] = Fn::apply(a[off[0]], b[off[1]]);
+		out[i] = fn.apply(a[off[0]], b[off[1]]);
 	}
 }
 
 template <typename Fn, typename T>
-__device__ __forceinline__ void binary_bcast(typename Fn::Out* out, const T* a, const T* b, u64 n, BCAST_PARAMS) {
+__device__ __forceinline__ void binary_bcast(typename Fn::Out* out, const T* a, const T* b, u64 n, BCAST_PARAMS, const Fn& fn = Fn()) {
 	const i64 d[6] = {d0, d1, d2, d3, d4, d5};
 	const i64 s[12] = {as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5};
 	if (n < 0x80000000ull) {
-		binary_bcast_loop<Fn, T, unsigned>(out, a, b, (unsigned)n, d, s);
+		binary_bcast_loop<Fn, T, unsigned>(out, a, b, (unsigned)n, d, s, fn);
 	} else {
-		binary_bcast_loop<Fn, T, u64>(out, a, b, n, d, s);
+		binary_bcast_loop<Fn, T, u64>(out, a, b, n, d, s, fn);
 	}
 }
 
@@ -198,7 +201,9 @@ SILU_MUL(bf16, bf16_t)
 
 // Integer arithmetic (int32 and int64, suffixes i32 and i64): two's-complement wrapping on
 // overflow, division truncated toward zero; x / 0 is 0 and x / -1 is the wrapped negation,
-// defined here because the hardware's results there are not.
+// defined here because the hardware's results there are not. A division by zero is an error
+// in ONNX Runtime's CPU execution provider: the Div kernels record it in the fault word (input
+// 1, B, value 0), their last two arguments.
 struct IntAddOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a + (U)b); } };
 struct IntSubOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a - (U)b); } };
 struct IntMulOp { template <typename V, typename U> static __device__ __forceinline__ V apply(V a, V b) { return (V)((U)a * (U)b); } };
@@ -235,7 +240,32 @@ __device__ __forceinline__ void int_same(T* out, const T* a, const T* b, u64 n) 
 INT_BINARY_ALL(add, IntAddOp)
 INT_BINARY_ALL(sub, IntSubOp)
 INT_BINARY_ALL(mul, IntMulOp)
-INT_BINARY_ALL(div, IntDivOp)
+
+// IntDivFn is IntFn<IntDivOp> that records a zero divisor in the fault word.
+template <typename T, typename U>
+struct IntDivFn {
+	typedef T Out;
+	DataFault* fault;
+	unsigned kernel;
+	__device__ __forceinline__ T apply(T a, T b) const {
+		if (b == 0) record_fault(fault, kernel, 1, 0);
+		return IntDivOp::template apply<T, U>(a, b);
+	}
+};
+
+#define INT_DIV(sfx, T, U) \
+	extern "C" __global__ void cudaep_div_##sfx(T* out, const T* a, const T* b, u64 n, DataFault* fault, unsigned kernel) { \
+		const IntDivFn<T, U> fn = {fault, kernel}; \
+		GRID_STRIDE_LOOP(i, n) { out[i] = fn.apply(a[i], b[i]); } \
+	} \
+	extern "C" __global__ void cudaep_div_bcast_##sfx(T* out, const T* a, const T* b, u64 n, BCAST_PARAMS, DataFault* fault, \
+		unsigned kernel) { \
+		const IntDivFn<T, U> fn = {fault, kernel}; \
+		binary_bcast<IntDivFn<T, U>, T>(out, a, b, n, BCAST_ARGS, fn); \
+	}
+
+INT_DIV(i32, int, unsigned)
+INT_DIV(i64, i64, u64)
 
 #define COMPARE(name, Op, sfx, T) \
 	extern "C" __global__ void cudaep_##name##_##sfx(u8* out, const T* a, const T* b, u64 n) { compare_same<Op, T>(out, a, b, n); } \

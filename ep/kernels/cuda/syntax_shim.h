@@ -39,4 +39,5 @@ __device__ float __ldcg(const float*);
 __device__ int __syncthreads_or(int);
 __device__ void __threadfence(void);
 __device__ unsigned atomicAdd(unsigned*, unsigned);
+__device__ unsigned atomicCAS(unsigned*, unsigned, unsigned);
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
