@@ -78,8 +78,9 @@ func (b *Buffer) Ptr() cudadrv.DevicePtr { return b.ptr }
 func (b *Buffer) Size() uint64 { return b.size }
 
 // Release gives up the owner's reference. The memory is freed now or, when captured graphs
-// still embed it, when the last of them is destroyed; during a capture on the provider the
-// free waits until the capture ends (freeing would invalidate it). The buffer is unusable from
+// still embed it, when the last of them is destroyed; during a capture on the provider, or on
+// an OS thread that captures for another provider, the free waits until that capture ends
+// (freeing would invalidate it). The buffer is unusable from
 // the moment Release is called. After the provider's Close, Release only marks the buffer
 // released (Close freed the memory with the context). A second Release returns ErrReleased.
 func (b *Buffer) Release() error {

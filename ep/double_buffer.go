@@ -181,8 +181,9 @@ func (d *DoubleBuffer) Metrics() DoubleBufferMetrics { return d.db.Metrics() }
 
 // Close drains the pipeline (layers still filling, ready or in use get their release fence),
 // waits for every outstanding copy and frees the slots. Outstanding tickets become invalid.
-// It is idempotent and returns the first call's result. During a capture on the provider the
-// drain waits until the capture ends (it would invalidate the capture).
+// It is idempotent and returns the first call's result. During a capture on the provider, or
+// on an OS thread that captures for another provider, the drain waits until that capture ends
+// (it would invalidate the capture) and Close returns nil.
 func (d *DoubleBuffer) Close() error {
 	return d.p.releaseLater("close a double buffer", func() error {
 		d.p.owned.remove(d)

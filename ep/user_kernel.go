@@ -274,8 +274,8 @@ func (m *UserModule) Function(name string) (*UserFunction, error) {
 // unloaded once nothing can run it: a graph never outlives the code it launches, so a module
 // one of whose launches a graph recorded (see Recorded) stays loaded until the provider is
 // closed, after its graphs are destroyed; otherwise the unload waits for the work queued on the
-// compute stream (a queued launch reads the code) and, during a capture, for the capture to
-// end.
+// compute stream (a queued launch reads the code) and, during a capture (on the provider, or
+// of the calling OS thread for another provider), for the capture to end.
 //
 // # Errors
 //
