@@ -161,9 +161,10 @@
 //
 // On the simulated device (cudadrv/sim) the PTX entry points run as Go functions registered
 // by this package, and cuBLAS is the simulator's own. The simulated normalizations,
-// reductions, Softmax and the GEMV (with its RMSNorm prologue) compute in the kernels' float32
-// operations and order (each block thread its elements, then the warp's and the block's
-// trees; fused multiply-adds where the PTX has them), so that an edge row (±FLT_MAX,
+// reductions, Softmax, the GEMV (with its RMSNorm prologue) and the attention kernels compute
+// in the kernels' float32 operations and order (each block thread its elements, then the
+// warp's and the block's trees; the attention kernels' per-warp running softmax, key tiles and
+// split merges; fused multiply-adds where the PTX has them), so that an edge row (±FLT_MAX,
 // infinities, NaN, denormals) gives the same class of result, NaN, infinite or finite, on both
 // backends.
 package kernels

@@ -511,3 +511,29 @@ func TestEdgeRowReferenceDiffersFromFloat64(t *testing.T) {
 	assert.Equal(t, "-Inf", fclass(mean))
 	assert.Equal(t, "+Inf", fclass(y[0]))
 }
+
+// TestAttentionScoresOverflowInFloat32 runs ONNX Attention on both of its paths (one query
+// row: the split decode kernel; 20: the prefill tiles) with a key whose score overflows
+// float32 (1e20 · 1e20 per dimension): the kernels compute scores and the softmax in float32,
+// where the score is +Inf and exp(+Inf − +Inf) makes the row NaN; in float64 the score is
+// finite and the row would be that key's value. The simulator must give the GPU's class.
+func TestAttentionScoresOverflowInFloat32(t *testing.T) {
+	f := newFixture(t)
+	const d, keys = 8, 40
+	for _, seq := range []int64{1, 20} {
+		t.Run(fmt.Sprintf("seq%d", seq), func(t *testing.T) {
+			f := f.sub(t)
+			q := edgeFill(int(seq)*d, 1e20)
+			k := edgeFill(keys*d, 1)
+			for i := range d {
+				k[5*d+i] = 1e20 // key 5 of every row's keys
+			}
+			v := edgeFill(keys*d, 2)
+			spec := kernels.Spec{Op: "Attention", Opset: 23, Inputs: []kernels.TensorInfo{f32Info(1, 1, seq, d), f32Info(1, 1, keys, d), f32Info(1, 1, keys, d)}}
+			_, y := f.runF32(spec, q, k, v)
+			for i, x := range y {
+				assert.Equal(t, "NaN", fclass(x), "element %d: %g", i, x)
+			}
+		})
+	}
+}

@@ -62,7 +62,7 @@ func simRotary(l *cudadrv.KernelLaunch, dt DType) error {
 				}
 				xv := func(i int) float64 { return x.float(int64(base + i)) }
 				for i := range headSize {
-					out.setFloat(int64(base+i), refRotated(xv, i, rot, interleaved, cos, sin, p, maxPos))
+					out.setFloat(int64(base+i), simRotated(xv, i, rot, interleaved, cos, sin, p, maxPos))
 				}
 			}
 		}
@@ -173,7 +173,7 @@ func simGQAAppend(l *cudadrv.KernelLaunch, dt DType) error {
 				kx := func(i int) float64 { return k.float(src + int64(i)) }
 				pos := gqaPosition(past, tot, s)
 				for i := range D {
-					pk.setFloat(at(int(p))+int64(i), refRotated(kx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
+					pk.setFloat(at(int(p))+int64(i), simRotated(kx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
 					pv.copyElem(at(int(p))+int64(i), val, src+int64(i))
 				}
 			}
@@ -229,14 +229,99 @@ func simGQAAttnArgs(l *cudadrv.KernelLaunch) (simGQAShape, float64, error) {
 
 // simGQAQuery returns the rotated query row of token s, head h, rounded to dt as the kernels
 // round it.
-func simGQAQuery(q simTensor, dt DType, g simGQAShape, b, s, h int, pos int64, cos, sin func(int) float64) []float64 {
+func simGQAQuery(q simTensor, dt DType, g simGQAShape, b, s, h int, pos int64, cos, sin func(int) float64) []float32 {
 	base := int64(((b*g.seq+s)*g.heads + h) * g.headSize)
 	qx := func(i int) float64 { return q.float(base + int64(i)) }
-	row := make([]float64, g.headSize)
+	row := make([]float32, g.headSize)
 	for i := range row {
-		row[i] = refRoundTo(dt, refRotated(qx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos))
+		row[i] = float32(refRoundTo(dt, simRotated(qx, i, g.rot, g.interleaved, cos, sin, pos, g.maxPos)))
 	}
 	return row
+}
+
+// simRotated is cuda/attention.cu's rotated: element i of a head vector (x(i) reads element
+// i, a value of the data type) at position pos, rotated in float32 (x_i·cos + (±x_j)·sin,
+// one fused multiply-add) when i < rot, NaN for a position outside the maxPos cache rows.
+func simRotated(x func(int) float64, i, rot int, interleaved bool, cos, sin func(int) float64, pos int64, maxPos int) float64 {
+	if i >= rot {
+		return x(i)
+	}
+	if pos < 0 || pos >= int64(maxPos) {
+		return math.NaN()
+	}
+	half := rot / 2
+	c, j, sign := i, i+half, float32(-1)
+	switch {
+	case interleaved && i%2 == 0:
+		c, j = i/2, i+1
+	case interleaved:
+		c, j, sign = i/2, i-1, 1
+	case i >= half:
+		c, j, sign = i-half, i-half, 1
+	}
+	row := int(pos) * half
+	return float64(simFMA32(float32(x(i)), float32(cos(row+c)), float32(sign*float32(x(j)))*float32(sin(row+c))))
+}
+
+// simExp is expf (through float64: within the device's ulps, and never of another class).
+func simExp(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// simNegInf is float32 −∞, the kernels' NEG_INF.
+var simNegInf = float32(math.Inf(-1))
+
+// simAttnState is a running softmax of the attention kernels: the maximum score m, the sum l
+// of exp(score − m) and the sums acc of exp(score − m)·value, in float32.
+type simAttnState struct {
+	m, l float32
+	acc  []float32
+}
+
+// reset empties the state for n value dimensions.
+func (st *simAttnState) reset(n int) {
+	st.m, st.l = simNegInf, 0
+	if cap(st.acc) < n {
+		st.acc = make([]float32, n)
+	}
+	st.acc = st.acc[:n]
+	clear(st.acc)
+}
+
+// simWritePartial is attn_write_partial: the warps' states merged into out (the maximum, the
+// sum of exponentials, then n weighted sums), as the kernel merges them.
+func simWritePartial(out []float32, warps []simAttnState, n int) {
+	M := simNegInf
+	for _, w := range warps {
+		M = simFmaxf(M, w.m)
+	}
+	var wt [gqaThreads / 32]float32
+	L := float32(0)
+	for i, w := range warps {
+		if w.m != simNegInf {
+			wt[i] = simExp(w.m - M)
+		}
+		L = simFMA32(w.l, wt[i], L)
+	}
+	out[0], out[1] = M, L
+	for d := range n {
+		a := float32(0)
+		for i, w := range warps {
+			a = simFMA32(w.acc[d], wt[i], a)
+		}
+		out[2+d] = a
+	}
+}
+
+// simLaneDot is the dot product of GroupQueryAttention's decode blocks: lane l of a warp sums
+// (fused) the products of dimensions l, l + 32, …, and the warp adds its lanes' sums
+// (warp_reduce).
+func simLaneDot(q []float32, k func(d int) float32) float32 {
+	var lanes [32]float32
+	for lane := range lanes {
+		for d := lane; d < len(q); d += 32 {
+			lanes[lane] = simFMA32(q[d], k(d), lanes[lane])
+		}
+	}
+	return simWarpReduce(lanes[:], simSumOp)
 }
 
 // simGQAViews returns the views of q, the present key and value caches and the rotary caches.
@@ -281,7 +366,7 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 	if err != nil {
 		return err
 	}
-	acc := make([]float64, D)
+	warps := make([]simAttnState, gqaThreads/32)
 	for b := range g.batch {
 		past, tot := gqaLengths(seqlens[b], total, g.seq)
 		for s := range g.seq {
@@ -291,27 +376,25 @@ func simGQADecode(l *cudadrv.KernelLaunch, dt DType) error {
 				qr := simGQAQuery(q, dt, g, b, s, h, gqaPosition(past, tot, s), cos, sin)
 				base := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.capacity * D)
 				for sp := range splits {
-					m, sum := math.Inf(-1), 0.0
-					clear(acc)
-					for j := sp * chunk; j < min(sp*chunk+chunk, end); j++ {
-						dot := 0.0
-						for i := range D {
-							dot += qr[i] * pk.float(base+int64(j*D+i))
+					// Warp w takes keys start + w, start + w + 4, … with a running softmax of
+					// its own, in the kernel's float32 operations.
+					start, stop := sp*chunk, min(sp*chunk+chunk, end)
+					for w := range warps {
+						st := &warps[w]
+						st.reset(D)
+						for j := start + w; j < stop; j += len(warps) {
+							row := base + int64(j*D)
+							sc := simLaneDot(qr, func(d int) float32 { return float32(pk.float(row + int64(d))) }) * float32(scale)
+							mn := simFmaxf(st.m, sc)
+							corr, p := simExp(st.m-mn), simExp(sc-mn)
+							st.l = simFMA32(st.l, corr, p)
+							for d := range D {
+								st.acc[d] = simFMA32(st.acc[d], corr, p*float32(pv.float(row+int64(d))))
+							}
+							st.m = mn
 						}
-						sc := dot * scale
-						mn := max(m, sc)
-						corr, p := math.Exp(m-mn), math.Exp(sc-mn)
-						sum = sum*corr + p
-						for i := range D {
-							acc[i] = acc[i]*corr + p*pv.float(base+int64(j*D+i))
-						}
-						m = mn
 					}
-					out := part[(((b*g.seq+s)*g.heads+h)*splits+sp)*(D+2):]
-					out[0], out[1] = float32(m), float32(sum)
-					for i := range D {
-						out[2+i] = float32(acc[i])
-					}
+					simWritePartial(part[(((b*g.seq+s)*g.heads+h)*splits+sp)*(D+2):], warps, D)
 				}
 			}
 		}
@@ -336,36 +419,59 @@ func simCountersZero(l *cudadrv.KernelLaunch, arg, rows int) error {
 	return nil
 }
 
-// simSplitRows is split_finish's reduce of every row (cuda/attention.cu): the splits' partial
-// results of each of rows rows (part) combined into out, rows of D elements of dt, a row
-// without weight (all of its keys masked) being empty (GroupQueryAttention 0, Attention NaN).
+// simSplitRows is split_finish's reduce of every row (cuda/attention.cu's split_reduce_row):
+// the splits' partial results of each of rows rows (part) combined into out, rows of D
+// elements of dt, a row without weight (all of its keys masked) being empty (GroupQueryAttention
+// 0, Attention NaN). In the kernel's float32 order: lane j of warp 0 takes splits j, j + 32, …
+// for the maximum M and the weighted sum L (warp trees), and dimension d adds the splits in
+// groups of the block's threads (split g, g + G, …), the groups in order.
 func simSplitRows(l *cudadrv.KernelLaunch, dt DType, at cudadrv.DevicePtr, part []float32, rows, D, splits int, empty float64) error {
 	out, err := simView(l, at, dt, rows*D)
 	if err != nil {
 		return err
 	}
+	groups := 1
+	if D < gqaThreads {
+		groups = gqaThreads / D
+	}
+	w := make([]float32, splits)
+	var lanes [32]float32
 	for r := range rows {
 		pr := part[r*splits*(D+2):]
-		m := math.Inf(-1)
-		for sp := range splits {
-			m = max(m, float64(pr[sp*(D+2)]))
+		for i := range lanes {
+			lanes[i] = simNegInf
 		}
-		for i := range D {
-			sum, a := 0.0, 0.0
-			for sp := range splits {
-				p := pr[sp*(D+2):]
-				if math.IsInf(float64(p[0]), -1) {
-					continue
+		for sp := range splits {
+			lanes[sp%32] = simFmaxf(lanes[sp%32], pr[sp*(D+2)])
+		}
+		M := simWarpReduce(lanes[:], simFmaxf)
+		clear(lanes[:])
+		for sp := range splits {
+			w[sp] = 0
+			if m := pr[sp*(D+2)]; m != simNegInf {
+				w[sp] = simExp(m - M)
+			}
+			lanes[sp%32] = simFMA32(pr[sp*(D+2)+1], w[sp], lanes[sp%32])
+		}
+		L := simWarpReduce(lanes[:], simSumOp)
+		for d := range D {
+			total := float32(0)
+			for g := range groups {
+				a := float32(0)
+				for sp := g; sp < splits; sp += groups {
+					a = simFMA32(pr[sp*(D+2)+2+d], w[sp], a)
 				}
-				w := math.Exp(float64(p[0]) - m)
-				sum += float64(p[1]) * w
-				a += float64(p[2+i]) * w
+				if g == 0 {
+					total = a
+				} else {
+					total += a
+				}
 			}
 			v := empty
-			if sum > 0 {
-				v = a / sum
+			if L > 0 {
+				v = float64(total / L)
 			}
-			out.setFloat(int64(r*D+i), v)
+			out.setFloat(int64(r*D+d), v)
 		}
 	}
 	return nil
@@ -401,32 +507,62 @@ func simGQAPrefill(l *cudadrv.KernelLaunch, dt DType) error {
 	if err != nil {
 		return err
 	}
-	var scores []float64
+	var st simAttnState
+	var sc, p [32]float32
 	for b := range g.batch {
 		past, tot := gqaLengths(seqlens[b], total, g.seq)
 		for s := range g.seq {
 			end := gqaKeyEnd(past, tot, s, g.capacity)
+			s0 := s / gqaPrefillTile * gqaPrefillTile
+			kmax := gqaKeyEnd(past, tot, min(s0+gqaPrefillTile, g.seq)-1, g.capacity) // the block's last row's
 			for h := range g.heads {
 				qr := simGQAQuery(q, dt, g, b, s, h, gqaPosition(past, tot, s), cos, sin)
 				base := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.capacity * D)
-				scores = scores[:0]
-				for j := range end {
-					dot := 0.0
-					for i := range D {
-						dot += qr[i] * pk.float(base+int64(j*D+i))
+				st.reset(D)
+				// Tiles of bk keys up to the block's end: lane j scores key kt + j (a fused
+				// dot product in order), the tile's maximum (NaN wins) and sum are warp trees.
+				for kt := 0; kt < kmax; kt += bk {
+					for lane := range sc {
+						sc[lane] = simNegInf
+						if key := kt + lane; lane < bk && key < end {
+							dot := float32(0)
+							for d := range D {
+								dot = simFMA32(qr[d], float32(pk.float(base+int64(key*D+d))), dot)
+							}
+							sc[lane] = dot * float32(scale)
+						}
 					}
-					scores = append(scores, dot*scale)
+					mn := simFmaxf(st.m, simWarpReduce(sc[:], simMaxOp))
+					for lane := range p {
+						p[lane] = 0
+						if sc[lane] != simNegInf {
+							p[lane] = simExp(sc[lane] - mn)
+						}
+					}
+					corr := float32(0)
+					if st.m != simNegInf {
+						corr = simExp(st.m - mn)
+					}
+					st.l = simFMA32(st.l, corr, simWarpReduce(p[:], simSumOp))
+					for d := range st.acc {
+						st.acc[d] *= corr
+					}
+					st.m = mn
+					for j := range bk {
+						if key := kt + j; key < kmax { // staged values past kmax are 0
+							for d := range D {
+								st.acc[d] = simFMA32(p[j], float32(pv.float(base+int64(key*D+d))), st.acc[d])
+							}
+						}
+					}
 				}
-				if end > 0 {
-					refSoftmaxLine(scores, scores)
+				inv := float32(0)
+				if st.l > 0 {
+					inv = 1 / st.l
 				}
 				dst := int64(((b*g.seq+s)*g.heads + h) * D)
-				for i := range D {
-					v := 0.0
-					for j, p := range scores {
-						v += p * pv.float(base+int64(j*D+i))
-					}
-					out.setFloat(dst+int64(i), v)
+				for d := range D {
+					out.setFloat(dst+int64(d), float64(st.acc[d]*inv))
 				}
 			}
 		}
@@ -468,14 +604,14 @@ func simAttnArgs(l *cudadrv.KernelLaunch) (simAttnShape, error) {
 }
 
 // simAttnInputs returns views of q, k and v and the mask's term of (b, h, s, j).
-func simAttnInputs(l *cudadrv.KernelLaunch, dt DType, g simAttnShape) (q, k, v simTensor, bias func(b, h, s, j int) float64, err error) {
+func simAttnInputs(l *cudadrv.KernelLaunch, dt DType, g simAttnShape) (q, k, v simTensor, bias func(b, h, s, j int) float32, err error) {
 	views, err := simViewsOf(l, []int{1, 2, 3}, []DType{dt, dt, dt},
 		[]int{g.batch * g.heads * g.seq * g.dk, g.batch * g.kvHeads * g.kvSeq * g.dk, g.batch * g.kvHeads * g.kvSeq * g.dv})
 	if err != nil {
 		return
 	}
 	q, k, v = views[0], views[1], views[2]
-	bias = func(int, int, int, int) float64 { return 0 }
+	bias = func(int, int, int, int) float32 { return 0 }
 	if g.maskKind == attnNoMask {
 		return
 	}
@@ -495,30 +631,29 @@ func simAttnInputs(l *cudadrv.KernelLaunch, dt DType, g simAttnShape) (q, k, v s
 		return
 	}
 	st := g.maskStrides
-	bias = func(b, h, s, j int) float64 {
+	bias = func(b, h, s, j int) float32 {
 		i := int64(b)*st[0] + int64(h)*st[1] + int64(s)*st[2] + int64(j)*st[3]
 		if g.maskKind == attnAddMask {
-			return mask.float(i)
+			return float32(mask.float(i))
 		}
 		if mask.b8[i] != 0 {
 			return 0
 		}
-		return math.Inf(-1)
+		return simNegInf
 	}
 	return
 }
 
-// simAttnScores fills scores with row s of head h's scores of keys 0 … len(scores)-1.
-func simAttnScores(scores []float64, q, k simTensor, bias func(b, h, s, j int) float64, g simAttnShape, b, h, s int) {
+// simAttnRow returns query row s of head h of batch b as float32, and the reader of element d
+// of key j of its kv head.
+func simAttnRow(q, k simTensor, g simAttnShape, b, h, s int) ([]float32, func(j, d int) float32) {
 	qb := int64(((b*g.heads+h)*g.seq + s) * g.dk)
 	kb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dk)
-	for j := range scores {
-		dot := 0.0
-		for d := range int64(g.dk) {
-			dot += q.float(qb+d) * k.float(kb+int64(j*g.dk)+d)
-		}
-		scores[j] = dot*g.scale + bias(b, h, s, j)
+	qr := make([]float32, g.dk)
+	for d := range qr {
+		qr[d] = float32(q.float(qb + int64(d)))
 	}
+	return qr, func(j, d int) float32 { return float32(k.float(kb + int64(j*g.dk+d))) }
 }
 
 // simAttnDecode is cudaep_attn_decode_<t>(part, q, k, v, mask, heads, kvHeads, seq, kvSeq, dk,
@@ -547,41 +682,165 @@ func simAttnDecode(l *cudadrv.KernelLaunch, dt DType) error {
 	if err != nil {
 		return err
 	}
-	acc := make([]float64, g.dv)
+	// The kernel's path (attn_decode_split): a group of lanes per key when both rows are whole
+	// 16-byte packs (at most 32 of them, a power of two) of aligned tensors, else a lane per key.
+	vsz := 16 / dt.Size()
+	groups := g.dk / vsz
+	packed := g.dk%vsz == 0 && simAligned16(l, 2) && g.dv == g.dk && simAligned16(l, 3) && groups <= 32 && groups&(groups-1) == 0
+	warps := make([]simAttnState, gqaThreads/32)
 	for b := range g.batch {
 		for h := range g.heads {
 			vb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dv)
+			val := func(j, d int) float32 { return float32(v.float(vb + int64(j*g.dv+d))) }
 			for s := range g.seq {
 				end := attnKeys(s, g.kvSeq, g.causal)
 				chunk := ((end+splits-1)/splits + 31) / 32 * 32
-				scores := make([]float64, end)
-				simAttnScores(scores, q, k, bias, g, b, h, s)
+				qr, key := simAttnRow(q, k, g, b, h, s)
+				bj := func(j int) float32 { return bias(b, h, s, j) }
 				for sp := range splits {
-					m, sum := math.Inf(-1), 0.0
-					clear(acc)
-					for j := sp * chunk; j < min(sp*chunk+chunk, end); j++ {
-						sc := scores[j]
-						if math.IsInf(sc, -1) {
-							continue // weighs exp(-inf) = 0
+					start, stop := sp*chunk, min(sp*chunk+chunk, end)
+					for w := range warps {
+						if packed {
+							simAttnDecodePacked(&warps[w], qr, key, val, bj, w, start, stop, vsz, float32(g.scale))
+						} else {
+							simAttnDecodeLanes(&warps[w], qr, key, val, bj, w, start, stop, g.dv, float32(g.scale))
 						}
-						mn := max(m, sc)
-						corr, p := math.Exp(m-mn), math.Exp(sc-mn)
-						sum = sum*corr + p
-						for d := range g.dv {
-							acc[d] = acc[d]*corr + p*v.float(vb+int64(j*g.dv+d))
-						}
-						m = mn
 					}
-					out := part[(((b*g.heads+h)*g.seq+s)*splits+sp)*(g.dv+2):]
-					out[0], out[1] = float32(m), float32(sum)
-					for d := range g.dv {
-						out[2+d] = float32(acc[d])
-					}
+					simWritePartial(part[(((b*g.heads+h)*g.seq+s)*splits+sp)*(g.dv+2):], warps, g.dv)
 				}
 			}
 		}
 	}
 	return simSplitRows(l, dt, l.PtrArg(19), part, rows, g.dv, splits, math.NaN())
+}
+
+// simAttnDot is attn_dot: the query with one key row, fused products in order.
+func simAttnDot(q []float32, key func(j, d int) float32, j int) float32 {
+	dot := float32(0)
+	for d, x := range q {
+		dot = simFMA32(x, key(j, d), dot)
+	}
+	return dot
+}
+
+// simAttnDecodeLanes is warp w's share of attn_decode_split's lane-per-key loop over keys
+// [start, stop): tiles of 32 keys, every 4th one the warp's, each scored by a lane, the running
+// softmax updated once per tile with the tile's maximum (NaN wins) and sum (warp trees), a
+// tile whose maximum is −∞ skipped.
+func simAttnDecodeLanes(st *simAttnState, q []float32, key, val func(j, d int) float32, bias func(j int) float32, w, start, stop, dv int, scale float32) {
+	st.reset(dv)
+	var sc, p [32]float32
+	for j0 := start + 32*w; j0 < stop; j0 += 32 * gqaThreads / 32 {
+		for lane := range sc {
+			sc[lane] = simNegInf
+			if j := j0 + lane; j < stop {
+				sc[lane] = simFMA32(simAttnDot(q, key, j), scale, bias(j))
+			}
+		}
+		mn := simMaxOp(st.m, simWarpReduce(sc[:], simMaxOp))
+		if mn == simNegInf {
+			continue
+		}
+		for lane := range p {
+			p[lane] = simExp(sc[lane] - mn)
+		}
+		corr := simExp(st.m - mn)
+		st.l = simFMA32(st.l, corr, simWarpReduce(p[:], simSumOp))
+		st.m = mn
+		for d := range st.acc {
+			st.acc[d] *= corr
+		}
+		for jj := range min(stop-j0, 32) {
+			for d := range dv {
+				st.acc[d] = simFMA32(p[jj], val(j0+jj, d), st.acc[d])
+			}
+		}
+	}
+}
+
+// simAttnDecodePacked is warp w's share of attn_decode_packed over keys [start, stop), rows of
+// n = len(q) elements in packs of vsz: G = n / vsz lanes hold a key (each its pack's products,
+// fused in order, then a tree over the G lanes), the warp's 32 / G groups each keep a running
+// softmax over their keys (two steps of keys per loop), and the groups merge by xor shuffles;
+// st gets group 0's merged state, as the kernel's lane 0 and lanes below G hold it.
+func simAttnDecodePacked(st *simAttnState, q []float32, key, val func(j, d int) float32, bias func(j int) float32, w, start, stop, vsz int, scale float32) {
+	n := len(q)
+	G := n / vsz
+	per := 32 / G
+	step := per * gqaThreads / 32
+	groups := make([]simAttnState, per)
+	for i := range groups {
+		groups[i].reset(n)
+	}
+	lanes := make([]float32, G)
+	for j0 := start + w*per; j0 < stop; j0 += 2 * step {
+		for u := range 2 {
+			for slot := range groups {
+				j := j0 + u*step + slot
+				sc := simNegInf
+				if j < stop {
+					for pk := range lanes {
+						lanes[pk] = 0
+						for e := range vsz {
+							lanes[pk] = simFMA32(q[pk*vsz+e], key(j, pk*vsz+e), lanes[pk])
+						}
+					}
+					for o := G / 2; o > 0; o /= 2 {
+						next := make([]float32, G)
+						for i := range lanes {
+							next[i] = lanes[i] + lanes[i^o]
+						}
+						copy(lanes, next)
+					}
+					sc = simFMA32(lanes[0], scale, bias(j))
+				}
+				g := &groups[slot]
+				mn := simFmaxf(g.m, sc)
+				if mn == simNegInf {
+					continue
+				}
+				corr, p := float32(0), float32(0)
+				if g.m != simNegInf {
+					corr = simExp(g.m - mn)
+				}
+				if sc != simNegInf {
+					p = simExp(sc - mn)
+				}
+				g.l = simFMA32(g.l, corr, p)
+				for d := range n {
+					pv := float32(0)
+					if p != 0 {
+						pv = p * val(j, d)
+					}
+					g.acc[d] = simFMA32(g.acc[d], corr, pv)
+				}
+				g.m = mn
+			}
+		}
+	}
+	// Merge the groups: at lane offsets G, 2G, … (group offsets 1, 2, …) every group combines
+	// with its partner's state of the step before.
+	for o := 1; o < per; o *= 2 {
+		next := make([]simAttnState, per)
+		for i := range groups {
+			a, b := groups[i], groups[i^o]
+			M := simFmaxf(a.m, b.m)
+			c1, c2 := float32(0), float32(0)
+			if a.m != simNegInf {
+				c1 = simExp(a.m - M)
+			}
+			if b.m != simNegInf {
+				c2 = simExp(b.m - M)
+			}
+			next[i] = simAttnState{m: M, l: simFMA32(a.l, c1, b.l*c2), acc: make([]float32, n)}
+			for d := range n {
+				next[i].acc[d] = simFMA32(a.acc[d], c1, b.acc[d]*c2)
+			}
+		}
+		groups = next
+	}
+	st.m, st.l = groups[0].m, groups[0].l
+	st.acc = append(st.acc[:0], groups[0].acc...)
 }
 
 // simAttnPrefill is cudaep_attn_prefill_<t>(out, q, k, v, mask, heads, kvHeads, seq, kvSeq,
@@ -613,20 +872,126 @@ func simAttnPrefill(l *cudadrv.KernelLaunch, dt DType) error {
 	for b := range g.batch {
 		for h := range g.heads {
 			vb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dv)
-			for s := range g.seq {
-				scores := make([]float64, attnKeys(s, g.kvSeq, g.causal))
-				simAttnScores(scores, q, k, bias, g, b, h, s)
-				refSoftmaxLine(scores, scores)
-				dst := int64(((b*g.heads+h)*g.seq + s) * g.dv)
-				for d := range int64(g.dv) {
-					y := 0.0
-					for j, p := range scores {
-						y += p * v.float(vb+int64(j*g.dv)+d)
+			val := func(j, d int) float32 { return float32(v.float(vb + int64(j*g.dv+d))) }
+			for s0 := 0; s0 < g.seq; s0 += gqaPrefillTile {
+				y := simAttnPrefillBlock(q, k, val, bias, g, b, h, s0, bk)
+				for r, row := range y {
+					dst := int64(((b*g.heads+h)*g.seq + s0 + r) * g.dv)
+					for d, x := range row {
+						out.setFloat(dst+int64(d), float64(x))
 					}
-					out.setFloat(dst+d, y)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// simAttnPrefillBlock is attn_prefill's block of query rows s0 … s0+15 (those below seq) of head
+// h: it returns their outputs. Tiles of bk keys up to the block's last row's end; a tile is
+// skipped when no row needs it (past every row's end, or with a mask when every row that sees
+// it has a maximum above −1e29 and the mask gives none of its keys more than −1e30). Lane j
+// scores key kt + j for the warp's 4 rows (the query's and key's products fused by 4 when dk
+// is a multiple of 4, else in order), each row's running softmax takes the tile's maximum (NaN
+// wins) and sum, and a warp whose weights are all 0 in a tile adds no values.
+func simAttnPrefillBlock(q, k simTensor, val func(j, d int) float32, bias func(b, h, s, j int) float32, g simAttnShape, b, h, s0, bk int) [][]float32 {
+	const rowsPerWarp = gqaPrefillTile / (gqaThreads / 32)
+	rows := min(gqaPrefillTile, g.seq-s0)
+	kmax := attnKeys(s0+rows-1, g.kvSeq, g.causal)
+	qs := make([][]float32, rows)
+	kend := make([]int, gqaPrefillTile)
+	st := make([]simAttnState, gqaPrefillTile)
+	var key func(j, d int) float32
+	for r := range gqaPrefillTile {
+		st[r].reset(g.dv)
+		if r < rows {
+			qs[r], key = simAttnRow(q, k, g, b, h, s0+r)
+			kend[r] = attnKeys(s0+r, g.kvSeq, g.causal)
+		}
+	}
+	dot := func(qr []float32, j int) float32 {
+		acc := float32(0)
+		if g.dk%4 == 0 {
+			for d := 0; d < g.dk; d += 4 {
+				t := simFMA32(qr[d+3], key(j, d+3), simFMA32(qr[d+2], key(j, d+2), simFMA32(qr[d], key(j, d), qr[d+1]*key(j, d+1))))
+				acc += t
+			}
+			return acc
+		}
+		for d, x := range qr {
+			acc = simFMA32(x, key(j, d), acc)
+		}
+		return acc
+	}
+	var p [gqaPrefillTile][32]float32
+	var sc [32]float32
+	for kt := 0; kt < kmax; kt += bk {
+		need := false
+		for r := range rows {
+			if kt >= kend[r] {
+				continue
+			}
+			if g.maskKind == attnNoMask || !(st[r].m > -1e29) {
+				need = true
+			}
+			for lane := 0; lane < bk && !need; lane++ {
+				need = kt+lane < kend[r] && bias(b, h, s0+r, kt+lane) > -1e30
+			}
+		}
+		if !need {
+			continue
+		}
+		for w := range gqaThreads / 32 {
+			any := false
+			for r := w * rowsPerWarp; r < (w+1)*rowsPerWarp; r++ {
+				for lane := range sc {
+					sc[lane] = simNegInf
+					if j := kt + lane; r < rows && lane < bk && j < kend[r] {
+						sc[lane] = simFMA32(dot(qs[r], j), float32(g.scale), bias(b, h, s0+r, j))
+					}
+				}
+				mn := simMaxOp(st[r].m, simWarpReduce(sc[:], simMaxOp))
+				clear(p[r][:])
+				if mn != simNegInf {
+					for lane := range sc {
+						p[r][lane] = simExp(sc[lane] - mn)
+					}
+					corr := simExp(st[r].m - mn)
+					st[r].l = simFMA32(st[r].l, corr, simWarpReduce(p[r][:], simSumOp))
+					for d := range st[r].acc {
+						st[r].acc[d] *= corr
+					}
+					st[r].m = mn
+				}
+				for _, x := range p[r] {
+					any = any || x != 0
+				}
+			}
+			if !any {
+				continue
+			}
+			for j := range bk {
+				for d := range g.dv {
+					vd := float32(0) // staged values past kmax are 0
+					if kt+j < kmax {
+						vd = val(kt+j, d)
+					}
+					for r := w * rowsPerWarp; r < (w+1)*rowsPerWarp; r++ {
+						st[r].acc[d] = simFMA32(p[r][j], vd, st[r].acc[d])
+					}
+				}
+			}
+		}
+	}
+	out := make([][]float32, rows)
+	for r := range out {
+		out[r] = make([]float32, g.dv)
+		for d := range out[r] {
+			out[r][d] = float32(math.NaN())
+			if st[r].l > 0 {
+				out[r][d] = st[r].acc[d] / st[r].l
+			}
+		}
+	}
+	return out
 }
