@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"unsafe"
 	"weak"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -16,14 +18,24 @@ import (
 // record the first one in a word of device memory the Library owns, while they still produce
 // a memory-safe result, and the host reads it with Library.TakeFault after the work is done.
 //
-// The word (cuda/common.cuh's DataFault) is faultWordBytes bytes: the faulting kernel's id
-// (uint32, 0: no fault), the index of the input that held the value (uint32) and the value
-// (int64). A kernel records with an atomic compare-and-swap of the id from 0, so the first
-// fault of any kernel since the word was last cleared wins and later ones change nothing. Its
-// address is fixed for the Library's life, so captured graphs record into it on every replay.
+// The word (cuda/common.cuh's DataFault) is faultWordBytes bytes of device memory: the
+// faulting kernel's id (uint32, 0: no fault), the index of the input that held the value
+// (uint32), the value (int64) and the device address of its mirror. A kernel records with an
+// atomic compare-and-swap of the id from 0, so the first fault of any kernel since the word
+// was last cleared wins and later ones change nothing; the winning thread then writes the
+// record into the mirror too, the id last, behind a system-wide fence. The mirror is
+// faultRecordBytes of host-mapped pinned memory, so that TakeFault learns there was no fault
+// (the case of every healthy run) from one load of host memory, without a copy or a driver
+// call. The atomics stay on the device word: atomics on mapped host memory depend on the
+// platform, plain stores do not. Both addresses are fixed for the Library's life, so captured
+// graphs record on every replay.
 
-// faultWordBytes is the size of the device-side fault word.
-const faultWordBytes = 16
+// faultRecordBytes is the size of a fault record (id, input, value), and faultWordBytes of the
+// device word (the record and its mirror's address).
+const (
+	faultRecordBytes = 16
+	faultWordBytes   = faultRecordBytes + 8
+)
 
 // ErrDataFault is wrapped by every *DataFault: a kernel met a value in device data it could not
 // use, where ONNX Runtime's CPU execution provider stops with an error.
@@ -140,19 +152,20 @@ func (l *Library) TakeFault() (*DataFault, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	word := l.faultHost[:]
-	if err := l.rt.Context.CopyDtoH(word, l.faultWord.Ptr()); err != nil {
-		return nil, fmt.Errorf("kernels: read the data fault word: %w", err)
-	}
-	id := binary.LittleEndian.Uint32(word)
+	mirror := l.faultMirror.Bytes()
+	id := atomic.LoadUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(mirror))))
 	if id == 0 {
 		return nil, nil
 	}
-	input := int(binary.LittleEndian.Uint32(word[4:]))
-	value := int64(binary.LittleEndian.Uint64(word[8:]))
-	if err := l.rt.Context.Memset8(l.faultWord.Ptr(), 0, faultWordBytes); err != nil {
+	input := int(binary.LittleEndian.Uint32(mirror[4:]))
+	value := int64(binary.LittleEndian.Uint64(mirror[8:]))
+	// The device word first (its id is what a kernel's compare-and-swap looks at), then the
+	// mirror; the mirror's address after the record stays.
+	if err := l.rt.Context.Memset8(l.faultWord.Ptr(), 0, faultRecordBytes); err != nil {
 		return nil, fmt.Errorf("kernels: clear the data fault word: %w", err)
 	}
+	clear(mirror[4:faultRecordBytes])
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(mirror))), 0)
 	f := &DataFault{ID: id, Input: input, Value: value, InputName: fmt.Sprint(input),
 		Kernel: "a kernel no longer held", Detail: "which the kernel could not use"}
 	var r *faultRecord
@@ -169,38 +182,60 @@ func (l *Library) TakeFault() (*DataFault, error) {
 	return f, nil
 }
 
-// newFaultWord allocates the Library's fault word and zeroes it (synchronously: the zeroes
-// are in place before any kernel can run).
-func newFaultWord(ctx *cudadrv.Context) (*cudadrv.DeviceBuffer, error) {
+// newFaultWord allocates the Library's fault word and its mirror, and zeroes them
+// (synchronously: the zeroes and the mirror's address are in place before any kernel can run).
+func newFaultWord(ctx *cudadrv.Context) (*cudadrv.DeviceBuffer, *cudadrv.HostBuffer, error) {
+	mirror, err := ctx.AllocHostMapped(faultRecordBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kernels: allocate the data fault mirror: %w", err)
+	}
+	clear(mirror.Bytes())
 	b, err := ctx.Alloc(faultWordBytes)
 	if err != nil {
-		return nil, fmt.Errorf("kernels: allocate the data fault word: %w", err)
+		return nil, nil, errors.Join(fmt.Errorf("kernels: allocate the data fault word: %w", err), mirror.Free())
 	}
-	if err := ctx.Memset8(b.Ptr(), 0, faultWordBytes); err != nil {
-		_ = b.Free()
-		return nil, fmt.Errorf("kernels: zero the data fault word: %w", err)
+	var init [faultWordBytes]byte
+	binary.LittleEndian.PutUint64(init[faultRecordBytes:], uint64(mirror.DevicePtr()))
+	if err := ctx.CopyHtoD(b.Ptr(), init[:]); err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("kernels: initialize the data fault word: %w", err), b.Free(), mirror.Free())
 	}
-	return b, nil
+	return b, mirror, nil
 }
 
 // simRecordFault is cuda/common.cuh's record_fault for the simulated kernels: with the fault
-// word at pointer argument arg and the kernel's id at arg+1, it records (id, input, value)
-// unless the word already holds a fault.
+// word at pointer argument arg and the kernel's id at arg+1, it records (id, input, value) in
+// the word and its mirror unless the word already holds a fault.
 func simRecordFault(l *cudadrv.KernelLaunch, arg int, input uint32, value int64) error {
 	id := l.U32Arg(arg + 1)
 	if id == 0 {
 		return fmt.Errorf("%s: kernel id 0 (the Library gives every kernel a nonzero one)", l.Name)
 	}
-	head, err := l.Uint32s(l.PtrArg(arg), 2)
+	word := l.PtrArg(arg)
+	head, err := l.Uint32s(word, 2)
 	if err != nil {
 		return err
 	}
-	val, err := l.Int64s(l.PtrArg(arg)+8, 1)
+	if head[0] != 0 {
+		return nil
+	}
+	val, err := l.Int64s(word+8, 1)
 	if err != nil {
 		return err
 	}
-	if head[0] == 0 {
-		head[0], head[1], val[0] = id, input, value
+	at, err := l.Int64s(word+faultRecordBytes, 1)
+	if err != nil {
+		return err
 	}
+	mhead, err := l.Uint32s(cudadrv.DevicePtr(at[0]), 2)
+	if err != nil {
+		return fmt.Errorf("%s: the fault word's mirror: %w", l.Name, err)
+	}
+	mval, err := l.Int64s(cudadrv.DevicePtr(at[0])+8, 1)
+	if err != nil {
+		return fmt.Errorf("%s: the fault word's mirror: %w", l.Name, err)
+	}
+	head[0], head[1], val[0] = id, input, value
+	mhead[1], mval[0] = input, value
+	atomic.StoreUint32(&mhead[0], id)
 	return nil
 }

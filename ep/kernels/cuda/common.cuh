@@ -85,25 +85,35 @@ __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned blocks) 
 	return last;
 }
 
-// DataFault is the Library's data fault word (faults.go): the id of the first kernel that met a
-// value in device data it could not use (0: none yet), the index of the input that held it,
-// and the value. Kernels that read indices or lengths from device data take its address and
-// their id as their last two arguments (DataFault* fault, unsigned kernel) and record with
-// record_fault; the host reads and clears it with Library.TakeFault once the work is done.
+// DataFault is the Library's data fault word (faults.go), in device memory: the id of the
+// first kernel that met a value in device data it could not use (0: none yet), the index of
+// the input that held it, the value, and the address of the word's mirror, a DataFault record
+// in host-mapped pinned memory that the host reads without a copy (its mirror field unused).
+// Kernels that read indices or lengths from device data take the word's address and their id
+// as their last two arguments (DataFault* fault, unsigned kernel) and record with
+// record_fault; the host reads the mirror and clears both with Library.TakeFault once the work
+// is done.
 struct DataFault {
 	unsigned kernel;
 	unsigned input;
 	i64 value;
+	DataFault* mirror;
 };
 
 // record_fault records (kernel, input, value) in *fault unless a fault is already there: the
 // first fault since the host cleared the word wins (one compare-and-swap of the kernel id from
-// 0; the winning thread then stores the rest, which the host reads after the kernel ends).
-// The plain read first keeps threads of a faulting launch from contending on the atomic.
+// 0, on device memory; the winning thread then stores the rest, and the record into the
+// mirror with plain stores, its id last behind a system-wide fence). The plain read first
+// keeps threads of a faulting launch from contending on the atomic.
 __device__ __forceinline__ void record_fault(DataFault* fault, unsigned kernel, unsigned input, i64 value) {
 	if (*(volatile unsigned*)&fault->kernel != 0) return;
 	if (atomicCAS(&fault->kernel, 0u, kernel) == 0u) {
 		fault->input = input;
 		fault->value = value;
+		DataFault* m = fault->mirror;
+		m->input = input;
+		m->value = value;
+		__threadfence_system();
+		*(volatile unsigned*)&m->kernel = kernel;
 	}
 }

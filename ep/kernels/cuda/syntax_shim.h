@@ -38,6 +38,7 @@ __device__ float __shfl_sync(unsigned, float, int);
 __device__ float __ldcg(const float*);
 __device__ int __syncthreads_or(int);
 __device__ void __threadfence(void);
+__device__ void __threadfence_system(void);
 __device__ unsigned atomicAdd(unsigned*, unsigned);
 __device__ unsigned atomicCAS(unsigned*, unsigned, unsigned);
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
