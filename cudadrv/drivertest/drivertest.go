@@ -3,9 +3,11 @@
 //
 // # Notes
 //
-// It is test support, not a layer: only tests import it (internal/layers enforces that), and
-// it imports ep/kernels so that the simulated device it opens runs the library's kernels, as
-// the one a provider opens does.
+// It is test support, not a layer: only tests import it, and it imports nothing above cudadrv
+// (internal/layers enforces both). The simulated device it opens runs add_one (AddOnePTX) and
+// whatever Go kernel bodies a test package registers with UseSimKernels: ep/kernels' tests
+// register the library's (kernels.SimKernels), so that their device runs them as the one a
+// provider opens does.
 package drivertest
 
 import (
@@ -18,7 +20,6 @@ import (
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/cuda"
 	"github.com/cudaep/cudaep/cudadrv/sim"
-	"github.com/cudaep/cudaep/ep/kernels"
 )
 
 // EnvBackend is the environment variable that selects the backend: "sim" (default) or "cuda".
@@ -53,7 +54,7 @@ func Open(t testing.TB) *Env {
 }
 
 // OpenWith is Open with options for the simulated device (ignored on the real GPU). The
-// simulated device runs the library's kernels (kernels.SimKernels) and add_one (AddOnePTX);
+// simulated device runs the bodies registered with UseSimKernels and add_one (AddOnePTX);
 // opts.Kernels adds bodies or replaces them by name.
 func OpenWith(t testing.TB, opts sim.Options) *Env {
 	t.Helper()
@@ -107,10 +108,30 @@ func OpenWith(t testing.TB, opts sim.Options) *Env {
 	return env
 }
 
-// SimKernels returns the Go bodies a test's simulated device runs: the library's
-// (kernels.SimKernels), add_one, then extra's, which win by name. The map is new.
+// registered makes the Go kernel bodies of the test package's choice (UseSimKernels), or is
+// nil when it chose none. It is written before any test runs and only read afterwards.
+var registered func() map[string]cudadrv.KernelBody
+
+// UseSimKernels makes every simulated device that Open and OpenWith open in this test binary
+// also run the bodies that bodies returns (called once per device; the map it returns must be
+// new each time, as kernels.SimKernels' is). It lets a package above cudadrv give its tests'
+// devices its own kernels without this package importing it: ep/kernels' tests register
+// kernels.SimKernels.
+//
+// # Notes
+//
+// Call it from an init function of a test package (or from TestMain before m.Run), before
+// any test opens a device: it is not safe to call while tests run. A second call replaces
+// the first.
+func UseSimKernels(bodies func() map[string]cudadrv.KernelBody) { registered = bodies }
+
+// SimKernels returns the Go bodies a test's simulated device runs: those registered with
+// UseSimKernels, add_one, then extra's, which win by name. The map is new.
 func SimKernels(extra map[string]cudadrv.KernelBody) map[string]cudadrv.KernelBody {
-	m := kernels.SimKernels()
+	m := map[string]cudadrv.KernelBody{}
+	if registered != nil {
+		maps.Copy(m, registered())
+	}
 	m["add_one"] = addOne
 	maps.Copy(m, extra)
 	return m
