@@ -8,11 +8,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
-	"github.com/cudaep/cudaep/graphs"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // config is the size of the end-to-end run.
@@ -80,7 +76,7 @@ func (d *demo) release() {
 	}
 }
 
-func f32(shape ...int64) ep.TensorInfo { return ep.TensorInfo{DType: kernels.Float32, Shape: shape} }
+func f32(shape ...int64) ep.TensorInfo { return ep.TensorInfo{DType: ep.Float32, Shape: shape} }
 
 func at(b *ep.Buffer, shape ...int64) ep.Tensor {
 	return ep.Tensor{TensorInfo: f32(shape...), Ptr: b.Ptr()}
@@ -121,7 +117,7 @@ func (d *demo) kernelsFor(rows int) (layerKernels, error) {
 func (d *demo) layer(k layerKernels, rows int, in, pre, out ep.Tensor, weights ep.Tensor, last bool) error {
 	w := int64(d.m.width)
 	wt := ep.Tensor{TensorInfo: f32(w, w), Ptr: weights.Ptr}
-	bt := ep.Tensor{TensorInfo: f32(w), Ptr: weights.Ptr + cudadrv.DevicePtr(4*w*w)}
+	bt := ep.Tensor{TensorInfo: f32(w), Ptr: weights.Ptr + ep.DevicePtr(4*w*w)}
 	if err := k.matmul.Execute([]ep.Tensor{in, wt}, []ep.Tensor{pre}); err != nil {
 		return err
 	}
@@ -171,11 +167,7 @@ func (d *demo) prefill(progress progressFunc) (_ []*ep.Buffer, err error) {
 	lazy := make([]*ep.LazyWeight, m.layers)
 	resident := make([]*ep.Buffer, m.layers)
 	for l := range lazy {
-		lazy[l], err = p.NewLazyWeight(ep.WeightSpec{
-			Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{int64(m.layerFloats())},
-			Regions: []paging.Region{{Mapping: file, Offset: m.layerOffset(l), Len: uint64(4 * m.layerFloats())}},
-		})
-		if err != nil {
+		if lazy[l], err = p.NewLazyWeight(m.layerSpec(file, l)); err != nil {
 			return nil, err
 		}
 		if resident[l], err = d.alloc(m.layerFloats()); err != nil {
@@ -269,6 +261,16 @@ func (d *demo) prefill(progress progressFunc) (_ []*ep.Buffer, err error) {
 		return nil, fmt.Errorf("prefill breakdown: %w", err)
 	}
 	return resident, nil
+}
+
+// layerSpec describes layer l of the weight file opened as file: a float32 MatMul operand,
+// W then b, one region of the file.
+func (m *mlp) layerSpec(file ep.MappingID, l int) ep.WeightSpec {
+	n := m.layerFloats()
+	return ep.WeightSpec{
+		Boundary: ep.BoundaryMatMul, DType: ep.WeightDType(ep.Float32), Shape: []int64{int64(n)},
+		Regions: []ep.Region{{Mapping: file, Offset: m.layerOffset(l), Len: uint64(4 * n)}},
+	}
 }
 
 // breakdown times the prefill's two halves alone, each from drained streams to drained
@@ -397,45 +399,8 @@ func (d *demo) prefillPass(progress progressFunc, lazy []*ep.LazyWeight, residen
 // from pinned memory, as many as there are layers, on a stream of their own, the best of three
 // runs, in GB/s.
 func (d *demo) rawH2D() (gbps float64, err error) {
-	ctx := d.p.Context()
-	n := uint64(4 * d.m.layerFloats())
-	// The context is current per OS thread: keep this goroutine on the one bound here.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := ctx.Bind(); err != nil {
-		return 0, err
-	}
-	host, err := ctx.AllocHost(n)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, host.Free()) }()
-	for i := range host.Bytes() {
-		host.Bytes()[i] = byte(i%251) + 1
-	}
-	dev, err := ctx.Alloc(n)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, dev.Free()) }()
-	s, err := ctx.NewStream(cudadrv.StreamNonBlocking, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, s.Destroy()) }()
-	for range 3 {
-		start := time.Now()
-		for range d.m.layers {
-			if err := s.CopyHtoDAsync(dev.Ptr(), host.Bytes()); err != nil {
-				return 0, err
-			}
-		}
-		if err := s.Synchronize(); err != nil {
-			return 0, err
-		}
-		gbps = max(gbps, float64(n)*float64(d.m.layers)/time.Since(start).Seconds()/1e9)
-	}
-	return gbps, nil
+	rate, err := d.p.MeasureHostToDevice(uint64(4*d.m.layerFloats()), d.m.layers, 3)
+	return rate / 1e9, err
 }
 
 // decode captures the one-token step twice (whole, and in two segments around a NonZero seam
@@ -519,8 +484,8 @@ func (d *demo) decode(resident []*ep.Buffer, progress progressFunc) error {
 	if err := layers(0, m.layers); err != nil {
 		return err
 	}
-	whole := graphs.Keyed(1)
-	segmented := graphs.Primary
+	whole := ep.Keyed(1)
+	segmented := ep.Primary
 	if err := capture(whole, 0, m.layers); err != nil {
 		return fmt.Errorf("capture the whole step: %w", err)
 	}

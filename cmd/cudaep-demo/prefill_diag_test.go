@@ -13,9 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/paging"
 )
 
 // TestPrefillDiagnostics times the demo's prefill loop with its kernels taken apart, to find
@@ -84,10 +82,7 @@ func TestPrefillDiagnostics(t *testing.T) {
 	lazy := make([]*ep.LazyWeight, m.layers)
 	resident := make([]*ep.Buffer, m.layers)
 	for l := range lazy {
-		lazy[l], err = p.NewLazyWeight(ep.WeightSpec{
-			Boundary: paging.BoundaryMatMul, DType: paging.Float32, Shape: []int64{img},
-			Regions: []paging.Region{{Mapping: file, Offset: m.layerOffset(l), Len: uint64(4 * img)}},
-		})
+		lazy[l], err = p.NewLazyWeight(m.layerSpec(file, l))
 		require.NoError(t, err)
 		resident[l], err = d.alloc(int(img))
 		require.NoError(t, err)
@@ -109,7 +104,7 @@ func TestPrefillDiagnostics(t *testing.T) {
 		return k.matmul.Execute([]ep.Tensor{in, {TensorInfo: f32(w, w), Ptr: wt.Ptr}}, []ep.Tensor{pre})
 	}
 	bias := func(wt ep.Tensor) ep.Tensor {
-		return ep.Tensor{TensorInfo: f32(w), Ptr: wt.Ptr + cudadrv.DevicePtr(4*w*w)}
+		return ep.Tensor{TensorInfo: f32(w), Ptr: wt.Ptr + ep.DevicePtr(4*w*w)}
 	}
 	addRelu := func(_ int, wt, _, pre, out ep.Tensor) error {
 		if err := k.add.Execute([]ep.Tensor{pre, bias(wt)}, []ep.Tensor{pre}); err != nil {
