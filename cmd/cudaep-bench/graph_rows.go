@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cudaep/cudaep/cudadrv"
-	"github.com/cudaep/cudaep/graphs"
+	"github.com/cudaep/cudaep/ep"
 )
 
 // Labels of the in-process measures, also used by bench/README.md.
@@ -339,7 +339,7 @@ func (b *bench) seamRows() ([]Row, error) {
 		return nil, err
 	}
 	defer s.release()
-	mono, seg := stepSlot, graphs.Verify
+	mono, seg := stepSlot, ep.Verify
 	if err := s.capture(mono, 0, kernels); err != nil {
 		return nil, err
 	}

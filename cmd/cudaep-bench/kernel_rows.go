@@ -10,7 +10,6 @@ import (
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
 )
 
 // eagerRows: the host cost of one eager kernel execution, ep Kernel.Execute of a float32 Add
@@ -19,7 +18,7 @@ import (
 func (b *bench) eagerRows() ([]Row, error) {
 	p, raw := b.p, b.raw
 	n := b.sz.eagerElems
-	info := ep.TensorInfo{DType: kernels.Float32, Shape: []int64{n}}
+	info := ep.TensorInfo{DType: ep.Float32, Shape: []int64{n}}
 	add, err := p.GetKernel(ep.Spec{Op: "Add", Opset: 14, Inputs: []ep.TensorInfo{info, info}})
 	if err != nil {
 		return nil, err
@@ -66,7 +65,7 @@ func (b *bench) matmulRows() ([]Row, error) {
 	p, raw := b.p, b.raw
 	m, k, n := b.sz.mm[0], b.sz.mm[1], b.sz.mm[2]
 	mm, err := p.GetKernel(ep.Spec{Op: "MatMul", Opset: 13, Inputs: []ep.TensorInfo{
-		{DType: kernels.Float32, Shape: []int64{m, k}}, {DType: kernels.Float32, Shape: []int64{k, n}}}})
+		{DType: ep.Float32, Shape: []int64{m, k}}, {DType: ep.Float32, Shape: []int64{k, n}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +92,10 @@ func (b *bench) matmulRows() ([]Row, error) {
 	}
 	a, bt, y := bufs[0], bufs[1], bufs[2]
 	ins := []ep.Tensor{
-		{TensorInfo: ep.TensorInfo{DType: kernels.Float32, Shape: []int64{m, k}}, Ptr: a.Ptr()},
-		{TensorInfo: ep.TensorInfo{DType: kernels.Float32, Shape: []int64{k, n}}, Ptr: bt.Ptr()},
+		{TensorInfo: ep.TensorInfo{DType: ep.Float32, Shape: []int64{m, k}}, Ptr: a.Ptr()},
+		{TensorInfo: ep.TensorInfo{DType: ep.Float32, Shape: []int64{k, n}}, Ptr: bt.Ptr()},
 	}
-	outs := []ep.Tensor{{TensorInfo: ep.TensorInfo{DType: kernels.Float32, Shape: []int64{m, n}}, Ptr: y.Ptr()}}
+	outs := []ep.Tensor{{TensorInfo: ep.TensorInfo{DType: ep.Float32, Shape: []int64{m, n}}, Ptr: y.Ptr()}}
 	blas, err := raw.blasHandle()
 	if err != nil {
 		return nil, fmt.Errorf("raw cuBLAS handle: %w", err)

@@ -10,8 +10,6 @@ import (
 
 	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/ep"
-	"github.com/cudaep/cudaep/ep/kernels"
-	"github.com/cudaep/cudaep/graphs"
 )
 
 // The decode step every graph row replays is a chain of N float32 Adds over three buffers of
@@ -129,7 +127,7 @@ func (b *bench) newStep(n int64) (*step, error) { return b.newStepOn(b.p, n) }
 
 // newStepOn is newStep on provider p.
 func (b *bench) newStepOn(p *ep.Provider, n int64) (*step, error) {
-	info := ep.TensorInfo{DType: kernels.Float32, Shape: []int64{n}}
+	info := ep.TensorInfo{DType: ep.Float32, Shape: []int64{n}}
 	add, err := p.GetKernel(ep.Spec{Op: "Add", Opset: 14, Inputs: []ep.TensorInfo{info, info}})
 	if err != nil {
 		return nil, err
@@ -257,7 +255,7 @@ func (b *bench) resetSlot(slot ep.Slot) error {
 }
 
 // stepSlot is the slot every graph row uses.
-var stepSlot = graphs.Primary
+var stepSlot = ep.Primary
 
 // floatPattern returns n distinct, non-zero, exactly representable float32s from base, as
 // little-endian bytes.
