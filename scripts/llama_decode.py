@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """llama_decode.py LIBCUDAEP WORKDIR [options]: a Llama-style model from `transformers`, exported
 with `torch.onnx.export`, decoding through ONNX Runtime on cudaep, against the same model in
-PyTorch (issue 17). Runs where torch, transformers, onnx and onnxruntime (1.23+, plugin EPs) are
-installed and a CUDA GPU is present; nothing is downloaded.
+PyTorch: its correctness, and decode and prefill timings beside PyTorch's. Runs where torch,
+transformers, onnx and onnxruntime (1.23+, plugin EPs) are installed and a CUDA GPU is present;
+nothing is downloaded.
 
 The model is `transformers`' LlamaForCausalLM built from a LlamaConfig with seeded random
 weights (default ~1B parameters: hidden 2048, 16 layers, 32 query heads, 8 key/value heads,

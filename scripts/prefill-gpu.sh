@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# prefill-gpu.sh: measure the demo's prefill (issue 15) on a GPU machine in one short call.
+# prefill-gpu.sh: measure the demo's paged prefill on a GPU machine in one short call.
 #
 #   scripts/prefill-gpu.sh build   # here (has Go): the demo and its test binary into build/prefill15
 #   scripts/prefill-gpu.sh run     # there (has the GPU, no Go): carry build/prefill15
