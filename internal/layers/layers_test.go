@@ -121,56 +121,105 @@ func rank(l layer) int {
 	return 4
 }
 
-// rules are DESIGN.md's "Layout" table and CONVENTIONS.md's dependency rules, each checked
-// transitively.
-var rules = []rule{
-	{
-		name:    "nothing imports upward",
-		applies: func(pkg string) bool { return layerOf(pkg) != testSupport && rank(layerOf(pkg)) < 4 },
-		forbidden: func(pkg, dep string) bool {
-			// Test support is the business of "only tests use test support".
-			return dep != cgo && layerOf(dep) != testSupport &&
-				(layerOf(dep) == unplaced || rank(layerOf(dep)) > rank(layerOf(pkg)))
-		},
-		why: "data flows cudadrv ← graphs, paging ← ep ← front ends; a package imports only layers below its own",
-	},
-	{
-		name:    "graphs and paging never import each other",
-		applies: func(pkg string) bool { return layerOf(pkg) == graphsLayer || layerOf(pkg) == pagingLayer },
-		forbidden: func(pkg, dep string) bool {
-			return (layerOf(pkg) == graphsLayer && layerOf(dep) == pagingLayer) ||
-				(layerOf(pkg) == pagingLayer && layerOf(dep) == graphsLayer)
-		},
-		why: "graphs and paging are siblings over cudadrv; ep wires them together",
-	},
-	{
-		name:    "front ends import only ep and their helpers",
-		applies: func(pkg string) bool { return layerOf(pkg) == frontEnd },
-		forbidden: func(pkg, dep string) bool {
-			return dep != cgo && dep != "ep" && !frontHelpers[dep] && layerOf(dep) != frontEnd
-		},
-		through: func(pkg, dep string) bool { return dep != "ep" },
-		why:     "ep is the only door: front ends reach graphs, paging, cudadrv and ep/kernels through ep, never directly",
-	},
-	{
-		name:      "ep/kernels never imports the simulator",
-		applies:   func(pkg string) bool { return within(pkg, "ep/kernels") },
-		forbidden: func(pkg, dep string) bool { return within(dep, "cudadrv/sim") },
-		why:       "the kernels hand their Go bodies out (kernels.SimKernels); which backend runs them is the caller's choice",
-	},
-	{
-		name:      "only tests use test support",
-		applies:   library,
-		forbidden: func(pkg, dep string) bool { return layerOf(dep) == testSupport },
-		why:       "cudadrv/drivertest and other ...test packages are for tests (and programs that measure the library)",
-	},
-	{
-		name:      "only front ends use cgo",
-		applies:   func(pkg string) bool { return library(pkg) && layerOf(pkg) != frontEnd },
-		forbidden: func(pkg, dep string) bool { return dep == cgo },
-		why:       "everything below the front ends builds with CGO_ENABLED=0 (drivers are loaded with purego)",
-	},
+// floor is the data layer a package's imports are ranked by: its own, or for test support the
+// layer of the folder it sits in (cudadrv/drivertest is on the cudadrv floor, paging/pagingtest
+// on paging's), so that test support never reaches above the code it helps test.
+func floor(pkg string) layer {
+	if layerOf(pkg) == testSupport {
+		return layerOf(path.Dir(pkg))
+	}
+	return layerOf(pkg)
 }
+
+// doors are the packages through which front ends and programs reach the library: ep, and the
+// partition package (DESIGN.md's Layout) once it lands, which joins this list.
+var doors = []string{"ep"}
+
+// abiVersion is capi/abi, the C ABI's version number and nothing else: programs may import it
+// to report the version without loading the shared library.
+const abiVersion = "capi/abi"
+
+// programExemptions are the programs under cmd/ that may import below the doors, each with its
+// reason. TestProgramExemptionsAreStillNeeded fails once an exemption is no longer used, so
+// the list only shrinks.
+var programExemptions = map[string]string{
+	"cmd/cudaep-bench": "its raw baselines (driver-built graphs, raw cuBLAS, a paging double buffer " +
+		"driven directly, registration rates) measure what lies under ep; it moves to the measurement house",
+}
+
+// newRules returns DESIGN.md's "Layout" table and CONVENTIONS.md's dependency rules, each
+// checked transitively, for a layout whose front ends and programs enter the library through
+// doors.
+func newRules(doors []string) []rule {
+	door := func(dep string) bool { return slices.Contains(doors, dep) }
+	return []rule{
+		{
+			name:    "nothing imports upward",
+			applies: func(pkg string) bool { return rank(floor(pkg)) < 4 },
+			forbidden: func(pkg, dep string) bool {
+				if dep == cgo {
+					return false
+				}
+				if layerOf(dep) == testSupport && layerOf(pkg) != testSupport {
+					return false // the library reaching test support is "only tests use test support"'s business
+				}
+				return floor(dep) == unplaced || rank(floor(dep)) > rank(floor(pkg))
+			},
+			why: "data flows cudadrv ← graphs, paging ← ep ← front ends; a package imports only layers below its own, " +
+				"and test support only the floor it sits in and those below",
+		},
+		{
+			name:    "graphs and paging never import each other",
+			applies: func(pkg string) bool { return layerOf(pkg) == graphsLayer || layerOf(pkg) == pagingLayer },
+			forbidden: func(pkg, dep string) bool {
+				return (layerOf(pkg) == graphsLayer && layerOf(dep) == pagingLayer) ||
+					(layerOf(pkg) == pagingLayer && layerOf(dep) == graphsLayer)
+			},
+			why: "graphs and paging are siblings over cudadrv; ep wires them together",
+		},
+		{
+			name:    "front ends import only ep and their helpers",
+			applies: func(pkg string) bool { return layerOf(pkg) == frontEnd },
+			forbidden: func(pkg, dep string) bool {
+				return dep != cgo && !door(dep) && !frontHelpers[dep] && layerOf(dep) != frontEnd
+			},
+			through: func(pkg, dep string) bool { return !door(dep) },
+			why:     "ep is the only door: front ends reach graphs, paging, cudadrv and ep/kernels through ep, never directly",
+		},
+		{
+			name: "programs import only ep",
+			applies: func(pkg string) bool {
+				_, exempt := programExemptions[pkg]
+				return layerOf(pkg) == program && !exempt
+			},
+			forbidden: func(pkg, dep string) bool { return !door(dep) && dep != abiVersion },
+			through:   func(pkg, dep string) bool { return !door(dep) },
+			why: "a program under cmd/ is a host like any other: it uses the library through ep " +
+				"(and may print the C ABI version from capi/abi)",
+		},
+		{
+			name:      "ep/kernels never imports the simulator",
+			applies:   func(pkg string) bool { return within(pkg, "ep/kernels") },
+			forbidden: func(pkg, dep string) bool { return within(dep, "cudadrv/sim") },
+			why:       "the kernels hand their Go bodies out (kernels.SimKernels); which backend runs them is the caller's choice",
+		},
+		{
+			name:      "only tests use test support",
+			applies:   library,
+			forbidden: func(pkg, dep string) bool { return layerOf(dep) == testSupport },
+			why:       "cudadrv/drivertest and other ...test packages are for tests (and the bench's raw baselines)",
+		},
+		{
+			name:      "only front ends use cgo",
+			applies:   func(pkg string) bool { return library(pkg) && layerOf(pkg) != frontEnd },
+			forbidden: func(pkg, dep string) bool { return dep == cgo },
+			why:       "everything below the front ends builds with CGO_ENABLED=0 (drivers are loaded with purego)",
+		},
+	}
+}
+
+// rules are the module's rules, for its doors.
+var rules = newRules(doors)
 
 // graph is the module's import graph: package → its direct imports, paths relative to the
 // module ("C" for cgo), edges to other modules and the standard library dropped.
@@ -332,12 +381,14 @@ func TestImportRules(t *testing.T) {
 // cleanModule is a synthetic import graph that keeps every rule, shaped like the real module.
 func cleanModule() graph {
 	return graph{
-		"cudadrv": nil, "cudadrv/sim": {"cudadrv"}, "cudadrv/drivertest": {"cudadrv", "cudadrv/sim", "ep/kernels"},
-		"graphs": {"cudadrv"}, "paging": {"cudadrv"}, "paging/pagingtest": {"cudadrv/sim", "paging"},
+		"cudadrv": nil, "cudadrv/sim": {"cudadrv"}, "cudadrv/cuda": {"cudadrv"},
+		"cudadrv/drivertest": {"cudadrv", "cudadrv/cuda", "cudadrv/sim"},
+		"graphs":             {"cudadrv"}, "paging": {"cudadrv"}, "paging/pagingtest": {"cudadrv/sim", "paging"},
 		"ep/kernels": {"cudadrv", "graphs"}, "ep": {"cudadrv", "cudadrv/sim", "ep/kernels", "graphs", "paging"},
 		"capi/handles": nil, "capi/abi": nil, "capi": {"C", "capi/abi", "capi/handles", "ep"},
-		"capi/ort": {"C", "capi/handles", "ep"}, "cmd/cudaep-bench": {"cudadrv/sim", "ep", "paging/pagingtest"},
-		"internal/layers": nil,
+		"capi/ort": {"C", "capi/handles", "ep"}, "cmd/cudaep-demo": {"capi/abi", "ep"},
+		"cmd/cudaep-bench": {"capi/abi", "cudadrv", "cudadrv/sim", "ep", "paging", "paging/pagingtest"},
+		"internal/layers":  nil,
 	}
 }
 
@@ -372,7 +423,39 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 				"only tests use test support: capi/ort → ep → paging → cudadrv/drivertest",
 			}},
 		{"cudadrv imports upward", map[string][]string{"cudadrv/sim": {"graphs"}},
-			[]string{"nothing imports upward: cudadrv/sim → graphs"}},
+			[]string{
+				"nothing imports upward: cudadrv/sim → graphs",
+				"nothing imports upward: cudadrv/drivertest → cudadrv/sim → graphs",
+			}},
+		{"drivertest imports ep/kernels", map[string][]string{"cudadrv/drivertest": {"ep/kernels"}},
+			[]string{"nothing imports upward: cudadrv/drivertest → ep/kernels"}},
+		{"drivertest imports test support of a higher floor", map[string][]string{"cudadrv/drivertest": {"paging/pagingtest"}},
+			[]string{"nothing imports upward: cudadrv/drivertest → paging/pagingtest"}},
+		{"pagingtest imports ep", map[string][]string{"paging/pagingtest": {"ep"}},
+			[]string{"nothing imports upward: paging/pagingtest → ep"}},
+		{"a program imports graphs", map[string][]string{"cmd/cudaep-demo": {"graphs"}},
+			[]string{"programs import only ep: cmd/cudaep-demo → graphs"}},
+		{"a program imports ep/kernels", map[string][]string{"cmd/cudaep-demo": {"ep/kernels"}},
+			[]string{"programs import only ep: cmd/cudaep-demo → ep/kernels"}},
+		{"a program imports cudadrv and test support", map[string][]string{"cmd/cudaep-demo": {"cudadrv", "cudadrv/drivertest"}},
+			[]string{
+				"programs import only ep: cmd/cudaep-demo → cudadrv",
+				"programs import only ep: cmd/cudaep-demo → cudadrv/drivertest",
+			}},
+		{"a program imports a front end", map[string][]string{"cmd/cudaep-demo": {"capi/handles"}},
+			[]string{"programs import only ep: cmd/cudaep-demo → capi/handles"}},
+		{"a program reaches paging through the C ABI version", map[string][]string{"capi/abi": {"paging"}},
+			[]string{
+				"front ends import only ep and their helpers: capi → capi/abi → paging",
+				"programs import only ep: cmd/cudaep-demo → capi/abi → paging",
+			}},
+		{"a new program imports paging", map[string][]string{"cmd/cudaep-probe": {"ep", "paging"}},
+			[]string{"programs import only ep: cmd/cudaep-probe → paging"}},
+		{"a front end imports test support", map[string][]string{"capi/ort": {"cudadrv/drivertest"}},
+			[]string{
+				"front ends import only ep and their helpers: capi/ort → cudadrv/drivertest",
+				"only tests use test support: capi/ort → cudadrv/drivertest",
+			}},
 		{"graphs imports paging", map[string][]string{"graphs": {"paging"}},
 			[]string{"graphs and paging never import each other: graphs → paging"}},
 		{"cgo below the front ends", map[string][]string{"paging": {"C"}},
@@ -394,5 +477,49 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 			}
 			assert.ElementsMatch(t, tt.want, got)
 		})
+	}
+}
+
+// TestDoorsAdmitThePartitionPackage: once the partition package is a door, front ends and
+// programs may import it and reach the library through it; until then, importing it is a
+// violation of both rules. The package here is synthetic: its name is the one DESIGN.md gives
+// as an example.
+func TestDoorsAdmitThePartitionPackage(t *testing.T) {
+	const partition = "ep/program"
+	g := cleanModule()
+	g[partition] = []string{"ep", "ep/kernels", "graphs"} // what lies behind a door is not followed
+	g["capi/ort"] = append(g["capi/ort"], partition)
+	g["cmd/cudaep-demo"] = append(g["cmd/cudaep-demo"], partition)
+	assert.Empty(t, check(g, newRules(append(slices.Clone(doors), partition))), "with the partition package a door")
+	var got []string
+	for _, v := range check(g, rules) {
+		got = append(got, v.rule+": "+strings.Join(v.path, " → "))
+	}
+	assert.ElementsMatch(t, []string{
+		"front ends import only ep and their helpers: capi/ort → ep/program",
+		"programs import only ep: cmd/cudaep-demo → ep/program",
+	}, got, "with ep the only door")
+}
+
+// TestProgramExemptionsAreStillNeeded: every program exempted from "programs import only ep"
+// exists and still imports below the doors, so that an exemption is dropped as soon as its
+// program no longer needs it.
+func TestProgramExemptionsAreStillNeeded(t *testing.T) {
+	g := listModule(t)
+	var programs rule
+	for _, r := range rules {
+		if r.name == "programs import only ep" {
+			programs = r
+		}
+	}
+	require.NotNil(t, programs.applies, "the rule for programs")
+	for pkg, why := range programExemptions {
+		_, ok := g[pkg]
+		if !assert.True(t, ok, "%s is exempted (%s) but is no package of the module: drop the exemption", pkg, why) {
+			continue
+		}
+		unexempt := programs
+		unexempt.applies = func(p string) bool { return p == pkg }
+		assert.NotEmpty(t, check(g, []rule{unexempt}), "%s is exempted (%s) but imports only the doors: drop the exemption", pkg, why)
 	}
 }
