@@ -182,6 +182,22 @@ func (l *Library) TakeFault() (*DataFault, error) {
 	return f, nil
 }
 
+// FaultPending reports whether the fault word holds a fault TakeFault has not taken: one load
+// of the host-mapped mirror, no driver call, no allocation, safe on any thread and during a
+// capture. Like TakeFault it sees a kernel's fault only once the kernel has ended. It reports
+// false for a closed Library.
+func (l *Library) FaultPending() bool {
+	if l.closed.Load() {
+		return false
+	}
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	if l.faultMirror == nil {
+		return false
+	}
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(l.faultMirror.Bytes())))) != 0
+}
+
 // newFaultWord allocates the Library's fault word and its mirror, and zeroes them
 // (synchronously: the zeroes and the mirror's address are in place before any kernel can run).
 func newFaultWord(ctx *cudadrv.Context) (*cudadrv.DeviceBuffer, *cudadrv.HostBuffer, error) {

@@ -52,8 +52,11 @@ func (f *fixture) allowFaults() { f.faultsAllowed = true }
 func (f *fixture) takeFault() *kernels.DataFault {
 	f.t.Helper()
 	require.NoError(f.t, f.stream.Synchronize())
+	pending := f.lib.FaultPending()
 	fault, err := f.lib.TakeFault()
 	require.NoError(f.t, err)
+	require.Equal(f.t, fault != nil, pending, "FaultPending agrees with what TakeFault takes")
+	require.False(f.t, f.lib.FaultPending(), "TakeFault clears the fault")
 	return fault
 }
 
