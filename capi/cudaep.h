@@ -133,6 +133,20 @@
  *   per device: a forced synchronization through another provider on the same GPU waits until
  *   the capture has ended.
  *
+ * Bad device data.  A kernel that reads indices or lengths from device memory cannot check
+ *   them when it is queued (Gather's indices, an integer Div's divisor, GroupQueryAttention's
+ *   seqlens_k and total_sequence_length, a rotary position_ids). A value it cannot use (an
+ *   index outside the axis, a divisor of 0, a length outside the cache) gives a memory-safe
+ *   but meaningless output, and is recorded, also in graph replays: the first call that waits
+ *   for the provider's compute stream afterwards (CudaEpSynchronizeCompute,
+ *   CudaEpForceSynchronize, CudaEpDrainForUnmap, CudaEpCopyToHost, and CudaEpCopyToDevice of
+ *   more than 64 KiB) completes its own work and then fails with CUDAEP_INVALID_ARGUMENT, whose
+ *   message names the kernel's op (and node, inside ONNX Runtime), the input and the value,
+ *   e.g. "Gather(float32[4,2], int64[1]) (kernel 13): input 'indices' holds 9, outside
+ *   [-4, 4)". The first such
+ *   value since the last report wins; each is reported once. A call that waits for nothing
+ *   reports nothing. Checking costs one read of host memory per wait.
+ *
  * Failures inside the library.  An internal fault (a Go panic) is caught at the boundary and
  *   returned as CUDAEP_FAIL with its message; it never unwinds into the caller.
  *
@@ -483,7 +497,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronize(CudaEpProvider provid
  * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on this provider,
  * on any thread (the capture window: nothing is done and the capture is unharmed), or on a
  * thread that captures for another provider, of any device (nothing is done and that capture
- * is unharmed); CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
+ * is unharmed); CUDAEP_CUDA_ERROR for a device fault; CUDAEP_INVALID_ARGUMENT, after the
+ * drain, for bad device data met by earlier work (see Bad device data). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider provider);
 
@@ -496,7 +511,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpForceSynchronize(CudaEpProvider p
  * block it is one stream synchronization. A device fault is reported either way.
  * Errors: a bad provider handle; CUDAEP_WRONG_STATE while a capture is live on the provider
  * (the capture window; synchronizing the capturing stream would invalidate the capture);
- * CUDAEP_CUDA_ERROR for a device fault. Thread-safe.
+ * CUDAEP_CUDA_ERROR for a device fault; CUDAEP_INVALID_ARGUMENT, after the wait, for bad
+ * device data met by the awaited work (see Bad device data). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpSynchronizeCompute(CudaEpProvider provider);
 
@@ -565,7 +581,8 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpBufferGetDevicePointer(CudaEpBuff
  * buffer (nothing is copied); CUDAEP_WRONG_STATE while a capture is live on the provider (the
  * capture window: a host copy cannot be recorded; end or abort the capture first); the enqueue
  * and the wait are one step, never split by a capture that begins meanwhile; CUDAEP_CUDA_ERROR for a device
- * fault. Thread-safe.
+ * fault; CUDAEP_INVALID_ARGUMENT, with the bytes copied, for bad device data met by earlier
+ * queued work when the copy is over 64 KiB and so waits (see Bad device data). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToDevice(CudaEpBuffer dst, uint64_t dst_offset,
                                                             CUDAEP_IN const void* src, uint64_t size);
@@ -578,7 +595,9 @@ CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToDevice(CudaEpBuffer dst, ui
  * of dst are unspecified.
  * Errors: a bad buffer handle; CUDAEP_INVALID_ARGUMENT for a NULL dst or a range outside the
  * buffer; CUDAEP_WRONG_STATE while a capture is live on the provider (the capture window);
- * CUDAEP_CUDA_ERROR for a device fault (including one of earlier queued work). Thread-safe.
+ * CUDAEP_CUDA_ERROR for a device fault (including one of earlier queued work);
+ * CUDAEP_INVALID_ARGUMENT, with dst written, for bad device data met by earlier queued work
+ * (see Bad device data). Thread-safe.
  */
 CUDAEP_API CUDAEP_MUST_USE CudaEpStatus* CudaEpCopyToHost(CUDAEP_OUT void* dst, CudaEpBuffer src,
                                                           uint64_t src_offset, uint64_t size);

@@ -1,7 +1,8 @@
 /*
  * test_kernels.c — operator kernels through the C ABI: typed attributes, output infos,
  * execution at offsets against CPU references, capture support and its reason, NonZero and its
- * host-read count, strides (dense accepted, others refused clearly), and every tensor error.
+ * host-read count, strides (dense accepted, others refused clearly), every tensor error, and
+ * bad device data reported by the next wait.
  */
 #include "support.h"
 
@@ -288,6 +289,39 @@ static void test_identity_copies_bytes(void) {
     RELEASE(CudaEpReleaseBuffer, b);
 }
 
+/* Bad device data (the header's "Bad device data"): a Gather index outside the table gives a
+ * memory-safe output, and the next call that waits for the compute stream fails with
+ * CUDAEP_INVALID_ARGUMENT naming the op, the input and the value; once. */
+static void test_bad_device_data_is_reported(void) {
+    const int64_t ts[2] = {4, 2}, is[1] = {1}, os[2] = {1, 2};
+    CudaEpTensorInfo ins[2] = {f32_info(2, ts), {CUDAEP_DTYPE_INT64, 1, is, NULL}};
+    CudaEpKernel gather = get_kernel(prov, "Gather", 13, 2, ins);
+    float table[8], y[2];
+    seeded_floats(table, 8, 4);
+    CudaEpBuffer buf = new_buffer(prov, 1024);
+    CHECK_OK(CudaEpCopyToDevice(buf, 0, table, sizeof table));
+    const int64_t good = -1, bad = 9;
+    CHECK_OK(CudaEpCopyToDevice(buf, 256, &good, sizeof good));
+    exec2(gather, tensor_at(buf, 0, CUDAEP_DTYPE_FLOAT32, 2, ts), tensor_at(buf, 256, CUDAEP_DTYPE_INT64, 1, is),
+          tensor_at(buf, 512, CUDAEP_DTYPE_FLOAT32, 2, os));
+    CHECK_OK(CudaEpSynchronizeCompute(prov));
+    CHECK_OK(CudaEpCopyToHost(y, buf, 512, sizeof y));
+    CHECK(y[0] == table[6] && y[1] == table[7]); /* index -1: the last row, as ONNX says */
+
+    CHECK_OK(CudaEpCopyToDevice(buf, 256, &bad, sizeof bad));
+    exec2(gather, tensor_at(buf, 0, CUDAEP_DTYPE_FLOAT32, 2, ts), tensor_at(buf, 256, CUDAEP_DTYPE_INT64, 1, is),
+          tensor_at(buf, 512, CUDAEP_DTYPE_FLOAT32, 2, os));
+    CHECK_ERR(CudaEpSynchronizeCompute(prov), CUDAEP_INVALID_ARGUMENT, "Gather(float32[4,2], int64[1]) (kernel ");
+    CHECK_OK(CudaEpSynchronizeCompute(prov)); /* reported once */
+
+    exec2(gather, tensor_at(buf, 0, CUDAEP_DTYPE_FLOAT32, 2, ts), tensor_at(buf, 256, CUDAEP_DTYPE_INT64, 1, is),
+          tensor_at(buf, 512, CUDAEP_DTYPE_FLOAT32, 2, os));
+    CHECK_ERR(CudaEpCopyToHost(y, buf, 512, sizeof y), CUDAEP_INVALID_ARGUMENT, "input 'indices' holds 9, outside [-4, 4)");
+    CHECK_OK(CudaEpForceSynchronize(prov));
+    RELEASE(CudaEpReleaseKernel, gather);
+    RELEASE(CudaEpReleaseBuffer, buf);
+}
+
 int main(void) {
     prov = new_provider(NULL);
     test_matmul_add_and_output_info();
@@ -296,6 +330,7 @@ int main(void) {
     test_execute_errors();
     test_nonzero_and_capture_support();
     test_identity_copies_bytes();
+    test_bad_device_data_is_reported();
     CHECK_OK(CudaEpReleaseProvider(prov));
     check_no_live_handles();
     return check_result("test_kernels");

@@ -129,7 +129,7 @@ var families = []family{
 		graphs.ErrCaptureInvalidated, graphs.ErrDrainInCapture, graphs.ErrTokenMismatch,
 		graphs.ErrClosed)},
 	{CodeInvalidArgument, anyOf(
-		is(ErrInvalidArgument, kernels.ErrTensorMismatch, ErrInvalidLaunch, graphs.ErrSegmentIndex,
+		is(ErrInvalidArgument, kernels.ErrTensorMismatch, kernels.ErrDataFault, ErrInvalidLaunch, graphs.ErrSegmentIndex,
 			graphs.ErrInvalidArgument, paging.ErrInvalidWeight, paging.ErrForeignTicket),
 		as[*OptionError](), as[*paging.RegionError](), as[*paging.LayerSizeError]())},
 	{CodeNotFound, anyOf(

@@ -27,7 +27,8 @@ func (p *Provider) Synchronize() error {
 // While a capture is live on this provider it is refused with ErrCaptureLive, on every
 // thread (it would invalidate the capture); captures of other providers on the device are
 // waited for. A drain on a thread that captures for another provider is refused with an error
-// wrapping graphs.ErrDrainInCapture, and that capture must be aborted.
+// wrapping graphs.ErrDrainInCapture, and that capture must be aborted. Bad device data met by
+// a kernel is reported after the drain (see SynchronizeCompute).
 func (p *Provider) ForceSynchronize() error {
 	e, err := p.enter("force a device synchronization", accessDriver)
 	if err != nil {
@@ -37,7 +38,7 @@ func (p *Provider) ForceSynchronize() error {
 	if err := p.gate.Drain(p.ctx.Synchronize); err != nil {
 		return fmt.Errorf("ep: force synchronize: %w", err)
 	}
-	return nil
+	return p.takeDataFault()
 }
 
 // DrainForUnmap is ForceSynchronize under the name a host uses before unmapping host memory
@@ -77,7 +78,8 @@ func (p *Provider) CopyToDevice(b *Buffer, off uint64, src []byte) error {
 
 // CopyToHost copies len(dst) bytes from b at byte offset off into dst, after all work queued
 // on the compute stream: it forces the drain the read needs (a synchronization of the compute
-// stream, not of the device). Errors are CopyToDevice's.
+// stream, not of the device). Errors are CopyToDevice's; bad device data met by a kernel of
+// the awaited work is reported after the copy, which is done (see SynchronizeCompute).
 func (p *Provider) CopyToHost(dst []byte, b *Buffer, off uint64) error {
 	return p.hostCopy(b, off, uint64(len(dst)), func(src cudadrv.DevicePtr) error {
 		return p.compute.CopyDtoHAsync(dst, src)
@@ -135,5 +137,8 @@ func (p *Provider) hostCopy(b *Buffer, off, n uint64, enqueue func(cudadrv.Devic
 	if err := enqueue(b.ptr + cudadrv.DevicePtr(off)); err != nil {
 		return err
 	}
-	return p.compute.Synchronize()
+	if err := p.compute.Synchronize(); err != nil {
+		return err
+	}
+	return p.takeDataFault()
 }

@@ -84,7 +84,9 @@ func (p *Provider) WaitModeReason() string { return p.waitReason }
 //
 // While a capture is live on the provider it is refused with ErrCaptureLive (synchronizing a
 // capturing stream would invalidate the capture). A fault of the awaited work, or a sticky
-// error already recorded in the context, is a driver error.
+// error already recorded in the context, is a driver error. Bad device data met by a kernel of
+// the awaited work (or earlier, not yet reported) is reported once the wait is over, as an
+// error wrapping ErrDataFault that names the node, the input and the value (TakeDataFault).
 func (p *Provider) SynchronizeCompute() error {
 	e, err := p.enterUnbound("synchronize the compute stream", accessDriver)
 	if err != nil {
@@ -93,6 +95,9 @@ func (p *Provider) SynchronizeCompute() error {
 	err = p.waitCompute()
 	if err != nil {
 		err = p.rebound("synchronize the compute stream", err, p.waitCompute)
+	}
+	if err == nil {
+		err = p.TakeDataFault()
 	}
 	e.leave()
 	return err

@@ -135,7 +135,7 @@ func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
 	if !ok {
 		return ep.Spec{}, false
 	}
-	spec := ep.Spec{Op: op.name, Opset: op.opset, Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins)),
+	spec := ep.Spec{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins)),
 		NumOutputs: len(presentOutputs(nd))}
 	for i, v := range ins {
 		if v.name == "" || !v.tensor {

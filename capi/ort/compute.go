@@ -646,7 +646,7 @@ func (pt *partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		for len(outs) > 0 && outs[len(outs)-1].Name == "" {
 			outs = outs[:len(outs)-1]
 		}
-		spec := ep.Spec{Op: nd.Op, Opset: nd.Opset, Attrs: nd.Attrs, NumOutputs: len(outs)}
+		spec := ep.Spec{Name: nd.Name, Op: nd.Op, Opset: nd.Opset, Attrs: nd.Attrs, NumOutputs: len(outs)}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {
 			st.layer = li

@@ -221,6 +221,22 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 	return nil
 }
 
+// cudaepOrtRunEnd is the session's OnRunEnd: it fails the run with the bad device data a
+// kernel of the session met, when the run's waits (its stream's OnSessionRunEnd, a copy of an
+// output to the host) have not reported it already. It waits for nothing: with sync_stream
+// false ORT does not want a wait, and with it true ORT has had the session's stream
+// synchronized by then; a fault of work still running is reported by the next wait.
+//
+//export cudaepOrtRunEnd
+func cudaepOrtRunEnd(e *C.CudaEpOrtEp) (st *C.OrtStatus) {
+	defer recoverInto(&st)
+	s, err := epTable.Get(handles.Handle(e.handle))
+	if err != nil {
+		return statusOf(err)
+	}
+	return statusOf(s.p.TakeDataFault())
+}
+
 // cudaepOrtReleaseEp closes the session's provider once its partitions are gone.
 //
 //export cudaepOrtReleaseEp

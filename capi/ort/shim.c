@@ -287,6 +287,12 @@ static void ep_ReleaseNodeComputeInfos(OrtEp* ep, OrtNodeComputeInfo** infos, si
     }
 }
 
+static OrtStatus* ep_OnRunEnd(OrtEp* ep, const OrtRunOptions* run_options, bool sync_stream) {
+    (void)run_options;
+    (void)sync_stream;
+    return cudaepOrtRunEnd((CudaEpOrtEp*)ep);
+}
+
 static OrtStatus* ep_IsConcurrentRunSupported(OrtEp* ep, bool* supported) {
     (void)ep;
     *supported = true; /* each partition serializes its own runs */
@@ -302,6 +308,7 @@ CudaEpOrtEp* cudaep_ort_new_ep(uint64_t handle) {
     e->ep.Compile = ep_Compile;
     e->ep.ReleaseNodeComputeInfos = ep_ReleaseNodeComputeInfos;
     e->ep.CreateSyncStreamForDevice = ep_CreateSyncStreamForDevice;
+    e->ep.OnRunEnd = ep_OnRunEnd;
     if (cudaep_ort_version >= 24) e->ep.IsConcurrentRunSupported = ep_IsConcurrentRunSupported;
     e->handle = handle;
     return e;

@@ -10,6 +10,9 @@
  *                creation (or the run) fails, refused by the one who must (ORT for what its loader
  *                validates, CudaEp for the rest) with that one's message; valid control models
  *                (one without a length entry) compute X @ W exactly
+ *   device data  a Gather index outside its table, as a runtime input: the Run fails (CudaEp's
+ *                error names the node, the input and the value), with and without CUDA graphs,
+ *                and the next valid Run works
  *   threads      8 threads calling Run on one session at once: every output correct (a plain
  *                session, and one with enable_cuda_graph=1)
  *   unregister   UnregisterExecutionProviderLibrary while a session lives: fails cleanly or works;
@@ -387,6 +390,58 @@ static int check_unregister(ort_rt* rt, const char* dir) {
   return f;
 }
 
+/* --- bad device data ------------------------------------------------------------------------- */
+
+/* check_device_data runs misuse/gather_indices.onnx (Y = Gather(T[4,3], I)) with the index as
+ * a runtime input: valid ones (1, and -1: the last row) give T's rows; 9 fails the Run, on
+ * ORT's CPU EP and, with CudaEp, with CudaEp's error naming the node, the input and the value
+ * (plain, and with enable_cuda_graph=1, where the step replays); the next valid run works. */
+static int check_device_data(ort_rt* rt, const char* dir) {
+  char path[4096], mdir[4096], err[256], what[2600];
+  if (join_path(mdir, sizeof mdir, dir, "misuse") < 0 || join_path(path, sizeof path, mdir, "gather_indices.onnx") < 0)
+    return ok(0, "paths fit");
+  int f = 0;
+  for (int graph = 0; graph < (rt->ep_mode ? 2 : 1); graph++) {
+    rt_session_opts o;
+    test_options(rt, &o);
+    if (graph) add_ep_option(&o, "enable_cuda_graph", "1");
+    rt_session s;
+    rt_error e;
+    if (rt_session_create(rt, path, &o, &s, &e, 0) < 0) return f + ok(0, "create the gather_indices session");
+    static const int64_t indices[] = {1, 9, -1, 9, 2};
+    for (size_t r = 0; r < sizeof indices / sizeof indices[0]; r++) {
+      int64_t d[1] = {1};
+      host_tensor x, y;
+      if (host_tensor_alloc(&x, ONNX_PB_INT64, d, 1, err, sizeof err) < 0) {
+        f += ok(0, err);
+        break;
+      }
+      ((int64_t*)x.data)[0] = indices[r];
+      int rc = rt_run(rt, &s, &x, 1, &y, &e, 1);
+      host_tensor_free(&x);
+      int64_t i = indices[r];
+      if (i >= -4 && i < 4) {
+        int row = (int)(i < 0 ? i + 4 : i), right = rc == 0;
+        for (int c = 0; right && c < 3; c++) right = ((const float*)y.data)[c] == 0.5f * (float)(row * 3 + c + 1);
+        textf(what, sizeof what, "%sindex %lld: the Run gives row %d of T%s%s", graph ? "enable_cuda_graph=1, " : "",
+              (long long)i, row, rc ? ": " : "", rc ? e.msg : "");
+        f += ok(right, what);
+        if (rc == 0) host_tensor_free(&y);
+        continue;
+      }
+      if (rc == 0) host_tensor_free(&y);
+      else printf("    index %lld -> [%s] %s\n", (long long)i, rt_error_code_name(e.code), e.msg);
+      int named = rc != 0 && (!rt->ep_mode || (ep_own_error(e.msg) && strstr(e.msg, "node 'gather_rows' (Gather)") &&
+                                               strstr(e.msg, "input 'indices' holds 9")));
+      textf(what, sizeof what, "%sindex %lld: the Run fails%s", graph ? "enable_cuda_graph=1, " : "", (long long)i,
+            rt->ep_mode ? " with CudaEp's error naming the node, the input and the value" : " (ORT's CPU EP)");
+      f += ok(named, what);
+    }
+    rt_session_release(rt, &s);
+  }
+  return f;
+}
+
 int case_misuse(ort_rt* rt, int argc, char** argv) {
   (void)argc;
   const char* dir = argv[1];
@@ -395,6 +450,8 @@ int case_misuse(ort_rt* rt, int argc, char** argv) {
   f += check_options(rt, dir);
   printf("  -- external data\n");
   f += check_external(rt, dir);
+  printf("  -- bad device data\n");
+  f += check_device_data(rt, dir);
   printf("  -- concurrent Run\n");
   f += check_threads(rt, dir, 0);
   if (rt->ep_mode) f += check_threads(rt, dir, 1);

@@ -33,6 +33,8 @@ two runs write identical files (the absolute-path model excepted, which names OU
       ext_directory   location names a directory inside the model's folder
       ext_no_length   no length entry (valid ONNX: the tensor's 48 bytes; must compute X @ W)
       ext_no_length_past_end  no length entry, and the file holds 24 of the 48 bytes
+  OUTDIR/misuse/gather_indices.onnx  Y[1,3] = Gather(T[4,3] inline, I[1] int64 input): bad
+                            device data (an index outside [-4, 4)) must fail the run
   OUTDIR/weight_reads/      X[1,2048] through MatMuls whose weights are one external-data file
                             (32 MiB here; `--weight-reads-mib MIB OUTDIR` writes another size)
   OUTDIR/node_extra/test_cudaep_*/   more node tests in ONNX's layout (model.onnx,
@@ -87,6 +89,7 @@ def f_float(field, x):
 # --- ONNX messages (onnx.proto field numbers) ----------------------------------------------------
 
 FLOAT = 1  # TensorProto.FLOAT
+INT64 = 7  # TensorProto.INT64
 BOOL = 9  # TensorProto.BOOL
 ATTR_FLOAT = 1  # AttributeProto.FLOAT
 ATTR_INT = 2
@@ -287,6 +290,12 @@ def write_misuse(outdir):
         "ext_missing": ("no_such_file.bin", 0, 48),
         "ext_directory": ("a_directory", 0, 48),  # inside the folder, but no regular file
     }
+    # Bad device data: Gather of T[4,3] (inline) by a runtime index I[1]; an index outside
+    # [-4, 4) is an error on ORT's CPU EP, and CudaEp must report it too.
+    t = [0.5 * (i + 1) for i in range(12)]
+    m = model("gather_indices", [node("Gather", ["T", "I"], ["Y"], "gather_rows")], [tensor_inline("T", [4, 3], t)],
+              [value_info("I", [1], INT64)], [value_info("Y", [1, 3])])
+    write(os.path.join(mdir, "gather_indices.onnx"), m)
     for name, (location, offset, length) in cases.items():
         nodes = [node("MatMul", ["X", "W"], ["Y"], "matmul")]
         inits = [tensor_external("W", [4, 3], location, offset, length)]
