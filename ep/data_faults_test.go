@@ -84,6 +84,7 @@ func TestWaitsReportBadDeviceData(t *testing.T) {
 // TestTakeDataFaultAllocatesNothing: the check every healthy run makes costs no allocation.
 func TestTakeDataFaultAllocatesNothing(t *testing.T) {
 	p := newProvider(t)
+	newGatherWithIndex(t, p, "embed").run(t, p, 1) // a kernel that records faults: the word exists
 	require.NoError(t, p.SynchronizeCompute())
 	allocs := testing.AllocsPerRun(50, func() {
 		if err := p.TakeDataFault(); err != nil {

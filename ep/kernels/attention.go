@@ -272,7 +272,9 @@ func buildGQA(l *Library, s opSpec) (Kernel, error) {
 
 	sfx := dt.suffix()
 	k := &gqaKernel{kernelBase: newBase(l, s, cloneInfo(q), TensorInfo{DType: dt, Shape: presentShape}, TensorInfo{DType: dt, Shape: slices.Clone(presentShape)})}
-	k.registerFaults(s.inputNames, gqaFaultDetail(presentCap, seq, maxPos))
+	if err := k.registerFaults(s.inputNames, gqaFaultDetail(presentCap, seq, maxPos)); err != nil {
+		return nil, err
+	}
 	k.batch, k.seq, k.heads, k.kvHeads, k.headSize = uint64(batch), uint64(seq), uint64(heads), uint64(kvHeads), uint64(d)
 	k.pastCap, k.presentCap, k.rot, k.maxPos = uint64(pastCap), uint64(presentCap), uint64(rot), uint64(maxPos)
 	k.interleaved, k.scale = interleaved, scale

@@ -191,7 +191,9 @@ func binaryBuilder(stem string, dtypes []DType, boolOut bool) func(*Library, opS
 		}
 		if stem == "div" && !isFloat(dt) {
 			k.faults = true
-			k.registerFaults(s.inputNames, func(int, int64) string { return "an integer division by zero" })
+			if err := k.registerFaults(s.inputNames, func(int, int64) string { return "an integer division by zero" }); err != nil {
+				return nil, err
+			}
 		}
 		return k, nil
 	}

@@ -91,14 +91,25 @@ type faultRecord struct {
 }
 
 // registerFaults gives k a fault record, with detail describing its faults, and enters it in
-// the Library's table. Builders of kernels that record faults call it; Get has set k's id and
-// node first.
-func (k *kernelBase) registerFaults(inputNames []string, detail func(input int, value int64) string) {
+// the Library's table; the first call allocates the Library's fault word (a Library whose
+// kernels read no indices, such as one that only holds memory, has none). Builders of kernels
+// that record faults call it; Get has set k's id and node first.
+func (k *kernelBase) registerFaults(inputNames []string, detail func(input int, value int64) string) error {
 	r := &faultRecord{id: k.id, node: k.node, op: k.op, kernel: k.name, inputNames: inputNames, detail: detail}
-	k.fault = r
 	l := k.lib
 	l.faultMu.Lock()
 	defer l.faultMu.Unlock()
+	if l.faultWord == nil {
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		word, mirror, err := newFaultWord(l.rt.Context)
+		if err != nil {
+			return err
+		}
+		l.faultWord, l.faultMirror = word, mirror
+	}
+	k.fault = r
 	if l.faultKernels == nil {
 		l.faultKernels = map[uint32]weak.Pointer[faultRecord]{}
 	}
@@ -113,6 +124,7 @@ func (k *kernelBase) registerFaults(inputNames []string, detail func(input int, 
 		l.faultLive = len(l.faultKernels)
 	}
 	l.faultKernels[r.id] = weak.Make(r)
+	return nil
 }
 
 // faultArgs appends the fault word's address and the kernel's id to a, the last two arguments
@@ -151,6 +163,9 @@ func (l *Library) TakeFault() (*DataFault, error) {
 	defer l.faultMu.Unlock()
 	if l.closed.Load() {
 		return nil, ErrClosed
+	}
+	if l.faultMirror == nil {
+		return nil, nil // no kernel that records faults was built
 	}
 	mirror := l.faultMirror.Bytes()
 	id := atomic.LoadUint32((*uint32)(unsafe.Pointer(unsafe.SliceData(mirror))))

@@ -347,6 +347,9 @@ func TestTakeFaultOnAClosedLibrary(t *testing.T) {
 
 func TestTakeFaultWithoutAFaultAllocatesNothing(t *testing.T) {
 	f := newFixture(t)
+	r := f.newGatherRun(kernels.Int64) // a kernel that records faults: the Library has its word
+	r.setIndices(f, 0, 1)
+	require.NoError(t, r.k.Execute(r.ins, r.outs))
 	require.NoError(t, f.stream.Synchronize())
 	allocs := testing.AllocsPerRun(20, func() {
 		if fault, err := f.lib.TakeFault(); err != nil || fault != nil {

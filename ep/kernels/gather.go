@@ -61,9 +61,11 @@ func buildGather(l *Library, s opSpec) (Kernel, error) {
 		k.fns[i] = l.function("cudaep_gather_" + u + "_" + idx.DType.suffix())
 	}
 	dim := k.axisDim
-	k.registerFaults(s.inputNames, func(int, int64) string {
+	if err := k.registerFaults(s.inputNames, func(int, int64) string {
 		return fmt.Sprintf("outside [%d, %d) (axis %d of data has %d elements)", -dim, dim, axis, dim)
-	})
+	}); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 

@@ -80,7 +80,7 @@ type Library struct {
 	counters  []*cudadrv.DeviceBuffer // see counterBuffer; freed by Close
 
 	nextID       atomic.Uint32         // the last FaultID Get gave
-	faultWord    *cudadrv.DeviceBuffer // the data fault word (faults.go); freed by Close
+	faultWord    *cudadrv.DeviceBuffer // the data fault word (faults.go), made by the first kernel that records faults; freed by Close
 	faultMirror  *cudadrv.HostBuffer   // its host-mapped mirror, which TakeFault reads; freed by Close
 	faultMu      sync.Mutex            // guards faultKernels and faultLive, and the word and mirror against Close
 	faultKernels map[uint32]weak.Pointer[faultRecord]
@@ -95,8 +95,7 @@ var errPanicked = errors.New("internal error")
 var ErrClosed = errors.New("kernels: library closed")
 
 // NewLibrary loads the built-in PTX modules into rt.Context and resolves every entry point,
-// allocates the Library's data fault word (24 bytes of device memory, zeroed, and a 16-byte
-// host-mapped mirror: see Library.TakeFault), and sets rt.BLAS's math mode (TF32 tensor ops when rt.TF32, default
+// and sets rt.BLAS's math mode (TF32 tensor ops when rt.TF32, default
 // float32 math otherwise). The context must be bound on the calling OS thread.
 //
 // # Errors
@@ -118,11 +117,6 @@ func NewLibrary(rt Runtime) (*Library, error) {
 		}
 	}
 	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}}
-	word, mirror, err := newFaultWord(rt.Context)
-	if err != nil {
-		return nil, err
-	}
-	l.faultWord, l.faultMirror = word, mirror
 	for _, m := range modules {
 		image, err := fs.ReadFile(ptxSource, m.file)
 		if err != nil {

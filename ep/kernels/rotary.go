@@ -137,12 +137,14 @@ func buildRotary(l *Library, s opSpec) (Kernel, error) {
 	k.interleaved = interleaved
 	k.grid = linearGrid(uint64(x.NumElements()))
 	maxPos, seq, perToken := cache[0], int64(k.seq), k.perToken
-	k.registerFaults(s.inputNames, func(_ int, v int64) string {
+	if err := k.registerFaults(s.inputNames, func(_ int, v int64) string {
 		if perToken || seq == 1 {
 			return fmt.Sprintf("a position outside [0, %d) (the cos_cache's rows)", maxPos)
 		}
 		return fmt.Sprintf("the start of positions %d + [0, %d) that leave [0, %d) (the cos_cache's rows)", v, seq, maxPos)
-	})
+	}); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
