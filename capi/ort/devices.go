@@ -84,6 +84,9 @@ func cudaepOrtGetSupportedDevices(f *C.CudaEpOrtFactory, devices **C.OrtHardware
 	l := listDevices(fac.backend, ep.ListDevices)
 	fac.log(l.level, l.message)
 	infos, backend := l.infos, l.backend
+	if backend != "" {
+		setDeviceBackend(backend)
+	}
 	discovered := unsafe.Slice(devices, int(numDevices))
 	var nvidia []*C.OrtHardwareDevice
 	for _, hw := range discovered {

@@ -23,7 +23,11 @@ import (
 // the buffers, and a sorted index finds the buffer holding any address ORT hands back (ORT may
 // hand out addresses inside a buffer when it places several tensors in one allocation).
 var devmem struct {
-	mu        sync.Mutex
+	mu sync.Mutex
+	// backend is the backend of the devices CudaEp last listed (setDeviceBackend), whose
+	// memory the providers below hold: the memory of a simulated device is the simulator's
+	// even on a machine with a GPU.
+	backend   string
 	providers map[int]*ep.Provider
 	// bufs are the allocations ORT holds, sorted by base; changed only by register and
 	// unregister (and closeDeviceMemory), which keep each one's registration in step.
@@ -127,12 +131,11 @@ func deviceProvider(ordinal int) (*ep.Provider, error) {
 	if p := devmem.providers[ordinal]; p != nil {
 		return p, nil
 	}
-	_, backend, _, err := ep.ListDevices(ep.BackendAuto)
-	if err != nil {
-		return nil, err
+	if devmem.backend == "" {
+		return nil, fmt.Errorf("%w: CudaEp listed no device, so it has no device memory (see %s)", errInvalid, EnvBackend)
 	}
 	opts := ep.DefaultOptions()
-	opts.Backend, opts.DeviceID = backend, ordinal
+	opts.Backend, opts.DeviceID = devmem.backend, ordinal
 	p, err := ep.New(opts)
 	if err != nil {
 		return nil, err
@@ -142,6 +145,18 @@ func deviceProvider(ordinal int) (*ep.Provider, error) {
 	}
 	devmem.providers[ordinal] = p
 	return p, nil
+}
+
+// setDeviceBackend records the backend of the devices a factory listed, for the providers of
+// their memory. A listing of another backend than the one whose providers hold memory now
+// (a library registered again with another CUDAEP_BACKEND while ORT still holds allocations)
+// keeps the first: memory never moves between backends.
+func setDeviceBackend(backend string) {
+	devmem.mu.Lock()
+	defer devmem.mu.Unlock()
+	if len(devmem.providers) == 0 {
+		devmem.backend = backend
+	}
 }
 
 // lookup finds the allocation holding [addr, addr+n) and the offset of addr in it.
