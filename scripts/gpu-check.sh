@@ -57,13 +57,13 @@ run() {
 		local counts fails
 		counts="$(grep -cE -- '--- PASS' "$logs/$name.log") passed, $(grep -cE -- '--- FAIL' "$logs/$name.log") failed, $(grep -cE -- '--- SKIP' "$logs/$name.log") skipped"
 		# A step that is no Go test counts what it says itself, in its last "N passed, N failed"
-		# line (ctest's "N tests failed out of M" is read the same way).
+		# line (ctest's closing line, and unittest's "Ran N tests", are read too).
 		if [ "$counts" = "0 passed, 0 failed, 0 skipped" ]; then
 			local own
 			own=$(grep -oE '[0-9]+ passed, [0-9]+ failed' "$logs/$name.log" | tail -1)
-			if [ -z "$own" ]; then
-				own=$(grep -oE '[0-9]+ tests failed out of [0-9]+' "$logs/$name.log" | tail -1 |
-					awk '{print $6-$1 " passed, " $1 " failed"}')
+			if [ -z "$own" ]; then # ctest: "100% tests passed out of M" or "..., F tests failed out of M"
+				own=$(grep -oE 'tests passed(, [0-9]+ tests failed)? out of [0-9]+' "$logs/$name.log" | tail -1 |
+					awk '{m=$NF; f=($3 ~ /^[0-9]+$/) ? $3 : 0; print m-f " passed, " f " failed"}')
 			fi
 			if [ -z "$own" ] && grep -qE '^Ran [0-9]+ tests?' "$logs/$name.log"; then # Python's unittest
 				local ran bad
