@@ -13,6 +13,7 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
 )
 
 // cudaepOrtGetCapability claims every node cudaep's kernels run, in connected, convex groups.
@@ -64,7 +65,7 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 			s.log(level, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
 		}
 	}
-	for _, group := range fusionGroups(nodes, supported) {
+	for _, group := range engine.FusionGroups(nodeValues(nodes), supported) {
 		if err := addNodesToFuse(info, nodes, group); err != nil {
 			return statusOf(err)
 		}
@@ -210,115 +211,19 @@ func constsOf(ins []value) map[int]ep.Const {
 	return c
 }
 
-// fusionGroups splits the supported nodes into groups ORT accepts: runs of consecutive
-// supported nodes in a topological order (such a run is convex: a path that leaves it cannot
-// come back, since every node between its ends is in it), each split into its connected
-// components (a component of a convex set is convex).
-func fusionGroups(nodes []node, supported []bool) [][]int {
-	order := topoOrder(nodes)
-	var groups [][]int
-	var run []int
-	flush := func() {
-		groups = append(groups, components(nodes, run)...)
-		run = nil
-	}
-	for _, i := range order {
-		if supported[i] {
-			run = append(run, i)
-		} else if len(run) > 0 {
-			flush()
+// nodeValues are the value names each node reads and writes, for the partition package's
+// ordering and grouping.
+func nodeValues(nodes []node) []engine.NodeValues {
+	out := make([]engine.NodeValues, len(nodes))
+	names := func(vs []value) []string {
+		ns := make([]string, len(vs))
+		for i, v := range vs {
+			ns[i] = v.name
 		}
+		return ns
 	}
-	if len(run) > 0 {
-		flush()
-	}
-	return groups
-}
-
-// topoOrder orders node indices so that every producer comes before its consumers (Kahn's
-// algorithm over the value names; the graph's own order breaks ties).
-func topoOrder(nodes []node) []int {
-	producer := map[string]int{}
-	for i, nd := range nodes {
-		for _, v := range nd.outputs {
-			if v.name != "" {
-				producer[v.name] = i
-			}
-		}
-	}
-	indeg := make([]int, len(nodes))
-	consumers := make([][]int, len(nodes))
-	for i, nd := range nodes {
-		for _, v := range nd.inputs {
-			if p, ok := producer[v.name]; ok && v.name != "" && p != i {
-				indeg[i]++
-				consumers[p] = append(consumers[p], i)
-			}
-		}
-	}
-	var order, ready []int
 	for i := range nodes {
-		if indeg[i] == 0 {
-			ready = append(ready, i)
-		}
-	}
-	for len(ready) > 0 {
-		i := ready[0]
-		ready = ready[1:]
-		order = append(order, i)
-		for _, c := range consumers[i] {
-			if indeg[c]--; indeg[c] == 0 {
-				ready = append(ready, c)
-			}
-		}
-	}
-	if len(order) < len(nodes) { // a cycle cannot happen in ONNX; keep the graph's order
-		order = order[:0]
-		for i := range nodes {
-			order = append(order, i)
-		}
-	}
-	return order
-}
-
-// components splits run (node indices) into connected components by shared values, each in
-// run's order.
-func components(nodes []node, run []int) [][]int {
-	parent := map[int]int{}
-	var find func(int) int
-	find = func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	producer := map[string]int{}
-	for _, i := range run {
-		parent[i] = i
-		for _, v := range nodes[i].outputs {
-			producer[v.name] = i
-		}
-	}
-	for _, i := range run {
-		for _, v := range nodes[i].inputs {
-			if p, ok := producer[v.name]; ok && v.name != "" {
-				parent[find(i)] = find(p)
-			}
-		}
-	}
-	byRoot := map[int][]int{}
-	var roots []int
-	for _, i := range run {
-		r := find(i)
-		if _, seen := byRoot[r]; !seen {
-			roots = append(roots, r)
-		}
-		byRoot[r] = append(byRoot[r], i)
-	}
-	out := make([][]int, 0, len(roots))
-	for _, r := range roots {
-		out = append(out, byRoot[r])
+		out[i] = engine.NodeValues{Inputs: names(nodes[i].inputs), Outputs: names(nodes[i].outputs)}
 	}
 	return out
 }

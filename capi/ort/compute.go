@@ -6,7 +6,6 @@ package ort
 import "C"
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
 )
 
 // cudaepOrtCompute runs a partition: the plan for the inputs' shapes reads ORT's device tensors
@@ -369,7 +369,7 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 	if pt.w.paged != nil {
 		return nil
 	}
-	var spans []span
+	var spans []engine.Span
 	rm := map[ep.DevicePtr]ep.DevicePtr{}
 	// take maps b to t's device memory and returns the index of its span, or -1.
 	take := func(b *ep.Buffer, t hostTensor, out bool) int {
@@ -386,7 +386,7 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 			return -1
 		}
 		rm[b.Ptr()] = ep.DevicePtr(addr)
-		spans = append(spans, span{addr, addr + n, out})
+		spans = append(spans, engine.Span{Lo: addr, Hi: addr + n, Output: out})
 		return len(spans) - 1
 	}
 	inSpan := make([]int, len(ins)) // each input's span, -1 when copied
@@ -398,7 +398,7 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 			// The output is input i's memory, and may be: the kernel that writes it writes
 			// that memory in place, and its span now counts as an output's.
 			rm[pl.outputs[j].buf.Ptr()] = ep.DevicePtr(uintptr(out.data))
-			spans[inSpan[i]].out = true
+			spans[inSpan[i]].Output = true
 			continue
 		}
 		if pl.written[pl.outputs[j].buf] {
@@ -406,10 +406,10 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 		} else if n := uint64(out.info.Bytes()); out.onGPU && n > 0 {
 			// Copied out once the kernels are queued, but it must not overlap a tensor they read.
 			addr := uint64(uintptr(out.data))
-			spans = append(spans, span{addr, addr + n, true})
+			spans = append(spans, engine.Span{Lo: addr, Hi: addr + n, Output: true})
 		}
 	}
-	if len(rm) == 0 || outputOverlaps(spans) {
+	if len(rm) == 0 || engine.OutputOverlaps(spans) {
 		return nil
 	}
 	return rm
@@ -418,12 +418,12 @@ func (pt *partition) inPlace(pl *plan, ins, outs []hostTensor, l *lookups) map[e
 // sharedInput returns the input whose memory output j of the run is, when the plan lets the
 // output be written there (findShares) and no other output took it already: the same device
 // address and size as an input the run reads in place (inSpan[i] >= 0). Else -1.
-func (pl *plan) sharedInput(j int, ins []hostTensor, out hostTensor, inSpan []int, spans []span) int {
+func (pl *plan) sharedInput(j int, ins []hostTensor, out hostTensor, inSpan []int, spans []engine.Span) int {
 	if j >= len(pl.shares) || !out.onGPU {
 		return -1
 	}
 	for _, i := range pl.shares[j] {
-		if inSpan[i] < 0 || spans[inSpan[i]].out || ins[i].data != out.data || ins[i].info.Bytes() != out.info.Bytes() {
+		if inSpan[i] < 0 || spans[inSpan[i]].Output || ins[i].data != out.data || ins[i].info.Bytes() != out.info.Bytes() {
 			continue
 		}
 		return i
@@ -484,30 +484,6 @@ func (pl *plan) sharable(w, out int, b *ep.Buffer) bool {
 		}
 	}
 	return !slices.ContainsFunc(pl.outputs, func(o tensorBuf) bool { return o.buf == b })
-}
-
-// span is the bytes [lo, hi) of a run's device tensor, an output or not.
-type span struct {
-	lo, hi uint64
-	out    bool
-}
-
-// outputOverlaps reports whether an output's span overlaps another span (every span non-empty).
-// It sorts spans by start: a span overlaps an earlier one exactly when it starts before the
-// end of one, so one pass keeps the furthest end of all spans and of the outputs so far.
-func outputOverlaps(spans []span) bool {
-	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
-	var end, outEnd uint64
-	for _, y := range spans {
-		if y.out && y.lo < end || y.lo < outEnd {
-			return true
-		}
-		end = max(end, y.hi)
-		if y.out {
-			outEnd = max(outEnd, y.hi)
-		}
-	}
-	return false
 }
 
 // directKey names a set of in-place addresses: the graph captured for it.

@@ -2,7 +2,6 @@ package ort
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -470,21 +469,3 @@ func TestPlanForKeepsItsOwnShapes(t *testing.T) {
 }
 
 // TestOutputOverlapsMatchesEveryPair: the sorted sweep finds an overlap with an output exactly
-// when some pair of spans, one an output, overlaps.
-func TestOutputOverlapsMatchesEveryPair(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for n := range 2000 {
-		spans := make([]span, 1+rng.IntN(6))
-		for i := range spans {
-			lo := uint64(rng.IntN(40))
-			spans[i] = span{lo: lo, hi: lo + 1 + uint64(rng.IntN(8)), out: rng.IntN(3) == 0}
-		}
-		want := false
-		for a, x := range spans {
-			for _, y := range spans[a+1:] {
-				want = want || (x.out || y.out) && x.lo < y.hi && y.lo < x.hi
-			}
-		}
-		assert.Equal(t, want, outputOverlaps(slices.Clone(spans)), "case %d: %v", n, spans)
-	}
-}

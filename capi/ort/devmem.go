@@ -16,6 +16,7 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
 )
 
 // devmem is the device memory ORT allocates through CudaEp's allocators (tensors that stay on
@@ -37,11 +38,11 @@ var devmem struct {
 	added      atomic.Uint64
 	allocators int // allocators ORT holds
 	// cached holds freed device allocations for reuse.
-	cached freeList[devBuf]
+	cached engine.FreeList[devBuf]
 	// pinned are the live pinned host allocations by address; freed ones are kept for reuse in
 	// pinnedFree (pinning is slow).
 	pinned     map[uintptr]pinnedBuf
-	pinnedFree freeList[pinnedBuf]
+	pinnedFree engine.FreeList[pinnedBuf]
 	// Factories released (ORT unregistered the library) while allocators were still held:
 	// their devices and memory infos are released with the last allocator, since a session
 	// that outlives the unregistering still uses them.
@@ -303,7 +304,7 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 		devmem.mu.Unlock()
 		return
 	}
-	keep := devmem.cached.keep(cacheKey{d.ordinal, d.size}, d)
+	keep := devmem.cached.Keep(engine.SizeKey{Ordinal: d.ordinal, Size: d.size}, d)
 	devmem.mu.Unlock()
 	if !keep {
 		_ = d.buf.Release()
@@ -314,7 +315,7 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 // size when one is kept, else a new one.
 func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
 	devmem.mu.Lock()
-	b, ok := devmem.pinnedFree.take(cacheKey{ordinal, n})
+	b, ok := devmem.pinnedFree.Take(engine.SizeKey{Ordinal: ordinal, Size: n})
 	devmem.mu.Unlock()
 	if !ok {
 		pb, err := p.AllocPinned(n)
@@ -335,7 +336,7 @@ func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
 	return ptr
 }
 
-// freePinned takes back a pinned allocation (kept for reuse up to maxCachedBytes); false when
+// freePinned takes back a pinned allocation (kept for reuse up to engine.MaxCachedBytes); false when
 // addr is not one.
 func freePinned(addr uintptr) bool {
 	devmem.mu.Lock()
@@ -345,7 +346,7 @@ func freePinned(addr uintptr) bool {
 		return false
 	}
 	delete(devmem.pinned, addr)
-	keep := devmem.pinnedFree.keep(cacheKey{b.ordinal, uint64(len(b.buf.Bytes()))}, b)
+	keep := devmem.pinnedFree.Keep(engine.SizeKey{Ordinal: b.ordinal, Size: uint64(len(b.buf.Bytes()))}, b)
 	devmem.mu.Unlock()
 	if !keep {
 		b.release()
@@ -353,64 +354,11 @@ func freePinned(addr uintptr) bool {
 	return true
 }
 
-// ORT allocates a run's inputs and outputs anew every run and gives plugin allocators no arena
-// of their own, so freed allocations are kept for reuse by size (up to maxCachedBytes per
-// process): a device allocation and free per tensor per run would cost more than the run.
-const maxCachedBytes = 256 << 20
-
-type cacheKey struct {
-	ordinal int
-	size    uint64
-}
-
-// freeList keeps freed allocations for reuse by device and size, up to maxCachedBytes in all.
-// Its methods are called with devmem.mu held.
-type freeList[T any] struct {
-	m     map[cacheKey][]T
-	bytes uint64
-}
-
-// take hands out a kept allocation of k's device and size, if there is one.
-func (f *freeList[T]) take(k cacheKey) (T, bool) {
-	list := f.m[k]
-	if len(list) == 0 {
-		var zero T
-		return zero, false
-	}
-	v := list[len(list)-1]
-	f.m[k] = list[:len(list)-1]
-	f.bytes -= k.size
-	return v, true
-}
-
-// keep keeps v for reuse; false when that would pass the cap (the caller frees v).
-func (f *freeList[T]) keep(k cacheKey, v T) bool {
-	if f.bytes+k.size > maxCachedBytes {
-		return false
-	}
-	if f.m == nil {
-		f.m = map[cacheKey][]T{}
-	}
-	f.m[k] = append(f.m[k], v)
-	f.bytes += k.size
-	return true
-}
-
-// drain empties the list and returns what it kept.
-func (f *freeList[T]) drain() []T {
-	var all []T
-	for _, list := range f.m {
-		all = append(all, list...)
-	}
-	f.m, f.bytes = nil, 0
-	return all
-}
-
 // reuse takes a cached allocation of exactly n bytes on ordinal, if one is kept.
 func reuse(ordinal int, n uint64) (devBuf, bool) {
 	devmem.mu.Lock()
 	defer devmem.mu.Unlock()
-	return devmem.cached.take(cacheKey{ordinal, n})
+	return devmem.cached.Take(engine.SizeKey{Ordinal: ordinal, Size: n})
 }
 
 // deviceTensor is a tensor's memory as ORT describes it.
@@ -562,7 +510,7 @@ func located(t deviceTensor) (devBuf, uint64, *ep.Provider, error) {
 func closeDeviceMemory() {
 	devmem.mu.Lock()
 	ps := devmem.providers
-	cached, pinnedFree := devmem.cached.drain(), devmem.pinnedFree.drain()
+	cached, pinnedFree := devmem.cached.Drain(), devmem.pinnedFree.Drain()
 	pinned := devmem.pinned
 	for _, d := range devmem.bufs {
 		d.reg.set(false)

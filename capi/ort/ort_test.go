@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition"
 )
 
 func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
@@ -76,57 +77,6 @@ func TestPagingDecisionFollowsModeAndBudget(t *testing.T) {
 		require.NoError(t, err, "%+v", c)
 		assert.Equal(t, c.pages, pages, "%+v", c)
 	}
-}
-
-func vals(names ...string) []value {
-	out := make([]value, len(names))
-	for i, n := range names {
-		out[i] = value{name: n, tensor: true}
-	}
-	return out
-}
-
-// TestFusionGroupsAreConvexAndConnected: a supported chain broken by an unsupported node makes
-// two groups, and an unconnected supported node is a group of its own.
-func TestFusionGroupsAreConvexAndConnected(t *testing.T) {
-	nodes := []node{
-		{name: "c", inputs: vals("x2"), outputs: vals("y")},        // 0, after the CPU node
-		{name: "a", inputs: vals("in"), outputs: vals("x0")},       // 1
-		{name: "cpu", inputs: vals("x1"), outputs: vals("x2")},     // 2, unsupported
-		{name: "b", inputs: vals("x0"), outputs: vals("x1")},       // 3
-		{name: "d", inputs: vals("other"), outputs: vals("z")},     // 4, independent
-		{name: "e", inputs: vals("x0", "z"), outputs: vals("out")}, // 5, joins a and d
-	}
-	supported := []bool{true, true, false, true, true, true}
-	order := topoOrder(nodes)
-	pos := map[string]int{}
-	for i, n := range order {
-		pos[nodes[n].name] = i
-	}
-	assert.Less(t, pos["a"], pos["b"])
-	assert.Less(t, pos["b"], pos["cpu"])
-	assert.Less(t, pos["cpu"], pos["c"])
-	assert.Less(t, pos["d"], pos["e"])
-
-	groups := fusionGroups(nodes, supported)
-	names := make([][]string, len(groups))
-	for i, g := range groups {
-		for _, n := range g {
-			names[i] = append(names[i], nodes[n].name)
-		}
-	}
-	for _, g := range names {
-		assert.NotContains(t, g, "cpu")
-	}
-	assert.Contains(t, names, []string{"c"}, "the node after the CPU node is its own partition")
-	// a, b, d, e are all before the CPU node in this order and connected through e.
-	var first []string
-	for _, g := range names {
-		if len(g) > 1 {
-			first = g
-		}
-	}
-	assert.ElementsMatch(t, []string{"a", "b", "d", "e"}, first)
 }
 
 // TestCheckExternalRefusesWhatORTRefuses: a hostile model gets a clear error, never another
@@ -200,7 +150,8 @@ func TestLookupFindsTheAllocationHoldingAnAddress(t *testing.T) {
 func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 	devmem.mu.Lock()
 	saved := devmem.cached
-	devmem.cached = freeList[devBuf]{m: map[cacheKey][]devBuf{{0, 4096}: {{base: 0x9000, size: 4096}}}, bytes: 4096}
+	devmem.cached = engine.FreeList[devBuf]{}
+	require.True(t, devmem.cached.Keep(engine.SizeKey{Ordinal: 0, Size: 4096}, devBuf{base: 0x9000, size: 4096}))
 	devmem.mu.Unlock()
 	t.Cleanup(func() {
 		devmem.mu.Lock()
@@ -214,7 +165,7 @@ func TestFreedAllocationsAreReusedBySize(t *testing.T) {
 	d, ok := reuse(0, 4096)
 	require.True(t, ok)
 	assert.Equal(t, uint64(0x9000), d.base)
-	assert.Zero(t, devmem.cached.bytes)
+	assert.Zero(t, devmem.cached.Bytes())
 	_, ok = reuse(0, 4096)
 	assert.False(t, ok, "an allocation is handed out once")
 }
@@ -253,32 +204,6 @@ func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
 	assert.Equal(t, opName{"com.microsoft.SkipLayerNormalization", 1}, op)
 	_, ok = kernelOp(&node{op: "Foo", domain: "org.example"}, 17)
 	assert.False(t, ok)
-}
-
-// TestShareLayersJoinsSmallNeighboursUpToTheLargest: consecutive nodes' weights share a layer
-// while it stays within the limit (a decoder's q, k, v and o projections join; its MLP
-// matrices, each the limit, stay alone), in node order, and a node whose weights would start
-// off layerAlign starts a layer of its own.
-func TestShareLayersJoinsSmallNeighboursUpToTheLargest(t *testing.T) {
-	const mb = 1 << 20
-	g := func(node int, bytes uint64) group { return group{node: node, bytes: bytes} }
-	nodes := func(layers [][]group) [][]int {
-		var out [][]int
-		for _, l := range layers {
-			var ns []int
-			for _, x := range l {
-				ns = append(ns, x.node)
-			}
-			out = append(out, ns)
-		}
-		return out
-	}
-	layer := []group{g(0, 8*mb), g(1, 2*mb), g(2, 2*mb), g(3, 8*mb), g(4, 32*mb), g(5, 32*mb), g(6, 32*mb), g(7, 8*mb), g(8, 2*mb)}
-	assert.Equal(t, [][]int{{0, 1, 2, 3}, {4}, {5}, {6}, {7, 8}}, nodes(shareLayers(layer, 32*mb)))
-	assert.Equal(t, [][]int{{0}, {1}, {2}}, nodes(shareLayers([]group{g(0, 4), g(1, 4), g(2, 4)}, 4)), "each at the limit")
-	assert.Equal(t, [][]int{{0, 1}, {2, 3}}, nodes(shareLayers([]group{g(0, 256), g(1, 100), g(2, 256), g(3, 256)}, 1024)),
-		"after 356 bytes the next node's weights would start unaligned")
-	assert.Empty(t, shareLayers(nil, 1))
 }
 
 func TestOpCountsListsOperatorsInFirstAppearanceOrder(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
 )
 
 // partition is one compiled group of nodes: its kernels in topological order, its weights on
@@ -177,7 +178,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 		return nil, err
 	}
 	ordered := make([]ep.Node, 0, len(nodes))
-	for _, i := range topoOrder(nodes) {
+	for _, i := range engine.TopoOrder(nodeValues(nodes)) {
 		n, err := epNode(&nodes[i], opset)
 		if err != nil {
 			return nil, err

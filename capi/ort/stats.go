@@ -73,7 +73,7 @@ func GetStats() Stats {
 	for _, p := range devmem.providers {
 		st.DeviceLiveBytes += p.Stats().LiveBytes
 	}
-	st.DeviceCachedBytes = devmem.cached.bytes
+	st.DeviceCachedBytes = devmem.cached.Bytes()
 	devmem.mu.Unlock()
 	return st
 }

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
 )
 
 // weights are a partition's constant initializers: resident ones in device buffers, and, when
@@ -220,21 +221,17 @@ func (s *session) loadWeights(g *C.OrtGraph, nodes []ep.Node) (*weights, error) 
 	return w, nil
 }
 
-// pages decides whether a partition with extBytes of external-data weights pages them.
+// pages decides whether a partition with extBytes of external-data weights pages them; a
+// partition over the budget with paging off is refused, naming both options.
 func (s *session) pages(extBytes uint64) (bool, error) {
-	budget := s.opts.weightBytes
-	switch {
-	case extBytes == 0:
-		return false, nil
-	case s.opts.paging == "on":
+	switch engine.PlaceWeights(engine.PagingMode(s.opts.paging), s.opts.weightBytes, extBytes) {
+	case engine.Paged:
 		return true, nil
-	case budget == 0 || extBytes <= budget:
-		return false, nil
-	case s.opts.paging == "off":
+	case engine.OverBudget:
 		return false, fmt.Errorf("%w: the partition's external-data weights take %d bytes, over %sweight_budget_bytes=%d, and %spaging=off",
-			ep.ErrInvalidArgument, extBytes, optionPrefix, budget, optionPrefix)
+			ep.ErrInvalidArgument, extBytes, optionPrefix, s.opts.weightBytes, optionPrefix)
 	}
-	return true, nil
+	return false, nil
 }
 
 // loadResident copies an external-data initializer from its file to a new device buffer.
@@ -251,34 +248,6 @@ func (s *session) loadResident(e external) (tensorBuf, error) {
 	return tensorBuf{info: e.info, buf: b}, nil
 }
 
-// group is the external-data initializers one node reads, and their bytes.
-type group struct {
-	node  int
-	names []string
-	bytes uint64
-}
-
-// shareLayers splits groups (in node order) into the groups of each layer: consecutive groups
-// share a layer while it stays within limit bytes (the largest group's: the slots' size anyway)
-// and each group starts at a multiple of layerAlign. A layer pays a fence and a copy's fixed
-// costs, which small layers (a decoder's key and value projections, 2 MB) do not amortize.
-func shareLayers(groups []group, limit uint64) [][]group {
-	var layers [][]group
-	var bytes uint64
-	for i, g := range groups {
-		if i == 0 || bytes+g.bytes > limit || bytes%layerAlign != 0 {
-			layers, bytes = append(layers, nil), 0
-		}
-		layers[len(layers)-1] = append(layers[len(layers)-1], g)
-		bytes += g.bytes
-	}
-	return layers
-}
-
-// layerAlign is the alignment at which a node's initializers start in a layer shared with the
-// nodes before it (the GEMV reads its matrix in 16-byte loads; cuBLAS prefers 256).
-const layerAlign = 256
-
 // pageLayers groups a paging partition's external-data initializers into layers of the
 // nodes that read them (consecutive nodes share one while it stays within the largest node's
 // bytes) and makes the double buffer for the largest layer. With a
@@ -291,16 +260,16 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
 			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)
 	}
-	var groups []group
+	var groups []engine.NodeWeights
 	for i, nd := range nodes {
-		g := group{node: i}
+		g := engine.NodeWeights{Node: i}
 		for _, v := range nd.Inputs {
-			if e, ok := exts[v.Name]; ok && !slices.Contains(g.names, v.Name) {
-				g.names = append(g.names, v.Name)
-				g.bytes += e.region.Len
+			if e, ok := exts[v.Name]; ok && !slices.Contains(g.Names, v.Name) {
+				g.Names = append(g.Names, v.Name)
+				g.Bytes += e.region.Len
 			}
 		}
-		if len(g.names) > 0 {
+		if len(g.Names) > 0 {
 			groups = append(groups, g)
 		}
 	}
@@ -310,12 +279,12 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(groups[b].bytes, groups[a].bytes) })
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(groups[b].Bytes, groups[a].Bytes) })
 		kept := make([]bool, len(groups))
 		var held uint64
 		for _, gi := range order {
 			var extra uint64
-			for _, name := range groups[gi].names {
+			for _, name := range groups[gi].Names {
 				if !resident[name] {
 					extra += exts[name].region.Len
 				}
@@ -323,7 +292,7 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 			var slot uint64 // the largest layer still paged if this one is not
 			for _, gj := range order {
 				if gj != gi && !kept[gj] {
-					slot = groups[gj].bytes
+					slot = groups[gj].Bytes
 					break
 				}
 			}
@@ -331,7 +300,7 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 				continue
 			}
 			kept[gi], held = true, held+extra
-			for _, name := range groups[gi].names {
+			for _, name := range groups[gi].Names {
 				if !resident[name] {
 					t, err := s.loadResident(exts[name])
 					if err != nil {
@@ -344,36 +313,36 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 	}
 	// The groups still paged, each with its initializers, largest elements first (every tensor
 	// then starts at a multiple of its element size).
-	var paged []group
+	var paged []engine.NodeWeights
 	var largest uint64
 	largestNode := ""
 	for _, g := range groups {
-		p := group{node: g.node}
-		for _, name := range g.names {
+		p := engine.NodeWeights{Node: g.Node}
+		for _, name := range g.Names {
 			if !resident[name] {
-				p.names = append(p.names, name)
-				p.bytes += exts[name].region.Len
+				p.Names = append(p.Names, name)
+				p.Bytes += exts[name].region.Len
 			}
 		}
-		if len(p.names) == 0 {
+		if len(p.Names) == 0 {
 			continue
 		}
-		slices.SortStableFunc(p.names, func(a, b string) int {
+		slices.SortStableFunc(p.Names, func(a, b string) int {
 			return exts[b].info.DType.Size() - exts[a].info.DType.Size()
 		})
 		paged = append(paged, p)
-		if p.bytes > largest {
-			largest, largestNode = p.bytes, nodes[g.node].Name
+		if p.Bytes > largest {
+			largest, largestNode = p.Bytes, nodes[g.Node].Name
 		}
 	}
 	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
-	for _, cur := range shareLayers(paged, largest) {
+	for _, cur := range engine.ShareLayers(paged, largest) {
 		l := layer{offsets: map[string]uint64{}}
 		var regions []ep.Region
 		var off uint64
 		for _, g := range cur {
-			l.nodes = append(l.nodes, g.node)
-			for _, name := range g.names {
+			l.nodes = append(l.nodes, g.Node)
+			for _, name := range g.Names {
 				l.offsets[name] = off
 				regions = append(regions, exts[name].region)
 				pw.infos[name] = exts[name].info
@@ -382,7 +351,7 @@ func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weigh
 		}
 		lw, err := s.p.NewByteWeight(regions)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", nodes[cur[0].node].Name, err)
+			return nil, fmt.Errorf("node %s: %w", nodes[cur[0].Node].Name, err)
 		}
 		l.w = lw
 		pw.layers = append(pw.layers, l)

@@ -23,20 +23,21 @@ const module = "github.com/cudaep/cudaep"
 type layer int
 
 const (
-	unplaced    layer = iota
-	driverLayer       // cudadrv and its subpackages
-	graphsLayer       // graphs/...
-	pagingLayer       // paging/...
-	epLayer           // ep and its subpackages (ep/kernels)
-	frontEnd          // capi and its subpackages (the ORT adapter), but not its helpers
-	frontHelper       // capi/handles, capi/abi: the front ends' own helpers
-	program           // cmd/...
-	tooling           // internal/...
-	testSupport       // a package named ...test (drivertest, pagingtest): only for tests
+	unplaced       layer = iota
+	driverLayer          // cudadrv and its subpackages
+	graphsLayer          // graphs/...
+	pagingLayer          // paging/...
+	epLayer              // ep and its subpackages (ep/kernels)
+	partitionLayer       // partition/...: the planning engine over ep
+	frontEnd             // capi and its subpackages (the ORT adapter), but not its helpers
+	frontHelper          // capi/handles, capi/abi: the front ends' own helpers
+	program              // cmd/...
+	tooling              // internal/...
+	testSupport          // a package named ...test (drivertest, pagingtest): only for tests
 )
 
 var layerNames = map[layer]string{
-	unplaced: "no layer", driverLayer: "cudadrv", graphsLayer: "graphs", pagingLayer: "paging", epLayer: "ep",
+	unplaced: "no layer", driverLayer: "cudadrv", graphsLayer: "graphs", pagingLayer: "paging", epLayer: "ep", partitionLayer: "partition",
 	frontEnd: "front end", frontHelper: "front-end helper", program: "program", tooling: "internal tool",
 	testSupport: "test support",
 }
@@ -64,6 +65,8 @@ func layerOf(pkg string) layer {
 		return pagingLayer
 	case within(pkg, "ep"):
 		return epLayer
+	case within(pkg, "partition"):
+		return partitionLayer
 	case frontHelpers[pkg]:
 		return frontHelper
 	case within(pkg, "capi"):
@@ -115,10 +118,12 @@ func rank(l layer) int {
 		return 1
 	case epLayer:
 		return 2
-	case frontEnd, frontHelper:
+	case partitionLayer:
 		return 3
+	case frontEnd, frontHelper:
+		return 4
 	}
-	return 4
+	return 5
 }
 
 // floor is the data layer a package's imports are ranked by: its own, or for test support the
@@ -132,8 +137,8 @@ func floor(pkg string) layer {
 }
 
 // doors are the packages through which front ends and programs reach the library: ep, and the
-// partition package (DESIGN.md's Layout) once it lands, which joins this list.
-var doors = []string{"ep"}
+// partition package (DESIGN.md's Layout), the planning engine over ep.
+var doors = []string{"ep", "partition"}
 
 // abiVersion is capi/abi, the C ABI's version number and nothing else: programs may import it
 // to report the version without loading the shared library.
@@ -155,7 +160,7 @@ func newRules(doors []string) []rule {
 	return []rule{
 		{
 			name:    "nothing imports upward",
-			applies: func(pkg string) bool { return rank(floor(pkg)) < 4 },
+			applies: func(pkg string) bool { return rank(floor(pkg)) < 5 },
 			forbidden: func(pkg, dep string) bool {
 				if dep == cgo {
 					return false
@@ -196,6 +201,14 @@ func newRules(doors []string) []rule {
 			through:   func(pkg, dep string) bool { return !door(dep) },
 			why: "a program under cmd/ is a host like any other: it uses the library through ep " +
 				"(and may print the C ABI version from capi/abi)",
+		},
+		{
+			name:      "the partition package reaches the device only through ep",
+			applies:   func(pkg string) bool { return layerOf(pkg) == partitionLayer },
+			forbidden: func(pkg, dep string) bool { return dep != "ep" && layerOf(dep) != partitionLayer },
+			through:   func(pkg, dep string) bool { return dep != "ep" },
+			why: "the planning engine drives the device through ep's public API (and its aliases), " +
+				"never cudadrv, graphs, paging or ep/kernels directly",
 		},
 		{
 			name:      "ep/kernels never imports the simulator",
@@ -386,7 +399,8 @@ func cleanModule() graph {
 		"graphs":             {"cudadrv"}, "paging": {"cudadrv"}, "paging/pagingtest": {"cudadrv/sim", "paging"},
 		"ep/kernels": {"cudadrv", "graphs"}, "ep": {"cudadrv", "cudadrv/sim", "ep/kernels", "graphs", "paging"},
 		"capi/handles": nil, "capi/abi": nil, "capi": {"C", "capi/abi", "capi/handles", "ep"},
-		"capi/ort": {"C", "capi/handles", "ep"}, "cmd/cudaep-demo": {"capi/abi", "ep"},
+		"partition": {"ep"},
+		"capi/ort":  {"C", "capi/handles", "ep", "partition"}, "cmd/cudaep-demo": {"capi/abi", "ep"},
 		"cmd/cudaep-bench": {"capi/abi", "cudadrv", "cudadrv/sim", "ep", "paging", "paging/pagingtest"},
 		"internal/layers":  nil,
 	}
@@ -421,6 +435,7 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 				"only tests use test support: ep → paging → cudadrv/drivertest",
 				"only tests use test support: capi → ep → paging → cudadrv/drivertest",
 				"only tests use test support: capi/ort → ep → paging → cudadrv/drivertest",
+				"only tests use test support: partition → ep → paging → cudadrv/drivertest",
 			}},
 		{"cudadrv imports upward", map[string][]string{"cudadrv/sim": {"graphs"}},
 			[]string{
@@ -456,12 +471,27 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 				"front ends import only ep and their helpers: capi/ort → cudadrv/drivertest",
 				"only tests use test support: capi/ort → cudadrv/drivertest",
 			}},
+		{"the partition package imports graphs", map[string][]string{"partition": {"graphs"}},
+			[]string{"the partition package reaches the device only through ep: partition → graphs"}},
+		{"the partition package imports ep/kernels and cudadrv", map[string][]string{"partition": {"ep/kernels", "cudadrv"}},
+			[]string{
+				"the partition package reaches the device only through ep: partition → ep/kernels",
+				"the partition package reaches the device only through ep: partition → cudadrv",
+			}},
+		{"ep imports the partition package", map[string][]string{"ep": {"partition"}},
+			[]string{"nothing imports upward: ep → partition"}},
+		{"the partition package imports a front end", map[string][]string{"partition": {"capi/handles"}},
+			[]string{
+				"nothing imports upward: partition → capi/handles",
+				"the partition package reaches the device only through ep: partition → capi/handles",
+			}},
 		{"graphs imports paging", map[string][]string{"graphs": {"paging"}},
 			[]string{"graphs and paging never import each other: graphs → paging"}},
 		{"cgo below the front ends", map[string][]string{"paging": {"C"}},
 			[]string{
 				"only front ends use cgo: paging → C",
 				"only front ends use cgo: ep → paging → C",
+				"only front ends use cgo: partition → ep → paging → C",
 			}},
 	}
 	for _, tt := range tests {
@@ -480,24 +510,20 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 	}
 }
 
-// TestDoorsAdmitThePartitionPackage: once the partition package is a door, front ends and
-// programs may import it and reach the library through it; until then, importing it is a
-// violation of both rules. The package here is synthetic: its name is the one DESIGN.md gives
-// as an example.
+// TestDoorsAdmitThePartitionPackage: the partition package is a door, so front ends and
+// programs may import it (what lies behind a door is not followed); with ep the only door,
+// importing it is a violation of both rules.
 func TestDoorsAdmitThePartitionPackage(t *testing.T) {
-	const partition = "ep/program"
 	g := cleanModule()
-	g[partition] = []string{"ep", "ep/kernels", "graphs"} // what lies behind a door is not followed
-	g["capi/ort"] = append(g["capi/ort"], partition)
-	g["cmd/cudaep-demo"] = append(g["cmd/cudaep-demo"], partition)
-	assert.Empty(t, check(g, newRules(append(slices.Clone(doors), partition))), "with the partition package a door")
+	g["cmd/cudaep-demo"] = append(g["cmd/cudaep-demo"], "partition")
+	assert.Empty(t, check(g, rules), "with the partition package a door")
 	var got []string
-	for _, v := range check(g, rules) {
+	for _, v := range check(g, newRules([]string{"ep"})) {
 		got = append(got, v.rule+": "+strings.Join(v.path, " → "))
 	}
 	assert.ElementsMatch(t, []string{
-		"front ends import only ep and their helpers: capi/ort → ep/program",
-		"programs import only ep: cmd/cudaep-demo → ep/program",
+		"front ends import only ep and their helpers: capi/ort → partition",
+		"programs import only ep: cmd/cudaep-demo → partition",
 	}, got, "with ep the only door")
 }
 
