@@ -55,7 +55,7 @@ FUZZ_TARGETS := \
 	./cudadrv/sim:FuzzParsePTX \
 	./ep:FuzzParseEntries \
 	./ep:FuzzOptionValue \
-	./ep:FuzzFuse:12000x \
+	./partition:FuzzFuse:12000x \
 	./ep/kernels:FuzzGet \
 	./capi/ort:FuzzParseOptions
 

@@ -23,10 +23,21 @@ type (
 	Spec = kernels.Spec
 	// Attribute is one ONNX node attribute.
 	Attribute = kernels.Attribute
+	// AttrKind is the type of an Attribute's value (Attribute.Kind).
+	AttrKind = kernels.AttrKind
 	// Const is the value of a constant input, for Spec.Consts.
 	Const = kernels.Const
 	// DevicePtr is a device address.
 	DevicePtr = cudadrv.DevicePtr
+)
+
+// The attribute kinds, as ONNX's AttributeProto names them.
+const (
+	AttrInt    = kernels.AttrInt
+	AttrFloat  = kernels.AttrFloat
+	AttrInts   = kernels.AttrInts
+	AttrString = kernels.AttrString
+	AttrTensor = kernels.AttrTensor
 )
 
 // Attribute constructors, for Spec.Attrs.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/ep"
+	engine "github.com/cudaep/cudaep/partition"
 )
 
 // decodeRun is a Llama decode step's partition as ORT runs it with IOBinding and two sets of
@@ -40,7 +41,7 @@ const (
 // newDecodeRun makes a session on the simulator (CUDA graphs as cudaGraph says) and the decode
 // partition on it (with the extra nodes last), and registers ORT's tensors; cleanup
 // unregisters them and closes both.
-func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...ep.Node) *decodeRun {
+func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...engine.Node) *decodeRun {
 	tb.Helper()
 	opts := ep.DefaultOptions()
 	opts.Backend = ep.BackendSim
@@ -49,20 +50,20 @@ func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...ep.Node) *decodeRun {
 	s := &session{opts: sessionOptions{provider: opts, cudaGraph: cudaGraph, paging: "off", fusion: false}, p: p}
 	kvInfo := ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 2, 16, 8}}
 	i64 := func(shape ...int64) ep.TensorInfo { return ep.TensorInfo{DType: ep.Int64, Shape: shape} }
-	nodes := []ep.Node{
+	nodes := []engine.Node{
 		{Name: "pos", Op: "Add", Opset: 17,
-			Inputs:  []ep.Value{{Name: "input_ids", Info: i64(1, 1)}, {Name: "cache_position", Info: i64(1)}},
-			Outputs: []ep.Value{{Name: "x", Info: i64(1, 1)}}},
+			Inputs:  []engine.Value{{Name: "input_ids", Info: i64(1, 1)}, {Name: "cache_position", Info: i64(1)}},
+			Outputs: []engine.Value{{Name: "x", Info: i64(1, 1)}}},
 		{Name: "head", Op: "Cast", Opset: 17, Attrs: map[string]ep.Attribute{"to": ep.IntAttr(int64(ep.BFloat16))},
-			Inputs:  []ep.Value{{Name: "x", Info: i64(1, 1)}},
-			Outputs: []ep.Value{{Name: "logits", Info: ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 1}}}}},
+			Inputs:  []engine.Value{{Name: "x", Info: i64(1, 1)}},
+			Outputs: []engine.Value{{Name: "logits", Info: ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 1}}}}},
 	}
 	pt := &partition{s: s, name: "decode", w: &weights{}, plans: map[string]*plan{},
 		inputs: []string{"input_ids", "cache_position"}, outputs: []string{"logits"}}
 	for i := range 2 * decodeLayers {
 		past, present := "past."+strconv.Itoa(i), "present."+strconv.Itoa(i)
-		nodes = append(nodes, ep.Node{Name: "update." + strconv.Itoa(i), Op: "Relu", Opset: 17,
-			Inputs: []ep.Value{{Name: past, Info: kvInfo}}, Outputs: []ep.Value{{Name: present, Info: kvInfo}}})
+		nodes = append(nodes, engine.Node{Name: "update." + strconv.Itoa(i), Op: "Relu", Opset: 17,
+			Inputs: []engine.Value{{Name: past, Info: kvInfo}}, Outputs: []engine.Value{{Name: present, Info: kvInfo}}})
 		pt.inputs = append(pt.inputs, past)
 		pt.outputs = append(pt.outputs, present)
 	}
@@ -305,8 +306,8 @@ func TestSharedCacheBuffersAreUpdatedInPlace(t *testing.T) {
 // separate buffers. The other caches may still share.
 func TestSharedBufferReadAfterItsUpdateIsCopied(t *testing.T) {
 	kvInfo := ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 2, 16, 8}}
-	d := newDecodeRun(t, false, ep.Node{Name: "again", Op: "Neg", Opset: 17,
-		Inputs: []ep.Value{{Name: "past.0", Info: kvInfo}}, Outputs: []ep.Value{{Name: "unread", Info: kvInfo}}})
+	d := newDecodeRun(t, false, engine.Node{Name: "again", Op: "Neg", Opset: 17,
+		Inputs: []engine.Value{{Name: "past.0", Info: kvInfo}}, Outputs: []engine.Value{{Name: "unread", Info: kvInfo}}})
 	d.kv[1] = d.kv[0]
 	got, want, pl := d.step(t, 0)
 	assert.Equal(t, want, got)

@@ -207,7 +207,7 @@ func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
 }
 
 func TestOpCountsListsOperatorsInFirstAppearanceOrder(t *testing.T) {
-	nodes := []ep.Node{{Op: "MatMul"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}, {Op: "Attention"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}}
+	nodes := []engine.Node{{Op: "MatMul"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}, {Op: "Attention"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}}
 	assert.Equal(t, "MatMul x3, cudaep.WherePair x2, Attention x1", opCounts(nodes))
 	assert.Empty(t, opCounts(nil))
 }

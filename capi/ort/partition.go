@@ -24,7 +24,7 @@ import (
 type partition struct {
 	s       *session
 	name    string    // the fused node's name: the key between Compile and CreateState
-	nodes   []ep.Node // in topological order, chains fused (ep.Provider.Fuse) unless fusion=off
+	nodes   []engine.Node // in topological order, chains fused (engine.Fuse) unless fusion=off
 	inputs  []string  // the fused node's inputs, in ORT's order
 	outputs []string  // the fused node's outputs, in ORT's order
 	w       *weights
@@ -177,7 +177,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	ordered := make([]ep.Node, 0, len(nodes))
+	ordered := make([]engine.Node, 0, len(nodes))
 	for _, i := range engine.TopoOrder(nodeValues(nodes)) {
 		n, err := epNode(&nodes[i], opset)
 		if err != nil {
@@ -194,7 +194,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 	}
 	pt.nodes = ordered
 	if s.opts.fusion {
-		pt.nodes = s.p.Fuse(ordered, pt.outputs)
+		pt.nodes = engine.Fuse(s.p, ordered, pt.outputs)
 		if len(pt.nodes) < len(ordered) {
 			counters.fusedNodes.Add(uint64(len(ordered) - len(pt.nodes) + fusedKernels(pt.nodes, ordered)))
 			s.log(C.ORT_LOGGING_LEVEL_INFO, fmt.Sprintf("%s fused partition %s: %d nodes run as %d kernels (%s)",
@@ -210,7 +210,7 @@ func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*partition, error) {
 
 // opCounts lists how many of nodes each operator has, in order of first appearance ("MatMul
 // x4, Add x2"): what a fused partition runs, views (which launch nothing) included.
-func opCounts(nodes []ep.Node) string {
+func opCounts(nodes []engine.Node) string {
 	var order []string
 	count := map[string]int{}
 	for _, n := range nodes {
@@ -228,7 +228,7 @@ func opCounts(nodes []ep.Node) string {
 }
 
 // fusedKernels counts the nodes of fused that are not in orig: the kernels fusion made.
-func fusedKernels(fused, orig []ep.Node) int {
+func fusedKernels(fused, orig []engine.Node) int {
 	names := map[string]bool{}
 	for _, n := range orig {
 		names[n.Name+"\x00"+n.Op] = true

@@ -31,7 +31,7 @@ type sessionOptions struct {
 	// weightBytes; "off" never does (a partition over the budget is refused).
 	paging      string
 	weightBytes uint64 // weight_budget_bytes: device bytes a partition's weights may hold; 0 means no budget
-	// fusion: run the chains ep.Provider.Fuse knows (RMS normalization, rotary embedding, gated
+	// fusion: run the chains engine.Fuse knows (RMS normalization, rotary embedding, gated
 	// SiLU, attention) as one kernel each; off runs the graph node for node.
 	fusion bool
 }

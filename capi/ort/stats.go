@@ -33,7 +33,7 @@ type Stats struct {
 	StreamRuns, Notifications uint64
 
 	// FusedNodes counts the graph nodes compiled partitions run inside fused kernels, or do not
-	// run at all because they repeat an earlier node (ep.Provider.Fuse). ValuesInPlace counts the partition inputs and outputs runs read or
+	// run at all because they repeat an earlier node (engine.Fuse). ValuesInPlace counts the partition inputs and outputs runs read or
 	// wrote in ORT's device tensors directly; ValuesCopied those copied through a plan's own
 	// buffers (host tensors, and device ones a run could not use in place).
 	FusedNodes, ValuesInPlace, ValuesCopied uint64

@@ -154,7 +154,7 @@ func (w *weights) closeFiles(p *ep.Provider) error {
 // weight_budget_bytes), streamed layer by layer through a double buffer during every run,
 // except, under a budget with paging=auto, the layers that fit it beside the double buffer,
 // which stay resident (see pageLayers).
-func (s *session) loadWeights(g *C.OrtGraph, nodes []ep.Node) (*weights, error) {
+func (s *session) loadWeights(g *C.OrtGraph, nodes []engine.Node) (*weights, error) {
 	var cpath *C.char
 	if err := errorOf(C.cudaep_ort_graph_model_path(g, &cpath), "read the model path"); err != nil {
 		return nil, err
@@ -255,7 +255,7 @@ func (s *session) loadResident(e external) (tensorBuf, error) {
 // resident bytes and the double buffer's two slots (twice the largest layer left to page)
 // stay within the budget; the rest is paged at every run. With paging=on, or no budget, every
 // layer is paged.
-func (s *session) pageLayers(nodes []ep.Node, exts map[string]external, w *weights) (*pagedWeights, error) {
+func (s *session) pageLayers(nodes []engine.Node, exts map[string]external, w *weights) (*pagedWeights, error) {
 	if s.opts.cudaGraph {
 		return nil, fmt.Errorf("%w: the partition pages its weights (%spaging=%s, %sweight_budget_bytes=%d), and a CUDA graph needs them resident: set %senable_cuda_graph=0 or raise the budget",
 			ep.ErrUnsupported, optionPrefix, s.opts.paging, optionPrefix, s.opts.weightBytes, optionPrefix)

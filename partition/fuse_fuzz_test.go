@@ -1,4 +1,4 @@
-package ep_test
+package partition
 
 import (
 	"fmt"
@@ -49,7 +49,7 @@ func FuzzFuse(f *testing.F) {
 func checkFuse(t *testing.T, p *ep.Provider, prog []byte, seq int64) {
 	g, keep := fuzzGraph(t, p, prog, seq)
 	before := cloneNodes(g.nodes)
-	fused := p.Fuse(g.nodes, keep)
+	fused := Fuse(p, g.nodes, keep)
 	require.True(t, reflect.DeepEqual(before, g.nodes), "Fuse modified its input")
 	require.LessOrEqual(t, len(fused), len(g.nodes))
 	checkTopological(t, g, fused, keep)
@@ -98,7 +98,7 @@ func fuzzShapes(seq int64) map[string][]int64 {
 func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte, seq int64) (*graphBuilder, []string) {
 	g := newGraph(t, p)
 	shapes := fuzzShapes(seq)
-	pools := map[string][]ep.Value{}
+	pools := map[string][]Value{}
 	for _, in := range []struct{ pool, name string }{
 		{"h", "h0"}, {"h", "h1"}, {"w", "w0"}, {"w", "w1"}, {"q", "q"}, {"kv", "k"}, {"kv", "v"},
 		{"rot", "cos"}, {"rot", "sin"}, {"cache", "past_k"}, {"cache", "past_v"}, {"pos", "pos"},
@@ -108,7 +108,7 @@ func fuzzGraph(t *testing.T, p *ep.Provider, prog []byte, seq int64) (*graphBuil
 	}
 	r := drivertest.NewFuzzBytes(prog)
 	next := r.Next
-	pick := func(pool string) ep.Value { vs := pools[pool]; return vs[next()%len(vs)] }
+	pick := func(pool string) Value { vs := pools[pool]; return vs[next()%len(vs)] }
 	var kept []string
 	for step := 0; step < 12 && !r.Done(); step++ {
 		made := len(g.nodes)
@@ -200,7 +200,7 @@ func fuzzPool(b int) string {
 // checkTopological checks that every input of fused is a graph input, a constant or the
 // output of an earlier node, that no value is made twice, and that every kept value is made
 // with the dtype and shape the unfused graph gives it.
-func checkTopological(t *testing.T, g *graphBuilder, fused []ep.Node, keep []string) {
+func checkTopological(t *testing.T, g *graphBuilder, fused []Node, keep []string) {
 	t.Helper()
 	known := map[string]ep.TensorInfo{}
 	for _, v := range g.inputs {
@@ -234,12 +234,12 @@ func checkTopological(t *testing.T, g *graphBuilder, fused []ep.Node, keep []str
 
 // cloneNodes copies nodes deeply enough that reflect.DeepEqual tells whether anything
 // reachable from them changed.
-func cloneNodes(nodes []ep.Node) []ep.Node {
+func cloneNodes(nodes []Node) []Node {
 	if nodes == nil {
 		return nil
 	}
-	values := func(vs []ep.Value) []ep.Value {
-		out := make([]ep.Value, len(vs))
+	values := func(vs []Value) []Value {
+		out := make([]Value, len(vs))
 		for i, v := range vs {
 			out[i] = v
 			out[i].Info.Shape = slices.Clone(v.Info.Shape)
@@ -250,7 +250,7 @@ func cloneNodes(nodes []ep.Node) []ep.Node {
 		}
 		return out
 	}
-	out := make([]ep.Node, len(nodes))
+	out := make([]Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = n
 		if n.Attrs != nil {

@@ -1,4 +1,4 @@
-package ep_test
+package partition
 
 import (
 	"encoding/binary"
@@ -19,51 +19,51 @@ import (
 type graphBuilder struct {
 	t      *testing.T
 	p      *ep.Provider
-	nodes  []ep.Node
-	inputs []ep.Value // the graph's inputs, filled with random data by run
+	nodes  []Node
+	inputs []Value // the graph's inputs, filled with random data by run
 	n      int
 }
 
 func newGraph(t *testing.T, p *ep.Provider) *graphBuilder { return &graphBuilder{t: t, p: p} }
 
-func (g *graphBuilder) input(name string, dt ep.DType, shape ...int64) ep.Value {
-	v := ep.Value{Name: name, Info: ep.TensorInfo{DType: dt, Shape: shape}}
+func (g *graphBuilder) input(name string, dt ep.DType, shape ...int64) Value {
+	v := Value{Name: name, Info: ep.TensorInfo{DType: dt, Shape: shape}}
 	g.inputs = append(g.inputs, v)
 	return v
 }
 
 // floats is a constant floating-point tensor.
-func (g *graphBuilder) floats(dt ep.DType, shape []int64, vals ...float64) ep.Value {
+func (g *graphBuilder) floats(dt ep.DType, shape []int64, vals ...float64) Value {
 	g.n++
 	c := ep.FloatsConst(vals...)
-	return ep.Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: dt, Shape: shape}, Const: &c}
+	return Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: dt, Shape: shape}, Const: &c}
 }
 
 // ints is a constant int64 vector.
-func (g *graphBuilder) ints(vals ...int64) ep.Value {
+func (g *graphBuilder) ints(vals ...int64) Value {
 	g.n++
 	c := ep.IntsConst(vals...)
-	return ep.Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: ep.Int64, Shape: []int64{int64(len(vals))}}, Const: &c}
+	return Value{Name: fmt.Sprintf("const%d", g.n), Info: ep.TensorInfo{DType: ep.Int64, Shape: []int64{int64(len(vals))}}, Const: &c}
 }
 
 // op appends a node and returns its (first) output.
-func (g *graphBuilder) op(op string, attrs map[string]ep.Attribute, ins ...ep.Value) ep.Value {
+func (g *graphBuilder) op(op string, attrs map[string]ep.Attribute, ins ...Value) Value {
 	g.t.Helper()
 	g.n++
 	opset := 18
 	if op == "Attention" {
 		opset = 23
 	}
-	n := ep.Node{Name: fmt.Sprintf("%s_%d", op, g.n), Op: op, Opset: opset, Attrs: attrs, Inputs: ins}
+	n := Node{Name: fmt.Sprintf("%s_%d", op, g.n), Op: op, Opset: opset, Attrs: attrs, Inputs: ins}
 	k, err := g.p.GetKernel(nodeSpec(n))
 	require.NoError(g.t, err, "node %s", n.Name)
-	out := ep.Value{Name: fmt.Sprintf("v%d", g.n), Info: k.Outputs()[0]}
-	n.Outputs = []ep.Value{out}
+	out := Value{Name: fmt.Sprintf("v%d", g.n), Info: k.Outputs()[0]}
+	n.Outputs = []Value{out}
 	g.nodes = append(g.nodes, n)
 	return out
 }
 
-func nodeSpec(n ep.Node) ep.Spec {
+func nodeSpec(n Node) ep.Spec {
 	spec := ep.Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: max(1, len(n.Outputs)), Consts: map[int]ep.Const{}}
 	for i, v := range n.Inputs {
 		spec.Inputs = append(spec.Inputs, v.Info)
@@ -119,17 +119,17 @@ func decode(dt ep.DType, b []byte) []float64 {
 }
 
 // run executes nodes kernel by kernel on data (by input name) and returns the value named out.
-func run(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float64, out string) []float64 {
+func run(t *testing.T, p *ep.Provider, nodes []Node, data map[string][]float64, out string) []float64 {
 	t.Helper()
 	return runAll(t, p, nodes, data, []string{out})[out]
 }
 
 // runAll executes nodes kernel by kernel on data (by input name) and returns the values named
 // outs.
-func runAll(t *testing.T, p *ep.Provider, nodes []ep.Node, data map[string][]float64, outs []string) map[string][]float64 {
+func runAll(t *testing.T, p *ep.Provider, nodes []Node, data map[string][]float64, outs []string) map[string][]float64 {
 	t.Helper()
 	vals, bufs := map[string]ep.Tensor{}, map[string]*ep.Buffer{}
-	put := func(v ep.Value, host []float64) {
+	put := func(v Value, host []float64) {
 		b := alloc(t, p, uint64(max(v.Info.Bytes(), 1)))
 		require.NoError(t, p.CopyToDevice(b, 0, encode(v.Info.DType, host)))
 		vals[v.Name], bufs[v.Name] = ep.Tensor{TensorInfo: v.Info, Ptr: b.Ptr()}, b
@@ -193,7 +193,7 @@ func (g *graphBuilder) randomData() map[string][]float64 {
 }
 
 // ops lists the ops of nodes in order.
-func ops(nodes []ep.Node) []string {
+func ops(nodes []Node) []string {
 	var out []string
 	for _, n := range nodes {
 		out = append(out, n.Op)
@@ -203,9 +203,9 @@ func ops(nodes []ep.Node) []string {
 
 // assertFusedSame checks that fusing g's nodes yields want's ops and the same value of out as
 // the unfused nodes, within tol relative to the largest magnitude.
-func assertFusedSame(t *testing.T, g *graphBuilder, out ep.Value, want []string, tol float64) []ep.Node {
+func assertFusedSame(t *testing.T, g *graphBuilder, out Value, want []string, tol float64) []Node {
 	t.Helper()
-	fused := g.p.Fuse(g.nodes, []string{out.Name})
+	fused := Fuse(g.p, g.nodes, []string{out.Name})
 	require.Equal(t, want, ops(fused))
 	data := g.randomData()
 	ref := run(t, g.p, g.nodes, data, out.Name)
@@ -224,7 +224,7 @@ func assertFusedSame(t *testing.T, g *graphBuilder, out ep.Value, want []string,
 
 // rmsNormChain writes torch.onnx's RMSNorm of x with scale w: in float32 for a float32 x, else
 // between Casts.
-func rmsNormChain(g *graphBuilder, x, w ep.Value) ep.Value {
+func rmsNormChain(g *graphBuilder, x, w Value) Value {
 	xf := x
 	if x.Info.DType != ep.Float32 {
 		xf = g.op("Cast", map[string]ep.Attribute{"to": ep.IntAttr(int64(ep.Float32))}, x)
@@ -269,15 +269,15 @@ func TestFuseLeavesChainsWhoseIntermediatesOthersRead(t *testing.T) {
 	unfused := ops(g.nodes)
 
 	// The mean is a graph output: the chain must stay.
-	assert.Equal(t, unfused, ops(p.Fuse(g.nodes, []string{out.Name, mean.Name})))
+	assert.Equal(t, unfused, ops(Fuse(p, g.nodes, []string{out.Name, mean.Name})))
 	// A node outside the chain reads the mean.
 	extra := g.op("Relu", nil, mean)
-	assert.Equal(t, append(unfused, "Relu"), ops(p.Fuse(g.nodes, []string{out.Name, extra.Name})))
+	assert.Equal(t, append(unfused, "Relu"), ops(Fuse(p, g.nodes, []string{out.Name, extra.Name})))
 }
 
 func TestFuseLeavesNearMisses(t *testing.T) {
-	for name, build := range map[string]func(g *graphBuilder) ep.Value{
-		"cube instead of square": func(g *graphBuilder) ep.Value {
+	for name, build := range map[string]func(g *graphBuilder) Value{
+		"cube instead of square": func(g *graphBuilder) Value {
 			x, w := g.input("x", ep.Float32, 2, 64), g.input("w", ep.Float32, 64)
 			pw := g.op("Pow", nil, x, g.floats(ep.Float32, nil, 3))
 			m := g.op("ReduceMean", map[string]ep.Attribute{"keepdims": ep.IntAttr(1)}, pw, g.ints(-1))
@@ -285,7 +285,7 @@ func TestFuseLeavesNearMisses(t *testing.T) {
 			r := g.op("Reciprocal", nil, g.op("Sqrt", nil, a))
 			return g.op("Mul", nil, w, g.op("Mul", nil, x, r))
 		},
-		"mean over the first axis": func(g *graphBuilder) ep.Value {
+		"mean over the first axis": func(g *graphBuilder) Value {
 			x, w := g.input("x", ep.Float32, 64, 64), g.input("w", ep.Float32, 64)
 			pw := g.op("Pow", nil, x, g.floats(ep.Float32, nil, 2))
 			m := g.op("ReduceMean", map[string]ep.Attribute{"keepdims": ep.IntAttr(1)}, pw, g.ints(0))
@@ -293,7 +293,7 @@ func TestFuseLeavesNearMisses(t *testing.T) {
 			r := g.op("Reciprocal", nil, g.op("Sqrt", nil, a))
 			return g.op("Mul", nil, w, g.op("Mul", nil, x, r))
 		},
-		"rotate by a third": func(g *graphBuilder) ep.Value {
+		"rotate by a third": func(g *graphBuilder) Value {
 			x := g.input("x", ep.Float32, 1, 2, 3, 12)
 			cos, sin := g.input("cos", ep.Float32, 1, 1, 3, 12), g.input("sin", ep.Float32, 1, 1, 3, 12)
 			a := g.op("Slice", nil, x, g.ints(0), g.ints(4), g.ints(-1), g.ints(1))
@@ -306,7 +306,7 @@ func TestFuseLeavesNearMisses(t *testing.T) {
 			p := newProvider(t)
 			g := newGraph(t, p)
 			out := build(g)
-			assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+			assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
 		})
 	}
 }
@@ -324,11 +324,11 @@ func TestFuseLeavesUnknownShapes(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+	assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
 }
 
 // rotaryChain writes Hugging Face's x·cos + rotate_half(x)·sin as torch.onnx exports it.
-func rotaryChain(g *graphBuilder, x, cos, sin ep.Value) ep.Value {
+func rotaryChain(g *graphBuilder, x, cos, sin Value) Value {
 	d := x.Info.Shape[x.Info.Rank()-1]
 	a := g.op("Slice", nil, x, g.ints(0), g.ints(d/2), g.ints(-1), g.ints(1))
 	b := g.op("Slice", nil, x, g.ints(d/2), g.ints(math.MaxInt64), g.ints(-1), g.ints(1))
@@ -408,14 +408,14 @@ func TestFuseDropsRepeatedNodes(t *testing.T) {
 	g = newGraph(t, p)
 	a := g.input("a", ep.Float32, 4)
 	n1, n2 := g.op("Neg", nil, a), g.op("Neg", nil, a)
-	kept := p.Fuse(g.nodes, []string{n1.Name, n2.Name})
+	kept := Fuse(p, g.nodes, []string{n1.Name, n2.Name})
 	assert.Equal(t, []string{"Neg", "Neg"}, ops(kept))
 	// Other attributes.
 	g = newGraph(t, p)
 	m := g.input("m", ep.Float32, 2, 3)
 	g.op("Softmax", map[string]ep.Attribute{"axis": ep.IntAttr(0)}, m)
 	g.op("Softmax", map[string]ep.Attribute{"axis": ep.IntAttr(1)}, m)
-	assert.Equal(t, []string{"Softmax", "Softmax"}, ops(p.Fuse(g.nodes, nil)))
+	assert.Equal(t, []string{"Softmax", "Softmax"}, ops(Fuse(p, g.nodes, nil)))
 }
 
 // TestFuseSkipNorm: a residual Add and the RMSNorm of its sum run as one
@@ -549,7 +549,7 @@ func TestFuseNormIntoMatMul(t *testing.T) {
 }
 
 // names lists vs' names.
-func names(vs []ep.Value) []string {
+func names(vs []Value) []string {
 	var out []string
 	for _, v := range vs {
 		out = append(out, v.Name)
@@ -577,11 +577,11 @@ func TestFuseDropsAnExpandTheWhereBroadcasts(t *testing.T) {
 func TestFuseWherePair(t *testing.T) {
 	p := newProvider(t)
 	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
-	cache := func(g *graphBuilder) (k, v, pastK, pastV, pos ep.Value) {
+	cache := func(g *graphBuilder) (k, v, pastK, pastV, pos Value) {
 		return g.input("k", ep.Float32, 1, 2, 1, 8), g.input("v", ep.Float32, 1, 2, 1, 8),
 			g.input("past_k", ep.Float32, 1, 2, 6, 8), g.input("past_v", ep.Float32, 1, 2, 6, 8), g.input("pos", ep.Float32, 1, 1, 6, 1)
 	}
-	update := func(g *graphBuilder, hit, x, past ep.Value) ep.Value {
+	update := func(g *graphBuilder, hit, x, past Value) Value {
 		return g.op("Where", nil, hit, g.op("Expand", nil, x, g.ints(1, 2, 6, 8)), past)
 	}
 	t.Run("key and value caches", func(t *testing.T) {
@@ -623,8 +623,8 @@ func TestFuseWherePair(t *testing.T) {
 }
 
 // attentionChain writes Hugging Face's eager attention with repeat_kv as torch.onnx exports it.
-func attentionChain(g *graphBuilder, q, k, v, mask ep.Value, scale float64) ep.Value {
-	rep := func(x ep.Value, groups int64) ep.Value {
+func attentionChain(g *graphBuilder, q, k, v, mask Value, scale float64) Value {
+	rep := func(x Value, groups int64) Value {
 		s := x.Info.Shape
 		u := g.op("Unsqueeze", nil, x, g.ints(2))
 		e := g.op("Expand", nil, u, g.ints(s[0], s[1], groups, s[2], s[3]))
@@ -656,7 +656,7 @@ func TestFuseAttention(t *testing.T) {
 		q := g.input("q", ep.Float32, 1, 8, 16, 16)
 		k, v := g.input("k", ep.Float32, 1, 2, 16, 16), g.input("v", ep.Float32, 1, 2, 16, 16)
 		out := attentionChain(g, q, k, v, g.input("mask", ep.Float32, 1, 1, 16, 16), 0.25)
-		assert.Equal(t, ops(g.nodes), ops(p.Fuse(g.nodes, []string{out.Name})))
+		assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
 	})
 }
 
@@ -667,7 +667,7 @@ func TestFuseKeepsAnExpandTheOpNeeds(t *testing.T) {
 	a := g.input("a", ep.Float32, 1, 1, 8)
 	b := g.input("b", ep.Float32, 1, 3, 8)
 	out := g.op("Add", nil, g.op("Expand", nil, a, g.ints(2, 3, 8)), b)
-	assert.Equal(t, []string{"Expand", "Add"}, ops(p.Fuse(g.nodes, []string{out.Name})))
+	assert.Equal(t, []string{"Expand", "Add"}, ops(Fuse(p, g.nodes, []string{out.Name})))
 }
 
 func TestKernelViewIsTheInputsBytesUnderAnotherShape(t *testing.T) {
