@@ -7,7 +7,7 @@
 #   make wheel           build/wheel/onnxruntime_ep_cudaep-VERSION-py3-none-manylinux_*.whl (pip install it)
 #   make install PREFIX=/opt/cudaep   library, header, pkg-config file, CMake package
 #   make ctest-build     the C tests and the example in build/ctests, to carry to a GPU machine
-#   make bench           cmd/cudaep-bench on the available backend (on sim: not performance numbers)
+#   make bench           bench/cudaep-bench on the available backend (on sim: not performance numbers)
 #   make python-decls    regenerate python/cudaep/_cudaep_h.py (ctypes declarations) from the header
 #   make help            this list, and the single layers (make test-c, …)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-gpu.sh: build and run cudaep's benchmark suite (cmd/cudaep-bench and the C and PyTorch
+# bench-gpu.sh: build and run cudaep's benchmark suite (bench/cudaep-bench and the C and PyTorch
 # baselines under ctests/bench).
 #
 #   scripts/bench-gpu.sh build   # here (has Go): the bench binary, libcudaep.so and the C ABI
@@ -22,7 +22,7 @@ shift || true
 # build_go compiles the bench binary (no cgo: it loads the driver through purego).
 build_go() {
 	mkdir -p "$B"
-	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-bench" ./cmd/cudaep-bench || return 1
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-bench" ./bench/cudaep-bench || return 1
 }
 
 # build_capi builds libcudaep.so into build/bench (the Makefile's link flags, without touching

@@ -31,8 +31,8 @@ build() {
 	if [ -d cmd/cudaep-demo ]; then
 		CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-demo" ./cmd/cudaep-demo
 	fi
-	if [ -d cmd/cudaep-bench ]; then
-		CGO_ENABLED=0 go build -o "$B/cudaep-bench" ./cmd/cudaep-bench
+	if [ -d bench/cudaep-bench ]; then
+		CGO_ENABLED=0 go build -o "$B/cudaep-bench" ./bench/cudaep-bench
 	fi
 	ls -la "$B"
 }

@@ -1,5 +1,5 @@
 /*
- * capi_replay_bench: cmd/cudaep-bench's rows "through the C ABI" — what a C inference server
+ * capi_replay_bench: bench/cudaep-bench's rows "through the C ABI" — what a C inference server
  * pays when it drives cudaep through include/cudaep.h and libcudaep.so, measured the same way
  * as the raw C driver baselines of raw_step_bench.c on the same device work:
  *
@@ -30,7 +30,7 @@
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every call's status is checked; a failure prints the library's message and exits 1.
  *
- * Output: the line format cmd/cudaep-bench parses (see cmd/cudaep-bench/external.go).
+ * Output: the line format bench/cudaep-bench parses (see bench/cudaep-bench/external.go).
  *
  * Build (scripts/bench-gpu.sh does this):
  *   gcc -O2 -Wall -Wextra -Iinclude capi_replay_bench.c -Lbuild/bench -lcudaep \

@@ -1,5 +1,5 @@
 /*
- * raw_inproc: the raw C driver baselines of cmd/cudaep-bench, built as a shared library that
+ * raw_inproc: the raw C driver baselines of bench/cudaep-bench, built as a shared library that
  * the benchmark loads into its own process (cudaep-bench through purego, the C ABI client
  * ctests/bench/capi_replay_bench.c through dlopen). Each function runs a whole timed loop in C
  * and returns the nanoseconds it took, so the one call into it per sample costs nothing

@@ -1,5 +1,5 @@
 /*
- * raw_sgemm_bench: the raw cuBLAS baseline of cmd/cudaep-bench's MatMul row. It computes the
+ * raw_sgemm_bench: the raw cuBLAS baseline of bench/cudaep-bench's MatMul row. It computes the
  * row-major float32 product Y[M,N] = A[M,K] x B[K,N] with cublasSgemm in cuBLAS's default math
  * mode (no TF32), exactly as ep's MatMul kernel calls it (column-major: Y^T = B^T A^T), on a
  * non-blocking stream of device 0's primary context, from random inputs in +-[0.25, 1).
@@ -9,7 +9,7 @@
  * Before timing, 32 random entries of one product are compared with a float64 host reference
  * (relative error under 1e-4, no NaN).
  *
- * Output (see cmd/cudaep-bench/external.go):  info ...  and  sample sgemm TFLOP/s V1 V2 ...
+ * Output (see bench/cudaep-bench/external.go):  info ...  and  sample sgemm TFLOP/s V1 V2 ...
  *
  * Build (scripts/bench-gpu.sh does this on the GPU machine):
  *   gcc -O2 -Wall -Wextra -I/usr/local/cuda/include raw_sgemm_bench.c \

@@ -1,5 +1,5 @@
 /*
- * raw_step_bench: the raw C driver baselines of cmd/cudaep-bench's graph, enqueue and eager
+ * raw_step_bench: the raw C driver baselines of bench/cudaep-bench's graph, enqueue and eager
  * rows. It makes, directly through the CUDA driver API, the calls that cudaep makes through
  * Go, on the same device work:
  *
@@ -51,7 +51,7 @@
  * Before timing, the 4-kernel step's result is checked bit for bit against a host reference.
  * Every driver call is checked; a failure prints the call and exits with status 1.
  *
- * Output: the line format cmd/cudaep-bench parses (see cmd/cudaep-bench/external.go):
+ * Output: the line format bench/cudaep-bench parses (see bench/cudaep-bench/external.go):
  *   info KEY VALUE...    and    sample KEY us V1 V2 ...
  *
  * Build (scripts/bench-gpu.sh does this on the GPU machine):

@@ -1,4 +1,4 @@
-"""PyTorch baseline of cmd/cudaep-bench's graph replay rows.
+"""PyTorch baseline of bench/cudaep-bench's graph replay rows.
 
 It captures the same decode step as the other baselines -- N float32 adds over three tensors
 of 1024 elements, chained c = a + b, a = c + b, ... -- into a torch.cuda.CUDAGraph, and times
@@ -6,7 +6,7 @@ g.replay() followed by a synchronization of the replay stream, per step, N = 1, 
 sample is the mean per step over a batch; REPS samples follow a warm-up. Before timing, the
 4-kernel step's result is checked bit for bit against a + 4b computed the same way eagerly.
 
-Output: the line format cmd/cudaep-bench parses (cmd/cudaep-bench/external.go):
+Output: the line format bench/cudaep-bench parses (bench/cudaep-bench/external.go):
     info KEY VALUE...            sample replay/N us V1 V2 ...
 and, when PyTorch cannot run here, one "skip replay/N REASON" line per series (exit status 0:
 a missing PyTorch is a fact about the machine, not a failure of the benchmark).

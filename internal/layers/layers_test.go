@@ -19,7 +19,8 @@ import (
 const module = "github.com/cudaep/cudaep"
 
 // layer is where a package of the module sits in DESIGN.md's layout. Data flows up:
-// cudadrv ← graphs, paging ← ep ← front ends; programs (cmd/) and internal/ tools sit on top.
+// cudadrv ← graphs, paging ← ep ← front ends; programs (cmd/), benchmarks (bench/) and
+// internal/ tools sit on top.
 type layer int
 
 const (
@@ -32,14 +33,15 @@ const (
 	frontEnd             // capi and its subpackages (the ORT adapter), but not its helpers
 	frontHelper          // capi/handles, capi/abi: the front ends' own helpers
 	program              // cmd/...
+	benchmark            // bench/...: the measurement house's programs
 	tooling              // internal/...
 	testSupport          // a package named ...test (drivertest, pagingtest): only for tests
 )
 
 var layerNames = map[layer]string{
 	unplaced: "no layer", driverLayer: "cudadrv", graphsLayer: "graphs", pagingLayer: "paging", epLayer: "ep", partitionLayer: "partition",
-	frontEnd: "front end", frontHelper: "front-end helper", program: "program", tooling: "internal tool",
-	testSupport: "test support",
+	frontEnd: "front end", frontHelper: "front-end helper", program: "program", benchmark: "benchmark",
+	tooling: "internal tool", testSupport: "test support",
 }
 
 func (l layer) String() string { return layerNames[l] }
@@ -73,16 +75,19 @@ func layerOf(pkg string) layer {
 		return frontEnd
 	case within(pkg, "cmd"):
 		return program
+	case within(pkg, "bench"):
+		return benchmark
 	case within(pkg, "internal"):
 		return tooling
 	}
 	return unplaced
 }
 
-// library reports whether pkg ships in the library: not a program, a tool or test support.
+// library reports whether pkg ships in the library: not a program, a benchmark, a tool or test
+// support.
 func library(pkg string) bool {
 	switch layerOf(pkg) {
-	case program, tooling, testSupport:
+	case program, benchmark, tooling, testSupport:
 		return false
 	}
 	return true
@@ -109,7 +114,7 @@ type rule struct {
 }
 
 // rank orders the data layers: a package may import only lower ranks (graphs and paging share
-// one; programs and tools are on top).
+// one; programs, benchmarks and tools are on top).
 func rank(l layer) int {
 	switch l {
 	case driverLayer:
@@ -144,13 +149,11 @@ var doors = []string{"ep", "partition"}
 // to report the version without loading the shared library.
 const abiVersion = "capi/abi"
 
-// programExemptions are the programs under cmd/ that may import below the doors, each with its
-// reason. TestProgramExemptionsAreStillNeeded fails once an exemption is no longer used, so
-// the list only shrinks.
-var programExemptions = map[string]string{
-	"cmd/cudaep-bench": "its raw baselines (driver-built graphs, raw cuBLAS, a paging double buffer " +
-		"driven directly, registration rates) measure what lies under ep; it moves to the measurement house",
-}
+// baselineFloors are the floors below ep that a benchmark may import for its raw baselines
+// (driver-built graphs, raw cuBLAS, a paging double buffer driven directly, registration
+// rates), with the test support that sits on them (cudadrv/drivertest, paging/pagingtest): what
+// lies under ep is measured there, side by side with the same work through a door.
+var baselineFloors = []layer{driverLayer, graphsLayer, pagingLayer}
 
 // newRules returns DESIGN.md's "Layout" table and CONVENTIONS.md's dependency rules, each
 // checked transitively, for a layout whose front ends and programs enter the library through
@@ -192,15 +195,32 @@ func newRules(doors []string) []rule {
 			why:     "ep is the only door: front ends reach graphs, paging, cudadrv and ep/kernels through ep, never directly",
 		},
 		{
-			name: "programs import only ep",
-			applies: func(pkg string) bool {
-				_, exempt := programExemptions[pkg]
-				return layerOf(pkg) == program && !exempt
-			},
+			name:      "programs import only ep",
+			applies:   func(pkg string) bool { return layerOf(pkg) == program },
 			forbidden: func(pkg, dep string) bool { return !door(dep) && dep != abiVersion },
 			through:   func(pkg, dep string) bool { return !door(dep) },
 			why: "a program under cmd/ is a host like any other: it uses the library through ep " +
-				"(and may print the C ABI version from capi/abi)",
+				"(and may print the C ABI version from capi/abi); programs that measure below ep live under bench/",
+		},
+		{
+			name:    "benchmarks import the doors and the floors below ep",
+			applies: func(pkg string) bool { return within(pkg, "bench") },
+			forbidden: func(pkg, dep string) bool {
+				return dep != cgo && !door(dep) && dep != abiVersion && !within(dep, "bench") &&
+					!slices.Contains(baselineFloors, floor(dep))
+			},
+			through: func(pkg, dep string) bool { return !door(dep) },
+			why: "a benchmark measures ours through ep (or the partition package) beside raw baselines built on " +
+				"cudadrv, graphs and paging (and their test support); ep/kernels is measured through ep or from its PTX, " +
+				"and the front ends from outside, through their C ABI, never linked into a Go benchmark (they are cgo)",
+		},
+		{
+			name:      "nothing imports the benchmarks",
+			applies:   func(pkg string) bool { return !within(pkg, "bench") },
+			forbidden: func(pkg, dep string) bool { return within(dep, "bench") },
+			// Every package outside bench/ is checked for its own imports: one report per edge.
+			through: func(pkg, dep string) bool { return false },
+			why:     "bench/ measures the module from outside: no library package, program, tool or test support depends on it",
 		},
 		{
 			name:      "the partition package reaches the device only through ep",
@@ -220,13 +240,14 @@ func newRules(doors []string) []rule {
 			name:      "only tests use test support",
 			applies:   library,
 			forbidden: func(pkg, dep string) bool { return layerOf(dep) == testSupport },
-			why:       "cudadrv/drivertest and other ...test packages are for tests (and the bench's raw baselines)",
+			why:       "cudadrv/drivertest and other ...test packages are for tests (and the benchmarks' raw baselines under bench/)",
 		},
 		{
 			name:      "only front ends use cgo",
-			applies:   func(pkg string) bool { return library(pkg) && layerOf(pkg) != frontEnd },
+			applies:   func(pkg string) bool { return (library(pkg) && layerOf(pkg) != frontEnd) || within(pkg, "bench") },
 			forbidden: func(pkg, dep string) bool { return dep == cgo },
-			why:       "everything below the front ends builds with CGO_ENABLED=0 (drivers are loaded with purego)",
+			why: "everything below the front ends, and the benchmarks, build with CGO_ENABLED=0 " +
+				"(drivers, and the benchmarks' in-process C baselines, are loaded with purego)",
 		},
 	}
 }
@@ -269,7 +290,8 @@ func check(g graph, rules []rule) []violation {
 }
 
 // walk is a breadth-first walk of g from pkg under r, reporting each forbidden edge once with
-// the shortest import path that leads to it. It does not walk into test support packages.
+// the shortest import path that leads to it. It does not walk into test support packages, nor
+// from outside bench/ into a benchmark.
 func walk(g graph, r rule, pkg string) []violation {
 	var out []violation
 	parent := map[string]string{pkg: ""}
@@ -291,8 +313,10 @@ func walk(g graph, r rule, pkg string) []violation {
 				}
 				continue
 			}
-			if _, seen := parent[dep]; seen || dep == cgo || layerOf(dep) == testSupport {
-				continue // what test support imports is not the library's: its own rule reports reaching it
+			if _, seen := parent[dep]; seen || dep == cgo || layerOf(dep) == testSupport || (within(dep, "bench") && !within(pkg, "bench")) {
+				// What test support or a benchmark imports is not the importer's: the rule
+				// against reaching them reports the edge.
+				continue
 			}
 			if r.through != nil && !r.through(pkg, dep) {
 				continue
@@ -401,8 +425,8 @@ func cleanModule() graph {
 		"capi/handles": nil, "capi/abi": nil, "capi": {"C", "capi/abi", "capi/handles", "ep"},
 		"partition": {"ep"},
 		"capi/ort":  {"C", "capi/handles", "ep", "partition"}, "cmd/cudaep-demo": {"capi/abi", "ep"},
-		"cmd/cudaep-bench": {"capi/abi", "cudadrv", "cudadrv/sim", "ep", "paging", "paging/pagingtest"},
-		"internal/layers":  nil,
+		"bench/cudaep-bench": {"capi/abi", "cudadrv", "cudadrv/sim", "ep", "paging", "paging/pagingtest"},
+		"internal/layers":    nil,
 	}
 }
 
@@ -466,6 +490,41 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 			}},
 		{"a new program imports paging", map[string][]string{"cmd/cudaep-probe": {"ep", "paging"}},
 			[]string{"programs import only ep: cmd/cudaep-probe → paging"}},
+		{"a benchmark under cmd/ has no exemption", map[string][]string{"cmd/cudaep-bench": {"capi/abi", "cudadrv", "ep", "paging/pagingtest"}},
+			[]string{
+				"programs import only ep: cmd/cudaep-bench → cudadrv",
+				"programs import only ep: cmd/cudaep-bench → paging/pagingtest",
+			}},
+		{"a benchmark imports ep/kernels", map[string][]string{"bench/cudaep-bench": {"ep/kernels"}},
+			[]string{"benchmarks import the doors and the floors below ep: bench/cudaep-bench → ep/kernels"}},
+		{"a benchmark imports the ORT adapter", map[string][]string{"bench/cudaep-bench": {"capi/ort"}},
+			[]string{
+				"benchmarks import the doors and the floors below ep: bench/cudaep-bench → capi/ort",
+				"only front ends use cgo: bench/cudaep-bench → capi/ort → C",
+			}},
+		{"a benchmark imports the C ABI's handles and cgo", map[string][]string{"bench/ort-probe": {"C", "capi/handles", "ep"}},
+			[]string{
+				"only front ends use cgo: bench/ort-probe → C",
+				"benchmarks import the doors and the floors below ep: bench/ort-probe → capi/handles",
+			}},
+		{"a benchmark reaches ep/kernels through the C ABI version", map[string][]string{"capi/abi": {"ep/kernels"}},
+			[]string{
+				"front ends import only ep and their helpers: capi → capi/abi → ep/kernels",
+				"programs import only ep: cmd/cudaep-demo → capi/abi → ep/kernels",
+				"benchmarks import the doors and the floors below ep: bench/cudaep-bench → capi/abi → ep/kernels",
+			}},
+		{"a library package imports a benchmark", map[string][]string{"paging/sources": {"cudadrv", "bench/cudaep-bench"}},
+			[]string{
+				"nothing imports upward: paging/sources → bench/cudaep-bench",
+				"nothing imports the benchmarks: paging/sources → bench/cudaep-bench",
+			}},
+		{"a program imports a benchmark", map[string][]string{"cmd/cudaep-demo": {"bench/cudaep-bench"}},
+			[]string{
+				"programs import only ep: cmd/cudaep-demo → bench/cudaep-bench",
+				"nothing imports the benchmarks: cmd/cudaep-demo → bench/cudaep-bench",
+			}},
+		{"a tool imports a benchmark's helpers", map[string][]string{"internal/layers": {"bench/benchtest"}, "bench/benchtest": {"ep"}},
+			[]string{"nothing imports the benchmarks: internal/layers → bench/benchtest"}},
 		{"a front end imports test support", map[string][]string{"capi/ort": {"cudadrv/drivertest"}},
 			[]string{
 				"front ends import only ep and their helpers: capi/ort → cudadrv/drivertest",
@@ -492,6 +551,7 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 				"only front ends use cgo: paging → C",
 				"only front ends use cgo: ep → paging → C",
 				"only front ends use cgo: partition → ep → paging → C",
+				"only front ends use cgo: bench/cudaep-bench → paging → C",
 			}},
 	}
 	for _, tt := range tests {
@@ -510,6 +570,31 @@ func TestRuleCheckerReportsForbiddenEdges(t *testing.T) {
 	}
 }
 
+// TestBenchmarksReachTheFloorsBelowEp: a benchmark may import, beside the doors, every floor
+// below ep and the test support on those floors, and other benchmark packages; the same
+// imports from a program under cmd/ are violations.
+func TestBenchmarksReachTheFloorsBelowEp(t *testing.T) {
+	baselines := []string{"cudadrv/cuda", "cudadrv/drivertest", "graphs", "paging", "paging/pagingtest", "partition", "bench/benchtest"}
+	g := cleanModule()
+	g["bench/benchtest"] = []string{"cudadrv/sim"}
+	g["bench/cudaep-bench"] = append(g["bench/cudaep-bench"], baselines...)
+	assert.Empty(t, check(g, rules), "a benchmark's raw baselines")
+	g["cmd/cudaep-demo"] = append(g["cmd/cudaep-demo"], baselines...)
+	var got []string
+	for _, v := range check(g, rules) {
+		got = append(got, v.rule+": "+strings.Join(v.path, " → "))
+	}
+	assert.ElementsMatch(t, []string{
+		"programs import only ep: cmd/cudaep-demo → cudadrv/cuda",
+		"programs import only ep: cmd/cudaep-demo → cudadrv/drivertest",
+		"programs import only ep: cmd/cudaep-demo → graphs",
+		"programs import only ep: cmd/cudaep-demo → paging",
+		"programs import only ep: cmd/cudaep-demo → paging/pagingtest",
+		"programs import only ep: cmd/cudaep-demo → bench/benchtest",
+		"nothing imports the benchmarks: cmd/cudaep-demo → bench/benchtest",
+	}, got, "the same imports from a program under cmd/")
+}
+
 // TestDoorsAdmitThePartitionPackage: the partition package is a door, so front ends and
 // programs may import it (what lies behind a door is not followed); with ep the only door,
 // importing it is a violation of both rules.
@@ -525,27 +610,4 @@ func TestDoorsAdmitThePartitionPackage(t *testing.T) {
 		"front ends import only ep and their helpers: capi/ort → partition",
 		"programs import only ep: cmd/cudaep-demo → partition",
 	}, got, "with ep the only door")
-}
-
-// TestProgramExemptionsAreStillNeeded: every program exempted from "programs import only ep"
-// exists and still imports below the doors, so that an exemption is dropped as soon as its
-// program no longer needs it.
-func TestProgramExemptionsAreStillNeeded(t *testing.T) {
-	g := listModule(t)
-	var programs rule
-	for _, r := range rules {
-		if r.name == "programs import only ep" {
-			programs = r
-		}
-	}
-	require.NotNil(t, programs.applies, "the rule for programs")
-	for pkg, why := range programExemptions {
-		_, ok := g[pkg]
-		if !assert.True(t, ok, "%s is exempted (%s) but is no package of the module: drop the exemption", pkg, why) {
-			continue
-		}
-		unexempt := programs
-		unexempt.applies = func(p string) bool { return p == pkg }
-		assert.NotEmpty(t, check(g, []rule{unexempt}), "%s is exempted (%s) but imports only the doors: drop the exemption", pkg, why)
-	}
 }
