@@ -195,33 +195,57 @@ __device__ __forceinline__ float gqa_query(const T* qrow, u64 d, u64 rot, unsign
 	return to_float(from_float<T>(rotated(qrow, d, rot, interleaved, cosc, sinc, pos, max_pos)));
 }
 
-// attn_write_partial is the end of a split-K decode block (gqa_decode_split, attn_decode_split): it merges
-// the ATTN_WARPS warps' running softmax states (each warp's maximum m, sum of exponentials l
-// and weighted sums acc, dimension lane + 32 * i in acc[i], of n <= ATTN_MAX_HEAD dimensions)
-// through shared memory and writes the block's partial result at out: the maximum, the sum of
-// exp(score - max) and n sums of exp(score - max) * value (an empty state: -inf, 0, zeros).
-__device__ __forceinline__ void attn_write_partial(float* out, float m, float l, const float* acc, u64 n) {
-	__shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
-	__shared__ float wacc[ATTN_WARPS][ATTN_MAX_HEAD];
+// attn_weight is exp(m - M) for m <= M: the factor that rescales a running softmax state of
+// maximum m to the maximum M, or the weight of a score m under the maximum M. It is 0 when m is
+// -inf (an empty state, a masked key), where expf(-inf - M) would be NaN for M = -inf.
+__device__ __forceinline__ float attn_weight(float m, float M) { return m == NEG_INF ? 0.0f : expf(m - M); }
+
+// AttnWarpStates is the shared memory through which attn_write_partial merges the block's
+// warps: each warp's maximum, sum of exponentials and weighted sums. attn_warp_states returns
+// the kernel's one copy of it (one for every instantiation of attn_write_partial).
+struct AttnWarpStates {
+	float m[ATTN_WARPS], l[ATTN_WARPS];
+	float acc[ATTN_WARPS][ATTN_MAX_HEAD];
+};
+__device__ __forceinline__ AttnWarpStates& attn_warp_states() {
+	__shared__ AttnWarpStates states;
+	return states;
+}
+
+// attn_write_partial is the end of a split-K decode block, and the one merge of the warps'
+// running softmax states in the attention kernels: GroupQueryAttention's decode
+// (gqa_decode_split) and Attention's (attn_decode_split, attn_decode_packed) call it. Every
+// thread of the block calls it with its warp's state: the maximum m and sum of exponentials l
+// (the same in every lane) and N weighted sums, acc[i] being dimension first + stride * i of
+// the n <= ATTN_MAX_HEAD dimensions (those below n; a lane with holds false stores none, as
+// another lane holds the same sums). The states meet in shared memory, and the block writes
+// its partial result at out: the maximum M, the sum of exp(score - M) and n sums of
+// exp(score - M) * value, warp 0's term first in each sum (an empty state: -inf, 0, zeros).
+template <int N>
+__device__ __forceinline__ void attn_write_partial(float* out, float m, float l, const float (&acc)[N], u64 n,
+	unsigned first, unsigned stride, bool holds) {
+	AttnWarpStates& ws = attn_warp_states();
 	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	if (lane == 0) {
-		wm[warp] = m;
-		wl[warp] = l;
+		ws.m[warp] = m;
+		ws.l[warp] = l;
 	}
+	if (holds) {
 #pragma unroll
-	for (int i = 0; i < ATTN_PER_LANE; ++i) {
-		const u64 d = lane + 32 * i;
-		if (d < n) wacc[warp][d] = acc[i];
+		for (int i = 0; i < N; ++i) {
+			const u64 d = first + stride * i;
+			if (d < n) ws.acc[warp][d] = acc[i];
+		}
 	}
 	__syncthreads();
 	float M = NEG_INF, wt[ATTN_WARPS];
 #pragma unroll
-	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, wm[w]);
+	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, ws.m[w]);
 	float L = 0.0f;
 #pragma unroll
 	for (int w = 0; w < ATTN_WARPS; ++w) {
-		wt[w] = wm[w] == NEG_INF ? 0.0f : expf(wm[w] - M);
-		L += wl[w] * wt[w];
+		wt[w] = attn_weight(ws.m[w], M);
+		L += ws.l[w] * wt[w];
 	}
 	if (threadIdx.x == 0) {
 		out[0] = M;
@@ -230,7 +254,7 @@ __device__ __forceinline__ void attn_write_partial(float* out, float m, float l,
 	for (u64 d = threadIdx.x; d < n; d += blockDim.x) {
 		float a = 0.0f;
 #pragma unroll
-		for (int w = 0; w < ATTN_WARPS; ++w) a += wacc[w][d] * wt[w];
+		for (int w = 0; w < ATTN_WARPS; ++w) a += ws.acc[w][d] * wt[w];
 		out[2 + d] = a;
 	}
 }
@@ -281,7 +305,7 @@ __device__ __forceinline__ void gqa_decode_split(float* part, const T* q, const 
 		}
 		m = mn;
 	}
-	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (D + 2), m, l, acc, D);
+	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (D + 2), m, l, acc, D, lane, 32, true);
 }
 
 // split_reduce_row combines the splits' partial results of one query row (GroupQueryAttention:
@@ -318,7 +342,7 @@ __device__ __forceinline__ void split_reduce_row(T* out, const float* pr, u64 he
 		float L = 0.0f;
 		for (unsigned sp = lane; sp < splits; sp += 32) {
 			const float m = __ldcg(pr + sp * stride);
-			const float wt = m == NEG_INF ? 0.0f : expf(m - M);
+			const float wt = attn_weight(m, M);
 			w[sp] = wt;
 			L += __ldcg(pr + sp * stride + 1) * wt;
 		}
@@ -425,8 +449,8 @@ __device__ __forceinline__ void gqa_prefill(T* out, const T* q, const T* kc, con
 				sc = dot * scale;
 			}
 			const float mn = fmaxf(m[r], warp_reduce<MaxOp>(sc));
-			const float p = sc == NEG_INF ? 0.0f : expf(sc - mn);
-			const float corr = m[r] == NEG_INF ? 0.0f : expf(m[r] - mn);
+			const float p = attn_weight(sc, mn);
+			const float corr = attn_weight(m[r], mn);
 			l[r] = l[r] * corr + warp_reduce<SumOp>(p);
 #pragma unroll
 			for (int i = 0; i < ATTN_PER_LANE; ++i) acc[r][i] *= corr;
@@ -510,9 +534,9 @@ __device__ __forceinline__ float attn_dot(const float* qs, const T* kr, u64 dk, 
 // 32 / G whole key rows and value rows per step, each a coalesced 16-byte load per lane, and
 // keeps one running softmax per group (identical in its G lanes). Two steps' rows are loaded
 // before either is used, so the loads of the next keys overlap the arithmetic of these. At the
-// end the groups merge through warp shuffles, the warps through shared memory, and the block
-// writes its partial result in attn_write_partial's layout. Same keys and scores as
-// attn_decode; only the order of the float32 sums differs.
+// end the groups merge through warp shuffles, and attn_write_partial merges the warps and
+// writes the block's partial result. Same keys and scores as attn_decode; only the order of
+// the float32 sums differs.
 template <typename T>
 __device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, const T* kb, const T* vb,
 	const void* mask, unsigned mask_kind, i64 mrow, i64 msj, i64 start, i64 end, unsigned n, float scale) {
@@ -550,7 +574,7 @@ __device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, 
 			const float sc = ok[u] ? dot * scale + attn_bias<T>(mask, mask_kind, mrow, msj, j) : NEG_INF;
 			const float mn = fmaxf(m, sc);
 			if (mn == NEG_INF) continue; // this group's keys so far are all masked
-			const float corr = m == NEG_INF ? 0.0f : expf(m - mn), p = sc == NEG_INF ? 0.0f : expf(sc - mn);
+			const float corr = attn_weight(m, mn), p = attn_weight(sc, mn);
 			l = l * corr + p;
 #pragma unroll
 			for (int e = 0; e < V; ++e) acc[e] = acc[e] * corr + (p == 0.0f ? 0.0f : p * to_float(vx[u].v[e]));
@@ -561,7 +585,7 @@ __device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, 
 	for (unsigned o = G; o < 32; o *= 2) {
 		const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
 		const float M = fmaxf(m, m2);
-		const float c1 = m == NEG_INF ? 0.0f : expf(m - M), c2 = m2 == NEG_INF ? 0.0f : expf(m2 - M);
+		const float c1 = attn_weight(m, M), c2 = attn_weight(m2, M);
 		l = l * c1 + l2 * c2;
 #pragma unroll
 		for (int e = 0; e < V; ++e) {
@@ -570,36 +594,7 @@ __device__ __forceinline__ void attn_decode_packed(float* out, const float* qs, 
 		}
 		m = M;
 	}
-	__shared__ float wm[ATTN_WARPS], wl[ATTN_WARPS];
-	__shared__ float wacc[ATTN_WARPS][ATTN_MAX_HEAD];
-	if (lane == 0) {
-		wm[warp] = m;
-		wl[warp] = l;
-	}
-	if (lane < G) {
-#pragma unroll
-		for (int e = 0; e < V; ++e) wacc[warp][pk * V + e] = acc[e];
-	}
-	__syncthreads();
-	float M = NEG_INF, wt[ATTN_WARPS];
-#pragma unroll
-	for (int w = 0; w < ATTN_WARPS; ++w) M = fmaxf(M, wm[w]);
-	float L = 0.0f;
-#pragma unroll
-	for (int w = 0; w < ATTN_WARPS; ++w) {
-		wt[w] = wm[w] == NEG_INF ? 0.0f : expf(wm[w] - M);
-		L += wl[w] * wt[w];
-	}
-	if (threadIdx.x == 0) {
-		out[0] = M;
-		out[1] = L;
-	}
-	for (unsigned d = threadIdx.x; d < n; d += blockDim.x) {
-		float a = 0.0f;
-#pragma unroll
-		for (int w = 0; w < ATTN_WARPS; ++w) a += wacc[w][d] * wt[w];
-		out[2 + d] = a;
-	}
+	attn_write_partial(out, m, l, acc, n, pk * V, 1, lane < G);
 }
 
 // attn_decode is the split pass for few query rows: grid (splits, heads * seq, batch),
@@ -660,7 +655,7 @@ __device__ __forceinline__ void attn_decode_split(float* part, const T* q, const
 			}
 		}
 	}
-	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), m, l, acc, dv);
+	attn_write_partial(part + (((u64)b * gridDim.y + blockIdx.y) * splits + sp) * (dv + 2), m, l, acc, dv, lane, 32, true);
 }
 
 // attn_decode is attn_decode_split, then split_finish: Y's rows (b * heads + h) * seq + s,
