@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-gpu.sh: build and run cudaep's benchmark suite (bench/cudaep-bench and the C and PyTorch
-# baselines under ctests/bench).
+# baselines under bench/baselines).
 #
 #   scripts/bench-gpu.sh build   # here (has Go): the bench binary, libcudaep.so and the C ABI
 #                                # client into build/bench
@@ -37,7 +37,7 @@ build_capi() {
 		return 0
 	fi
 	rm -f "$B/libcudaep.h" # cgo's own header, not the public one
-	if ! gcc -O2 -Wall -Wextra -Iinclude ctests/bench/capi_replay_bench.c -L"$B" -lcudaep -ldl \
+	if ! gcc -O2 -Wall -Wextra -Iinclude bench/baselines/capi_replay_bench.c -L"$B" -lcudaep -ldl \
 		-Wl,-rpath,'$ORIGIN' -o "$B/capi_replay_bench" >>"$B/capi-build.log" 2>&1; then
 		echo "bench-gpu: the C ABI client did not link (does libcudaep.so export the graph API yet?); the C ABI rows will be missing"
 		grep -E 'error|undefined' "$B/capi-build.log" | head -5
@@ -53,13 +53,13 @@ build_raw() {
 		return 0
 	fi
 	local L="-L/usr/local/nvidia/lib64 -L/usr/lib/x86_64-linux-gnu -L$CUDA/lib64 -L$CUDA/lib64/stubs"
-	gcc -O2 -Wall -Wextra -I"$CUDA/include" ctests/bench/raw_step_bench.c $L -lcuda \
+	gcc -O2 -Wall -Wextra -I"$CUDA/include" bench/baselines/raw_step_bench.c $L -lcuda \
 		-o "$B/raw_step_bench" || echo "bench-gpu: raw_step_bench did not compile"
-	gcc -O2 -Wall -Wextra -I"$CUDA/include" ctests/bench/raw_sgemm_bench.c $L -lcublas -lcuda -lm \
+	gcc -O2 -Wall -Wextra -I"$CUDA/include" bench/baselines/raw_sgemm_bench.c $L -lcublas -lcuda -lm \
 		-o "$B/raw_sgemm_bench" || echo "bench-gpu: raw_sgemm_bench did not compile"
 	# The in-process raw C baselines (loaded by cudaep-bench and the C ABI client): no CUDA
 	# header needed, it loads libcuda.so.1 itself.
-	gcc -O2 -Wall -Wextra -shared -fPIC ctests/bench/raw_inproc.c -ldl \
+	gcc -O2 -Wall -Wextra -shared -fPIC bench/baselines/raw_inproc.c -ldl \
 		-o "$B/libcudaep_rawbench.so" || echo "bench-gpu: raw_inproc did not compile"
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # op-bench.sh: the op benchmark of package ep/kernels (TestOpBenchTable: memory-bound ops on
 # 256 MiB tensors and float16/bfloat16 MatMul against cublasGemmEx) with PyTorch beside it
-# (ctests/bench/torch_ops.py), measured in one job on one GPU.
+# (bench/baselines/torch_ops.py), measured in one job on one GPU.
 #
 #   scripts/op-bench.sh build        # here (has Go): build/opbench/kernels.test (no cgo)
 #   scripts/op-bench.sh run [OUT]    # there (has the GPU, no Go): PyTorch first, then the test
@@ -32,7 +32,7 @@ run)
 		py=python3
 		[ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python
 	fi
-	timeout 240 "$py" ctests/bench/torch_ops.py >"$out/torch.json" 2>"$out/torch.log" ||
+	timeout 240 "$py" bench/baselines/torch_ops.py >"$out/torch.json" 2>"$out/torch.log" ||
 		echo "op-bench: torch_ops.py failed (exit $?); the table has no PyTorch column"
 	export LD_LIBRARY_PATH="$CUDA/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	bin=$(pwd)/$B/kernels.test

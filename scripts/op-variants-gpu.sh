@@ -10,7 +10,7 @@
 # kernel's correctness tests included; (3) TestOpBenchTable runs with the baseline rows
 # (CUDAEP_OPBENCH_VARIANTS=1: LayerNormalization's "old" and Transpose's "nd" beside the
 # kernels the rules pick, each default's output checked against its baseline's on the same
-# 256 MiB tensors); with TORCH=1, ctests/bench/torch_ops.py first for the PyTorch column. OUT
+# 256 MiB tensors); with TORCH=1, bench/baselines/torch_ops.py first for the PyTorch column. OUT
 # (default build/opvariants/results) gets ptx.tar.gz (the new ep/kernels/ptx/*.ptx, to commit),
 # mkptx.txt, tests.txt, table.txt and ops.json (and torch.log with TORCH=1). Every step runs
 # under `timeout`, 330 s in all, so the whole job takes under 6 minutes.
@@ -59,7 +59,7 @@ if [ "${TORCH:-0}" = 1 ]; then
 	echo "== torch_ops.py"
 	py=${PYTHON:-python3}
 	[ -z "${PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python ] && py=/opt/torch/.venv/bin/python
-	timeout 70 "$py" ctests/bench/torch_ops.py >"$work/torch.json" 2>"$out/torch.log" || echo "op-variants: torch_ops.py failed (exit $?)"
+	timeout 70 "$py" bench/baselines/torch_ops.py >"$work/torch.json" 2>"$out/torch.log" || echo "op-variants: torch_ops.py failed (exit $?)"
 	head -c 300 "$work/torch.json"; echo
 fi
 

@@ -21,19 +21,19 @@ type extProgram struct {
 	simOK bool
 }
 
-// The external programs. Paths of compiled programs are under -bin; sources under ctests/bench.
+// The external programs. Paths of compiled programs are under -bin; sources under bench/baselines.
 var extPrograms = []extProgram{
-	{prefix: "c.", name: "raw C driver baseline (ctests/bench/raw_step_bench.c)", phases: []string{"before", "after"}, fatal: true,
+	{prefix: "c.", name: "raw C driver baseline (bench/baselines/raw_step_bench.c)", phases: []string{"before", "after"}, fatal: true,
 		argv: func(b *bench) ([]string, string) {
 			return b.compiled("raw_step_bench", b.repoPath(addPTX), b.modeArg())
 		}},
-	{prefix: "s.", name: "raw cuBLAS baseline (ctests/bench/raw_sgemm_bench.c)", phases: []string{"before", "after"}, fatal: true,
+	{prefix: "s.", name: "raw cuBLAS baseline (bench/baselines/raw_sgemm_bench.c)", phases: []string{"before", "after"}, fatal: true,
 		argv: func(b *bench) ([]string, string) {
 			m := b.sz.mm
 			return b.compiled("raw_sgemm_bench", strconv.FormatInt(m[0], 10), strconv.FormatInt(m[1], 10),
 				strconv.FormatInt(m[2], 10), strconv.Itoa(b.sz.mmPerSample), strconv.Itoa(b.sz.reps))
 		}},
-	{prefix: "a.", name: "C ABI client (ctests/bench/capi_replay_bench.c)", phases: []string{"before", "after"}, fatal: true, simOK: true,
+	{prefix: "a.", name: "C ABI client (bench/baselines/capi_replay_bench.c)", phases: []string{"before", "after"}, fatal: true, simOK: true,
 		argv: func(b *bench) ([]string, string) {
 			args := []string{b.modeArg(), b.p.BackendName()}
 			// With the in-process raw C library built, the client measures the raw C series
@@ -45,12 +45,12 @@ var extPrograms = []extProgram{
 			}
 			return b.compiled("capi_replay_bench", args...)
 		}},
-	{prefix: "t.", name: "PyTorch baseline (ctests/bench/torch_graph_replay.py)", phases: []string{"after"},
+	{prefix: "t.", name: "PyTorch baseline (bench/baselines/torch_graph_replay.py)", phases: []string{"after"},
 		argv: func(b *bench) ([]string, string) {
 			if b.cfg.python == "" {
 				return nil, "skipped (-python is empty)"
 			}
-			script := b.repoPath("ctests/bench/torch_graph_replay.py")
+			script := b.repoPath("bench/baselines/torch_graph_replay.py")
 			if !fileExists(script) {
 				return nil, "missing " + script
 			}
@@ -138,7 +138,7 @@ type extKey struct {
 func extKeysFor(id string) []extKey {
 	kind, arg, _ := strings.Cut(id, "/")
 	capi := strings.HasSuffix(kind, "-capi")
-	// inCapi is the C ABI client's in-process raw C series (ctests/bench/raw_inproc.c loaded
+	// inCapi is the C ABI client's in-process raw C series (bench/baselines/raw_inproc.c loaded
 	// into capi_replay_bench), listed first on the C ABI rows: their goals are judged on it.
 	inCapi := func(key, label string) []extKey {
 		if !capi {
@@ -280,7 +280,7 @@ func (b *bench) attachExternal() {
 }
 
 // capiSpec is a row whose ours is an external program's series: the rows measured through
-// the C ABI by ctests/bench/capi_replay_bench, and two C-only diagnostics.
+// the C ABI by bench/baselines/capi_replay_bench, and two C-only diagnostics.
 type capiSpec struct {
 	id, after   string // the row, and the Go row it follows
 	key         string // its series

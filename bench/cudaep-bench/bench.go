@@ -91,7 +91,7 @@ var cases = []benchCase{
 	{"paging", pagingIDs, (*bench).pagingRows},
 	{"paging end to end", pagingE2EIDs, (*bench).pagingE2ERows},
 	{"diagnostics", constIDs("diag/ctx-bind", "diag/stream-sync-idle", "diag/ctx-sync-idle", "diag/force-sync-idle", "diag/replay32-poll"), (*bench).diagRows},
-	// The C ABI rows are measured by ctests/bench/capi_replay_bench (see baselines.go).
+	// The C ABI rows are measured by bench/baselines/capi_replay_bench (see baselines.go).
 	{"C ABI", capiIDs, nil},
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The baseline programs (ctests/bench: the raw C driver and cuBLAS programs, the C ABI client,
+// The baseline programs (bench/baselines: the raw C driver and cuBLAS programs, the C ABI client,
 // the PyTorch script) print their results in one line-oriented format, which this file
 // parses:
 //

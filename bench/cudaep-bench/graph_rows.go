@@ -115,7 +115,7 @@ func (b *bench) replayRow(s *step, n int) (Row, error) {
 // waits once: b2bLaunches replays of the n-kernel step, then one wait, in µs per replay.
 // Ours is ep.Replay each time and one ep.SynchronizeCompute; the baselines launch the same
 // step with cudadrv (GraphExec.Launch, then Stream.Synchronize) and from raw C, in this
-// process (ctests/bench/raw_inproc.c) and in the raw C program.
+// process (bench/baselines/raw_inproc.c) and in the raw C program.
 func (b *bench) throughputRows() ([]Row, error) {
 	return b.stepRows("throughput", b.throughputRow)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // The raw C baselines of the hot-path rows also run inside this process:
-// ctests/bench/raw_inproc.c, built by scripts/bench-gpu.sh into -bin as rawInprocLib, runs a
+// bench/baselines/raw_inproc.c, built by scripts/bench-gpu.sh into -bin as rawInprocLib, runs a
 // whole timed loop of raw driver calls in C per call, so the one purego call per sample costs
 // nothing measurable, and the loop runs on this process's thread between our arms, alternating
 // with them. Separate processes differ by more than some goals' margins (the same graph-launch

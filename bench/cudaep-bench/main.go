@@ -11,8 +11,8 @@
 // mean of many calls, steps or layers), with the min–max spread; the JSON keeps every sample.
 // Our side goes through package ep (and, for paging, package paging directly); the baselines
 // are the cudadrv wrappers alone in this process (purego, no ep), C programs calling the
-// driver and cuBLAS directly and a C client of libcudaep.so (ctests/bench, compiled by
-// scripts/bench-gpu.sh into -bin), and PyTorch (ctests/bench/torch_graph_replay.py, when
+// driver and cuBLAS directly and a C client of libcudaep.so (bench/baselines, compiled by
+// scripts/bench-gpu.sh into -bin), and PyTorch (bench/baselines/torch_graph_replay.py, when
 // `import torch` works). The C and Python programs run before and after the Go rows and their
 // samples are pooled, so drift during the run shows as spread rather than bias.
 //
@@ -56,7 +56,7 @@ type config struct {
 	quick    bool
 	jsonPath string
 	rows     *regexp.Regexp
-	repo     string        // repository root: ep/kernels/ptx and ctests/bench are read from it
+	repo     string        // repository root: ep/kernels/ptx and bench/baselines are read from it
 	bin      string        // directory of the compiled C baselines
 	python   string        // interpreter for the PyTorch script; "" skips it
 	repeats  int           // samples per series; 0 means the default for the mode
@@ -77,7 +77,7 @@ func parseFlags(args []string, stderr, out io.Writer) (config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "tiny sizes and few repeats (smoke test; always on for sim)")
 	fs.StringVar(&c.jsonPath, "json", "", "write the report as JSON to this path")
 	rows := fs.String("rows", "", "run only the rows whose ID matches this regular expression (e.g. 'replay|enqueue')")
-	fs.StringVar(&c.repo, "repo", ".", "repository root (for ep/kernels/ptx and ctests/bench)")
+	fs.StringVar(&c.repo, "repo", ".", "repository root (for ep/kernels/ptx and bench/baselines)")
 	fs.StringVar(&c.bin, "bin", "build/bench", "directory holding the compiled C baselines")
 	fs.StringVar(&c.python, "python", "python3", "Python interpreter for the PyTorch baseline (empty: skip it)")
 	fs.IntVar(&c.repeats, "repeats", 0, "samples per series (0: 15, or 5 with -quick)")

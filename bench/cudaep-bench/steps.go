@@ -14,7 +14,7 @@ import (
 
 // The decode step every graph row replays is a chain of N float32 Adds over three buffers of
 // stepElems elements: c = a + b, a = c + b, c = a + b, … — through ep it is N executions of
-// one ep Add kernel; in the raw baselines (Go here, C in ctests/bench) it is N launches of the
+// one ep Add kernel; in the raw baselines (Go here, C in bench/baselines) it is N launches of the
 // same PTX function, cudaep_add_f32 from ep/kernels/ptx/elementwise.ptx, with the same
 // geometry (256-thread blocks, one element per thread). So both sides replay identical device
 // work and differ only in the host path.

@@ -24,7 +24,7 @@ const rawSpinBudget = time.Millisecond
 // offers, side by side: two providers on the run's device, one with wait_mode=spin and one
 // with wait_mode=block, each replaying its own copy of the step; and the same step on the raw
 // stream, launched with the cudadrv wrappers and awaited by spinning on a completion word.
-// The raw C counterparts (ctests/bench/raw_step_bench.c) are the driver's stream
+// The raw C counterparts (bench/baselines/raw_step_bench.c) are the driver's stream
 // synchronization, the same word written by a cuStreamWriteValue32 queued after the launch,
 // and a word written by a write-value node captured at the end of the graph.
 func (b *bench) waitRows() ([]Row, error) {

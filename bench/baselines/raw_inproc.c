@@ -1,7 +1,7 @@
 /*
  * raw_inproc: the raw C driver baselines of bench/cudaep-bench, built as a shared library that
  * the benchmark loads into its own process (cudaep-bench through purego, the C ABI client
- * ctests/bench/capi_replay_bench.c through dlopen). Each function runs a whole timed loop in C
+ * bench/baselines/capi_replay_bench.c through dlopen). Each function runs a whole timed loop in C
  * and returns the nanoseconds it took, so the one call into it per sample costs nothing
  * measurable, and the raw arm runs on the same thread of the same process as the arm it is
  * compared with, alternating with it: whatever the process or the machine's placement of it

@@ -23,7 +23,7 @@
  *                  of one call into the library
  *   raw_replay/N, raw_b2b/N, raw_enqueue_graph, raw_eager
  *                  the raw C baselines of the rows above measured in this process, alternating
- *                  with them: ctests/bench/raw_inproc.c, loaded with dlopen from RAWLIB (its own
+ *                  with them: bench/baselines/raw_inproc.c, loaded with dlopen from RAWLIB (its own
  *                  stream, graphs and buffers in the same primary context), when RAWLIB is
  *                  given and the backend is cuda
  *
