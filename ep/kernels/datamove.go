@@ -15,10 +15,10 @@ func init() {
 	builders["Slice"] = builder{inputNames: []string{"data", "starts", "ends", "axes", "steps"}, build: buildSlice}
 }
 
-// gatherKernel writes its contiguous output from its first input read through strides: the
-// cudaep_expand_<size>(out, in, n, dims[6], strides[6]) kernel, which Expand, Transpose and
+// stridedCopyKernel writes its contiguous output from its first input read through strides:
+// the cudaep_expand_<size>(out, in, n, dims[6], strides[6]) kernel, which Expand, Transpose and
 // Slice share. The input is read from its address plus offset bytes.
-type gatherKernel struct {
+type stridedCopyKernel struct {
 	kernelBase
 	fn      *cudadrv.Function
 	n       uint64
@@ -29,10 +29,11 @@ type gatherKernel struct {
 	args    cudadrv.KernelArgs
 }
 
-// newGather builds a gatherKernel for an output of info out whose element at coordinates c (of
-// dims) is the input's element offset + Σ c·strides (in elements): offset is non-negative, and
-// a stride is negative where a Slice walks an axis backwards. It merges dimensions and refuses more than maxBroadcastDims after merging.
-func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offset int64) (Kernel, error) {
+// newStridedCopy builds a stridedCopyKernel for an output of info out whose element at
+// coordinates c (of dims) is the input's element offset + Σ c·strides (in elements): offset is
+// non-negative, and a stride is negative where a Slice walks an axis backwards. It merges
+// dimensions and refuses more than maxBroadcastDims after merging.
+func newStridedCopy(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offset int64) (Kernel, error) {
 	if err := s.checkOutput(out.Shape); err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offs
 	if len(layout.dims) > maxBroadcastDims {
 		return nil, s.errorf("the output %s needs %d dimensions after merging neighbours; at most %d are supported", out, len(layout.dims), maxBroadcastDims)
 	}
-	k := &gatherKernel{kernelBase: newBase(l, s, out), fn: l.function("cudaep_expand_" + out.DType.sizeSuffix())}
+	k := &stridedCopyKernel{kernelBase: newBase(l, s, out), fn: l.function("cudaep_expand_" + out.DType.sizeSuffix())}
 	k.n = uint64(out.NumElements())
 	k.offset = cudadrv.DevicePtr(offset * int64(out.DType.Size()))
 	k.dims, k.strides = layout.padded(0)
@@ -49,7 +50,7 @@ func newGather(l *Library, s opSpec, out TensorInfo, dims, strides []int64, offs
 }
 
 // Execute queues the strided copy.
-func (k *gatherKernel) Execute(inputs, outputs []Tensor) error {
+func (k *stridedCopyKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}
@@ -294,7 +295,7 @@ func buildExpand(l *Library, s opSpec) (Kernel, error) {
 	if !ok {
 		return nil, s.errorf("%s does not broadcast with %s %v (numpy rules)", in, s.input(1), shape)
 	}
-	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, broadcastStrides(in.Shape, out), 0)
+	return newStridedCopy(l, s, TensorInfo{DType: in.DType, Shape: out}, out, broadcastStrides(in.Shape, out), 0)
 }
 
 // buildTranspose builds Transpose (opset 1 on): perm (default: reversed axes) permutes the
@@ -365,7 +366,7 @@ func buildTranspose(l *Library, s opSpec) (Kernel, error) {
 			return k, nil
 		}
 	}
-	return newGather(l, s, info, out, strides, 0)
+	return newStridedCopy(l, s, info, out, strides, 0)
 }
 
 // maxTransposeBlocks caps the tiled transpose's grid; its grid-stride loop covers the rest.
@@ -528,7 +529,7 @@ func buildSlice(l *Library, s opSpec) (Kernel, error) {
 		strides[i] = own[i] * step[i]
 		offset += own[i] * first[i]
 	}
-	return newGather(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, offset)
+	return newStridedCopy(l, s, TensorInfo{DType: in.DType, Shape: out}, out, strides, offset)
 }
 
 // clampSliceIndex resolves a Slice start or end against dimension d: negative values count

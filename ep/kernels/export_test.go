@@ -201,7 +201,7 @@ func TransposePath(k Kernel) string {
 	switch k.(type) {
 	case *transposeKernel, *transpose2dKernel:
 		return "tiled"
-	case *gatherKernel:
+	case *stridedCopyKernel:
 		return "strided"
 	}
 	return ""

@@ -11,11 +11,11 @@ func init() {
 	builders["Trilu"] = builder{inputNames: []string{"input", "k"}, build: buildTrilu}
 }
 
-// gatherOpKernel is Gather: cudaep_gather_<unit>_<i32|i64>(out, data, indices, outer, nidx,
+// gatherKernel is Gather: cudaep_gather_<unit>_<i32|i64>(out, data, indices, outer, nidx,
 // axisDim, inner, fault, id), data viewed as [outer, axisDim, inner] and the output as [outer,
 // nidx, inner], in the widest unit (up to 16 bytes) that the inner rows and the addresses
 // allow. An index outside [-axisDim, axisDim) is recorded in the Library's fault word.
-type gatherOpKernel struct {
+type gatherKernel struct {
 	kernelBase
 	fns                [5]*cudadrv.Function
 	outer, nidx, inner uint64 // inner in bytes
@@ -52,7 +52,7 @@ func buildGather(l *Library, s opSpec) (Kernel, error) {
 	if err := s.checkOutput(out); err != nil {
 		return nil, err
 	}
-	k := &gatherOpKernel{kernelBase: newBase(l, s, TensorInfo{DType: data.DType, Shape: out})}
+	k := &gatherKernel{kernelBase: newBase(l, s, TensorInfo{DType: data.DType, Shape: out})}
 	k.outer, k.nidx = uint64(product(data.Shape[:axis])), uint64(idx.NumElements())
 	k.inner = uint64(product(data.Shape[axis+1:])) * uint64(data.DType.Size())
 	k.axisDim = data.Shape[axis]
@@ -70,7 +70,7 @@ func buildGather(l *Library, s opSpec) (Kernel, error) {
 }
 
 // Execute queues the gather.
-func (k *gatherOpKernel) Execute(inputs, outputs []Tensor) error {
+func (k *gatherKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
-// Attention kernels of package kernels (rotary.go, attention.go and onnx_attention.go launch
-// them, sim_attention.go mirrors them): ONNX's Attention (opset 23, at the end of the file),
+// Attention kernels of package kernels (rotary.go, group_query_attention.go and
+// onnx_attention.go launch them, sim_attention.go mirrors them): ONNX's Attention (opset 23, at the end of the file),
 // com.microsoft's RotaryEmbedding, and GroupQueryAttention as
 // an append pass (rotary on the new keys, the new keys and values written into the present
 // cache), then either the decode pass (one query token; the cache is split across thread
@@ -669,14 +669,14 @@ __device__ __forceinline__ void attn_decode(T* out, unsigned* counters, float* p
 	split_finish<T>(out, counters, part, dv, splits, QNAN);
 }
 
-// F4 is four floats read or written at once in shared memory.
-struct __attribute__((aligned(16))) F4 {
+// Float4 is four floats read or written at once in shared memory.
+struct __attribute__((aligned(16))) Float4 {
 	float x, y, z, w;
 };
 
 // attn_kstride is the row stride of the prefill kernel's staged keys: dk + 4 when dk is a
-// multiple of 4 (rows stay 16-byte aligned for F4 reads, and 8 lanes of an F4 read hit 32
-// distinct banks), else dk + 1 (lane j reads row j: distinct banks).
+// multiple of 4 (rows stay 16-byte aligned for Float4 reads, and 8 lanes of a Float4 read hit
+// 32 distinct banks), else dk + 1 (lane j reads row j: distinct banks).
 __device__ __forceinline__ unsigned attn_kstride(unsigned dk) { return dk % 4 == 0 ? dk + 4 : dk + 1; }
 
 // attn_stage copies rows key0 … key0 + bk - 1 of src (rows of n elements; rows from kmax on
@@ -780,10 +780,10 @@ __device__ __forceinline__ void attn_prefill(T* out, const T* q, const T* k, con
 			const float* qw = qs + warp * PF_ROWS * dk;
 			if (dk % 4 == 0) {
 				for (unsigned d = 0; d < dk; d += 4) {
-					const F4 kd = *(const F4*)(kr + d);
+					const Float4 kd = *(const Float4*)(kr + d);
 #pragma unroll
 					for (int r = 0; r < PF_ROWS; ++r) {
-						const F4 qd = *(const F4*)(qw + r * dk + d);
+						const Float4 qd = *(const Float4*)(qw + r * dk + d);
 						dots[r] += qd.x * kd.x + qd.y * kd.y + qd.z * kd.z + qd.w * kd.w;
 					}
 				}

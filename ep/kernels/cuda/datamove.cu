@@ -1,8 +1,8 @@
-// Data-movement and generator kernels of package kernels (concat.go, gather.go, trilu.go and
-// generate.go launch them, sim_datamove.go mirrors them), by element size where they only move
-// elements (suffixes b8, b16, b32, b64, and b128 for 16-byte units of wider rows): the pitched
-// 2-D copy of Concat and Split, Gather, Trilu's mask, the fill of ConstantOfShape, the short
-// list writes of Shape, and Range.
+// Data-movement and generator kernels of package kernels (concat.go, gather.go, datamove.go and
+// shape_range_fill.go launch them, sim_datamove.go mirrors them), by element size where they
+// only move elements (suffixes b8, b16, b32, b64, and b128 for 16-byte units of wider rows): the
+// pitched 2-D copy of Concat and Split, Gather, Trilu's mask, the fill of ConstantOfShape, the
+// short list writes of Shape, Range, and Transpose's tiles.
 
 #include "common.cuh"
 
