@@ -193,7 +193,7 @@ demo: lib
 
 # BENCHFLAGS are passed to cudaep-bench (e.g. BENCHFLAGS=-rows=replay).
 bench:
-	scripts/bench-gpu.sh local $(BENCHFLAGS)
+	bench/scripts/bench-gpu.sh local $(BENCHFLAGS)
 
 install: lib
 	@test -n "$(VERSION)" || { echo "error: cannot read const Version from ep/" >&2; exit 1; }

@@ -3,7 +3,8 @@
 #
 #   scripts/gpu-check.sh build   # here (has Go): Go test binaries and the demo into build/gpu,
 #                                # the C tests and example into build/ctests (make ctest-build),
-#                                # the benchmark into build/bench (scripts/bench-gpu.sh build)
+#                                # the benchmark into build/bench (bench/scripts/bench-gpu.sh
+#                                # build)
 #   scripts/gpu-check.sh run     # there (has the GPU, no Go): run them all, summary last
 #
 # Carry build/gpu, build/ctests and build/bench. SKIP_BENCH=1 skips the benchmark tables.
@@ -27,7 +28,7 @@ build() {
 		CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$B/$name.test" "$path" || echo "build $name: FAILED (not carried)"
 	done
 	make --no-print-directory ctest-build >/dev/null || echo "build C tests: FAILED (not carried)"
-	scripts/bench-gpu.sh build >/dev/null || echo "build benchmark: FAILED (not carried)"
+	bench/scripts/bench-gpu.sh build >/dev/null || echo "build benchmark: FAILED (not carried)"
 	if [ -d cmd/cudaep-demo ]; then
 		CGO_ENABLED=0 go build -ldflags="-s -w" -o "$B/cudaep-demo" ./cmd/cudaep-demo
 	fi
@@ -117,7 +118,7 @@ run() {
 		fi
 	fi
 	if [ -z "${SKIP_BENCH:-}" ] && [ -x build/bench/cudaep-bench ]; then
-		step cudaep-bench 420 . scripts/bench-gpu.sh run
+		step cudaep-bench 420 . bench/scripts/bench-gpu.sh run
 		tables+=("== cudaep-bench" "$(grep -E 'goals|met|MISSED' "$logs/cudaep-bench.log" | tail -30)")
 	fi
 	if [ -x "$B/cudaep-demo" ]; then

@@ -32,7 +32,7 @@
  *
  * Output: the line format bench/cudaep-bench parses (see bench/cudaep-bench/external.go).
  *
- * Build (scripts/bench-gpu.sh does this):
+ * Build (bench/scripts/bench-gpu.sh does this):
  *   gcc -O2 -Wall -Wextra -Iinclude capi_replay_bench.c -Lbuild/bench -lcudaep \
  *       -Wl,-rpath,'$ORIGIN' -o build/bench/capi_replay_bench
  * Usage: capi_replay_bench quick|full [cuda|sim] [RAWLIB PTX]

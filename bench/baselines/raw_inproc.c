@@ -34,7 +34,7 @@
  * n is 1, 4 or 32. Every function first makes the primary context current on the calling
  * thread (off the clock). Not thread-safe: one caller at a time.
  *
- * Build (scripts/bench-gpu.sh does this):
+ * Build (bench/scripts/bench-gpu.sh does this):
  *   gcc -O2 -Wall -Wextra -shared -fPIC raw_inproc.c -ldl -o libcudaep_rawbench.so
  */
 #include <dlfcn.h>

@@ -11,7 +11,7 @@
  *
  * Output (see bench/cudaep-bench/external.go):  info ...  and  sample sgemm TFLOP/s V1 V2 ...
  *
- * Build (scripts/bench-gpu.sh does this on the GPU machine):
+ * Build (bench/scripts/bench-gpu.sh does this on the GPU machine):
  *   gcc -O2 -Wall -Wextra -I/usr/local/cuda/include raw_sgemm_bench.c \
  *       -L/usr/local/cuda/lib64 -lcublas -lcuda -lm -o raw_sgemm_bench
  * Usage: raw_sgemm_bench M K N PER_SAMPLE REPS

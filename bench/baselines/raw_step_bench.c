@@ -54,7 +54,7 @@
  * Output: the line format bench/cudaep-bench parses (see bench/cudaep-bench/external.go):
  *   info KEY VALUE...    and    sample KEY us V1 V2 ...
  *
- * Build (scripts/bench-gpu.sh does this on the GPU machine):
+ * Build (bench/scripts/bench-gpu.sh does this on the GPU machine):
  *   gcc -O2 -Wall -Wextra -I/usr/local/cuda/include raw_step_bench.c -lcuda -o raw_step_bench
  * Usage: raw_step_bench PATH/TO/elementwise.ptx quick|full
  */

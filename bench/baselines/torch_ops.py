@@ -1,4 +1,5 @@
-"""PyTorch baseline of ep/kernels' op benchmark (TestOpBenchTable, driven by scripts/op-bench.sh).
+"""PyTorch baseline of ep/kernels' op benchmark (TestOpBenchTable, driven by
+bench/scripts/op-bench.sh).
 
 For every memory-bound row (Add, Sigmoid, LayerNormalization over the last axis, ReduceSum over
 the last axis and a 2-D Transpose of 256 MiB float32 and float16 tensors) and every MatMul row

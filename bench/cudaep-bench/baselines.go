@@ -70,7 +70,7 @@ func (b *bench) modeArg() string {
 func (b *bench) compiled(name string, args ...string) ([]string, string) {
 	path := filepath.Join(b.cfg.bin, name)
 	if !fileExists(path) {
-		return nil, fmt.Sprintf("not built: %s is missing (scripts/bench-gpu.sh compiles the C baselines on the GPU machine)", path)
+		return nil, fmt.Sprintf("not built: %s is missing (bench/scripts/bench-gpu.sh compiles the C baselines on the GPU machine)", path)
 	}
 	return append([]string{path}, args...), ""
 }

@@ -9,13 +9,13 @@ import (
 )
 
 // The raw C baselines of the hot-path rows also run inside this process:
-// bench/baselines/raw_inproc.c, built by scripts/bench-gpu.sh into -bin as rawInprocLib, runs a
-// whole timed loop of raw driver calls in C per call, so the one purego call per sample costs
-// nothing measurable, and the loop runs on this process's thread between our arms, alternating
-// with them. Separate processes differ by more than some goals' margins (the same graph-launch
-// enqueue measured 1.30 and 2.12 µs from Go against 1.17 µs from C in two runs). The goals of
-// those rows are judged against this in-process raw C arm and the raw C program's series both
-// (goalBases): the process itself turned out to weigh on the driver (its cuStreamSynchronize
+// bench/baselines/raw_inproc.c, built by bench/scripts/bench-gpu.sh into -bin as rawInprocLib,
+// runs a whole timed loop of raw driver calls in C per call, so the one purego call per sample
+// costs nothing measurable, and the loop runs on this process's thread between our arms,
+// alternating with them. Separate processes differ by more than some goals' margins (the same
+// graph-launch enqueue measured 1.30 and 2.12 µs from Go against 1.17 µs from C in two runs). The
+// goals of those rows are judged against this in-process raw C arm and the raw C program's series
+// both (goalBases): the process itself turned out to weigh on the driver (its cuStreamSynchronize
 // was 0.3–0.5 µs slower per 1-kernel step inside the Go process than in the C program).
 
 // rawInprocLib is the shared library's file name under -bin.
@@ -57,7 +57,7 @@ func (b *bench) inproc() *rawInproc {
 	}
 	path := filepath.Join(b.cfg.bin, rawInprocLib)
 	if !fileExists(path) {
-		r.why = fmt.Sprintf("not built: %s is missing (scripts/bench-gpu.sh compiles it on the GPU machine)", path)
+		r.why = fmt.Sprintf("not built: %s is missing (bench/scripts/bench-gpu.sh compiles it on the GPU machine)", path)
 		return r
 	}
 	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)

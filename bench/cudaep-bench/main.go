@@ -12,7 +12,7 @@
 // Our side goes through package ep (and, for paging, package paging directly); the baselines
 // are the cudadrv wrappers alone in this process (purego, no ep), C programs calling the
 // driver and cuBLAS directly and a C client of libcudaep.so (bench/baselines, compiled by
-// scripts/bench-gpu.sh into -bin), and PyTorch (bench/baselines/torch_graph_replay.py, when
+// bench/scripts/bench-gpu.sh into -bin), and PyTorch (bench/baselines/torch_graph_replay.py, when
 // `import torch` works). The C and Python programs run before and after the Go rows and their
 // samples are pooled, so drift during the run shows as spread rather than bias.
 //

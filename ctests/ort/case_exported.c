@@ -1,7 +1,7 @@
 /*
  * case_exported.c - `exported DIR`: a Llama decoder written by `transformers` and exported by
- * `torch.onnx.export`, not by us (scripts/llama_decode.py --export-only on the GPU machine, 2
- * layers of hidden size 64, vocabulary 256, seeded random weights), in float32 and in bfloat16
+ * `torch.onnx.export`, not by us (bench/scripts/llama_decode.py --export-only on the GPU machine,
+ * 2 layers of hidden size 64, vocabulary 256, seeded random weights), in float32 and in bfloat16
  * with the same weights: DIR/<float32|bfloat16>/<prefill|decode>/model.onnx, weights as external
  * data beside each. The graphs have static shapes (a key/value cache of EX_CACHE positions):
  *

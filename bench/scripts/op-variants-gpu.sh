@@ -2,8 +2,8 @@
 # op-variants-gpu.sh: measure the kernels of package ep/kernels beside their baselines
 # (variants.go) on a GPU machine, from CUDA sources newer than the committed PTX, in one job:
 #
-#   scripts/op-variants-gpu.sh build    # here (has Go): build/opvariants/kernels.test.xz
-#   scripts/op-variants-gpu.sh [run]    # there (nvcc, the GPU, no Go); results in $OUT
+#   bench/scripts/op-variants-gpu.sh build    # here (has Go): build/opvariants/kernels.test.xz
+#   bench/scripts/op-variants-gpu.sh [run]    # there (nvcc, the GPU, no Go); results in $OUT
 #
 # run: (1) ep/kernels/mkptx.sh compiles the sources into a fresh folder; (2) the package's
 # tests run on the GPU (CUDAEP_TEST_BACKEND=cuda) with that PTX (CUDAEP_KERNELS_PTX_DIR), every
@@ -15,7 +15,7 @@
 # mkptx.txt, tests.txt, table.txt and ops.json (and torch.log with TORCH=1). Every step runs
 # under `timeout`, 330 s in all, so the whole job takes under 6 minutes.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=build/opvariants
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 
@@ -38,7 +38,7 @@ if [ -f "$B/kernels.test.xz" ]; then
 elif [ -f "$B/kernels.test" ]; then
 	cp "$B/kernels.test" "$bin"
 else
-	echo "op-variants: $B/kernels.test(.xz) is missing: run 'scripts/op-variants-gpu.sh build' first"
+	echo "op-variants: $B/kernels.test(.xz) is missing: run 'bench/scripts/op-variants-gpu.sh build' first"
 	exit 1
 fi
 chmod +x "$bin"

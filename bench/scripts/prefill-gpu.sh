@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # prefill-gpu.sh: measure the demo's paged prefill on a GPU machine in one short call.
 #
-#   scripts/prefill-gpu.sh build   # here (has Go): the demo and its test binary into build/prefill15
-#   scripts/prefill-gpu.sh run     # there (has the GPU, no Go): carry build/prefill15
+#   bench/scripts/prefill-gpu.sh build   # here (has Go): the demo and its test binary into
+#                                        # build/prefill15
+#   bench/scripts/prefill-gpu.sh run     # there (has the GPU, no Go): carry build/prefill15
 #
 # run: the demo at 8 layers x 16 MiB and 16 layers x 64 MiB, then TestPrefillDiagnostics
 # (cmd/cudaep-demo/prefill_diag_test.go: the prefill loop with its kernels taken apart) at both
 # sizes and once with wait_mode=block. Every step runs under `timeout`; logs go to $OUT (or
 # build/prefill15/logs), at most 6 files; the whole run stays under 4 minutes.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=build/prefill15
 
 build() {

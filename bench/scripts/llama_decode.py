@@ -487,7 +487,8 @@ def ort_stats(lib):
     """cudaep's ORT counters (CudaEpGetOrtStats through the repository's ctypes package, from the
     library file ORT loaded), or None when they cannot be read."""
     try:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        sys.path.insert(0, os.path.join(root, "python"))
         os.environ.setdefault("CUDAEP_LIBRARY", lib)
         import cudaep
 

@@ -2,18 +2,18 @@
 # bench-gpu.sh: build and run cudaep's benchmark suite (bench/cudaep-bench and the C and PyTorch
 # baselines under bench/baselines).
 #
-#   scripts/bench-gpu.sh build   # here (has Go): the bench binary, libcudaep.so and the C ABI
-#                                # client into build/bench
-#   scripts/bench-gpu.sh run     # there (has the GPU, no Go): compile the raw C baselines
-#                                # against the CUDA toolkit, run everything, JSON to $OUT
-#   scripts/bench-gpu.sh local   # one machine with Go (make bench): build, compile the raw C
-#                                # baselines when a CUDA toolkit is present, run on
-#                                # -backend=auto (the simulated device without a GPU)
+#   bench/scripts/bench-gpu.sh build   # here (has Go): the bench binary, libcudaep.so and the
+#                                      # C ABI client into build/bench
+#   bench/scripts/bench-gpu.sh run     # there (has the GPU, no Go): compile the raw C baselines
+#                                      # against the CUDA toolkit, run everything, JSON to $OUT
+#   bench/scripts/bench-gpu.sh local   # one machine with Go (make bench): build, compile the
+#                                      # raw C baselines when a CUDA toolkit is present, run on
+#                                      # -backend=auto (the simulated device without a GPU)
 #
 # Extra arguments after the mode go to cudaep-bench (e.g. -quick, -rows=replay). Every step
 # runs under `timeout`, so a hang cannot eat the device budget. The table prints last.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=build/bench
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mode=${1:-}
@@ -88,7 +88,7 @@ build)
 	ls -la "$B"
 	;;
 run)
-	[ -x "$B/cudaep-bench" ] || { echo "bench-gpu: $B/cudaep-bench is missing: run 'scripts/bench-gpu.sh build' first"; exit 1; }
+	[ -x "$B/cudaep-bench" ] || { echo "bench-gpu: $B/cudaep-bench is missing: run 'bench/scripts/bench-gpu.sh build' first"; exit 1; }
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv 2>&1 | head -3
 	build_raw
 	python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1

@@ -3,16 +3,17 @@
 # 256 MiB tensors and float16/bfloat16 MatMul against cublasGemmEx) with PyTorch beside it
 # (bench/baselines/torch_ops.py), measured in one job on one GPU.
 #
-#   scripts/op-bench.sh build        # here (has Go): build/opbench/kernels.test (no cgo)
-#   scripts/op-bench.sh run [OUT]    # there (has the GPU, no Go): PyTorch first, then the test
-#                                    # binary; OUT (default $OUT, else build/opbench/results)
-#                                    # gets torch.json, ops.json and table.txt
+#   bench/scripts/op-bench.sh build       # here (has Go): build/opbench/kernels.test (no cgo)
+#   bench/scripts/op-bench.sh run [OUT]   # there (has the GPU, no Go): PyTorch first, then the
+#                                         # test binary; OUT (default $OUT, else
+#                                         # build/opbench/results) gets torch.json, ops.json
+#                                         # and table.txt
 #
 # PYTHON picks the interpreter that has PyTorch (default: /opt/torch/.venv/bin/python when it
 # exists, else python3); CUDAEP_KERNELS_PTX_DIR, when set, is passed on to the test binary
 # (load PTX from DIR/ptx instead of the embedded files). Every step runs under `timeout`.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=build/opbench
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 mode=${1:-}
@@ -26,7 +27,7 @@ build)
 run)
 	out=${2:-${OUT:-$B/results}}
 	mkdir -p "$out"
-	[ -x "$B/kernels.test" ] || { echo "op-bench: $B/kernels.test is missing: run 'scripts/op-bench.sh build' first"; exit 1; }
+	[ -x "$B/kernels.test" ] || { echo "op-bench: $B/kernels.test is missing: run 'bench/scripts/op-bench.sh build' first"; exit 1; }
 	py=${PYTHON:-}
 	if [ -z "$py" ]; then
 		py=python3
