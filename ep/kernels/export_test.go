@@ -126,6 +126,19 @@ func GemvGeometry(k int64, ns []int64, dt DType, sms int) (tiles, chunks, rows i
 	return gemvGeometry(k, ns, dt, sms)
 }
 
+// The GEMV planning's constants (gemv.go): blocks planned per SM, the granularity of a chunk's
+// rows, the most chunks K is split into, and how many prologues the kernels have.
+const (
+	GemvBlocksPerSM = gemvBlocksPerSM
+	GemvRowStep     = gemvRowStep
+	GemvMaxChunks   = gemvMaxChunks
+	GemvPrologues   = len(gemvEntries)
+)
+
+// GemvEntry is gemvEntry: the kernel a GEMV launch of prologue pro (0 none, 1 rmsnorm, 2 silu)
+// over matrices of dt runs.
+func GemvEntry(pro int, dt DType) string { return gemvEntry(gemvPrologue(pro), dt) }
+
 // ElementwiseGrid returns the grid and block a binary or unary elementwise kernel launches on;
 // zero extents for other kernels.
 func ElementwiseGrid(k Kernel) (grid, block cudadrv.Dim3) {

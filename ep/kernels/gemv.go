@@ -24,6 +24,9 @@ const (
 // gemvEntries are the kernels' names by prologue, before the dtype suffix.
 var gemvEntries = [...]string{gemvPlain: "cudaep_gemv", gemvRMSNorm: "cudaep_gemv_rmsnorm", gemvSilu: "cudaep_gemv_silu"}
 
+// gemvEntry is the kernel a GEMV launch of prologue pro over matrices of dt runs.
+func gemvEntry(pro gemvPrologue, dt DType) string { return gemvEntries[pro] + "_" + dt.suffix() }
+
 // gemvRow is what a GEMV launch's prologue reads and writes: the row a (and a2: the skip row
 // of gemvRMSNorm, which may be 0, or the up row of gemvSilu), gemvRMSNorm's scale gamma,
 // epsilon and sum (0, or where a + a2 is stored).
@@ -113,7 +116,7 @@ func newGemvPlan(l *Library, pro gemvPrologue, dt DType, k int64, ns ...int64) (
 		return nil, fmt.Errorf("kernels: a GEMV launch takes 1 to %d matrices, not %d", gemvGroup, len(ns))
 	}
 	tiles, chunks, rows := gemvGeometry(k, ns, dt, l.rt.Context.Device().Multiprocessors())
-	g := &gemvPlan{fn: l.function(gemvEntries[pro] + "_" + dt.suffix()), pro: pro, k: uint64(k), rows: uint64(rows),
+	g := &gemvPlan{fn: l.function(gemvEntry(pro, dt)), pro: pro, k: uint64(k), rows: uint64(rows),
 		grid: cudadrv.Dim3{X: uint32(tiles), Y: uint32(chunks), Z: 1}}
 	for _, n := range ns {
 		g.ns = append(g.ns, uint64(n))
