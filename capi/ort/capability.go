@@ -13,7 +13,7 @@ import (
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
+	"github.com/cudaep/cudaep/partition"
 )
 
 // cudaepOrtGetCapability claims every node cudaep's kernels run, in connected, convex groups.
@@ -65,7 +65,7 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 			s.log(level, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
 		}
 	}
-	for _, group := range engine.FusionGroups(nodeValues(nodes), supported) {
+	for _, group := range partition.FusionGroups(nodeValues(nodes), supported) {
 		if err := addNodesToFuse(info, nodes, group); err != nil {
 			return statusOf(err)
 		}
@@ -213,8 +213,8 @@ func constsOf(ins []value) map[int]ep.Const {
 
 // nodeValues are the value names each node reads and writes, for the partition package's
 // ordering and grouping.
-func nodeValues(nodes []node) []engine.NodeValues {
-	out := make([]engine.NodeValues, len(nodes))
+func nodeValues(nodes []node) []partition.NodeValues {
+	out := make([]partition.NodeValues, len(nodes))
 	names := func(vs []value) []string {
 		ns := make([]string, len(vs))
 		for i, v := range vs {
@@ -223,7 +223,7 @@ func nodeValues(nodes []node) []engine.NodeValues {
 		return ns
 	}
 	for i := range nodes {
-		out[i] = engine.NodeValues{Inputs: names(nodes[i].inputs), Outputs: names(nodes[i].outputs)}
+		out[i] = partition.NodeValues{Inputs: names(nodes[i].inputs), Outputs: names(nodes[i].outputs)}
 	}
 	return out
 }

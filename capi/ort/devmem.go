@@ -9,94 +9,36 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
-	engine "github.com/cudaep/cudaep/partition" // the planning engine; partition here is the adapter's compiled node
+	"github.com/cudaep/cudaep/partition"
 )
 
 // devmem is the device memory ORT allocates through CudaEp's allocators (tensors that stay on
 // the device between partitions, outputs, bound inputs): one provider per device ordinal owns
-// the buffers, and a sorted index finds the buffer holding any address ORT hands back (ORT may
-// hand out addresses inside a buffer when it places several tensors in one allocation).
+// the buffers, and partition's Memory index finds the buffer holding any address ORT hands back
+// (and keeps freed allocations for reuse); partitions' runs read and write ORT's tensors in
+// place through it.
 var devmem struct {
 	mu sync.Mutex
 	// backend is the backend of the devices CudaEp last listed (setDeviceBackend), whose
 	// memory the providers below hold: the memory of a simulated device is the simulator's
 	// even on a machine with a GPU.
-	backend   string
-	providers map[int]*ep.Provider
-	// bufs are the allocations ORT holds, sorted by base; changed only by register and
-	// unregister (and closeDeviceMemory), which keep each one's registration in step.
-	bufs []devBuf
-	// added counts the allocations registered (read without mu): a run decision that found no
-	// allocation for a tensor holds while no allocation has been added since (see recentRun).
-	added      atomic.Uint64
+	backend    string
+	providers  map[int]*ep.Provider
+	index      partition.Memory
 	allocators int // allocators ORT holds
-	// cached holds freed device allocations for reuse.
-	cached engine.FreeList[devBuf]
 	// pinned are the live pinned host allocations by address; freed ones are kept for reuse in
 	// pinnedFree (pinning is slow).
 	pinned     map[uintptr]pinnedBuf
-	pinnedFree engine.FreeList[pinnedBuf]
+	pinnedFree partition.FreeList[pinnedBuf]
 	// Factories released (ORT unregistered the library) while allocators were still held:
 	// their devices and memory infos are released with the last allocator, since a session
 	// that outlives the unregistering still uses them.
 	retired []*factory
-}
-
-// devBuf is one allocation.
-type devBuf struct {
-	base, size uint64
-	ordinal    int
-	buf        *ep.Buffer
-	reg        *registration // made with the allocation, kept while it is cached for reuse
-}
-
-// registration says whether an allocation is in devmem's index now. An allocation keeps its
-// registration, base, size and ordinal for life (freed ones kept for reuse come back with
-// them), so a lookup of an address that found the allocation finds it again while its
-// registration is live: the run decisions partitions remember (recentRun) hold the
-// registrations their lookups found, and hold while all of them are live.
-type registration struct {
-	live atomic.Bool // set while the allocation is in devmem.bufs; written under devmem.mu
-}
-
-// set marks the allocation in the index or out of it (nil: an entry without a registration,
-// which no decision is kept for).
-func (r *registration) set(live bool) {
-	if r != nil {
-		r.live.Store(live)
-	}
-}
-
-// register puts an allocation ORT now holds into the index.
-func register(d devBuf) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > d.base })
-	devmem.bufs = append(devmem.bufs, devBuf{})
-	copy(devmem.bufs[i+1:], devmem.bufs[i:])
-	devmem.bufs[i] = d
-	d.reg.set(true)
-	devmem.added.Add(1)
-}
-
-// unregister takes the allocation based at addr out of the index; false when there is none.
-// Called with devmem.mu held.
-func unregister(addr uint64) (devBuf, bool) {
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base >= addr })
-	if i == len(devmem.bufs) || devmem.bufs[i].base != addr {
-		return devBuf{}, false
-	}
-	d := devmem.bufs[i]
-	devmem.bufs = append(devmem.bufs[:i], devmem.bufs[i+1:]...)
-	d.reg.set(false)
-	return d, true
 }
 
 // allocator is what an OrtAllocator of CudaEp stands for: a device ordinal, and whether it
@@ -158,17 +100,6 @@ func setDeviceBackend(backend string) {
 	if len(devmem.providers) == 0 {
 		devmem.backend = backend
 	}
-}
-
-// lookup finds the allocation holding [addr, addr+n) and the offset of addr in it.
-func lookup(addr uint64, n uint64) (devBuf, uint64, error) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	i := sort.Search(len(devmem.bufs), func(i int) bool { return devmem.bufs[i].base > addr }) - 1
-	if i < 0 || addr-devmem.bufs[i].base+n > devmem.bufs[i].size || addr-devmem.bufs[i].base > devmem.bufs[i].size {
-		return devBuf{}, 0, fmt.Errorf("%w: device address %#x (+%d bytes) is not in memory CudaEp allocated", errInvalid, addr, n)
-	}
-	return devmem.bufs[i], addr - devmem.bufs[i].base, nil
 }
 
 // cudaepOrtCreateAllocator makes an allocator of device memory for a CudaEp memory info.
@@ -277,17 +208,17 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 	if a.pinned {
 		return allocPinned(p, a.ordinal, n)
 	}
-	d, ok := reuse(a.ordinal, n)
+	d, ok := devmem.index.Reuse(a.ordinal, n)
 	if !ok {
 		b, err := p.Alloc(n, ep.DefaultAlignment)
 		if err != nil {
 			return nil
 		}
-		d = devBuf{base: uint64(b.Ptr()), size: n, ordinal: a.ordinal, buf: b, reg: new(registration)}
+		d = partition.NewAllocation(b, n, a.ordinal)
 	}
-	register(d)
+	devmem.index.Add(d)
 	// A device address, not Go memory: ORT never dereferences it (its memory info says GPU).
-	return C.cudaep_ort_ptr(C.uint64_t(d.base))
+	return C.cudaep_ort_ptr(C.uint64_t(d.Base))
 }
 
 // cudaepOrtFree frees an allocation made by cudaepOrtAlloc (ignoring anything else).
@@ -298,24 +229,14 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	if freePinned(uintptr(p)) {
 		return
 	}
-	devmem.mu.Lock()
-	d, ok := unregister(uint64(uintptr(p)))
-	if !ok {
-		devmem.mu.Unlock()
-		return
-	}
-	keep := devmem.cached.Keep(engine.SizeKey{Ordinal: d.ordinal, Size: d.size}, d)
-	devmem.mu.Unlock()
-	if !keep {
-		_ = d.buf.Release()
-	}
+	devmem.index.Free(uint64(uintptr(p)))
 }
 
 // allocPinned hands ORT n bytes of pinned host memory of the device: a freed allocation of that
 // size when one is kept, else a new one.
 func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
 	devmem.mu.Lock()
-	b, ok := devmem.pinnedFree.Take(engine.SizeKey{Ordinal: ordinal, Size: n})
+	b, ok := devmem.pinnedFree.Take(partition.SizeKey{Ordinal: ordinal, Size: n})
 	devmem.mu.Unlock()
 	if !ok {
 		pb, err := p.AllocPinned(n)
@@ -336,7 +257,7 @@ func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
 	return ptr
 }
 
-// freePinned takes back a pinned allocation (kept for reuse up to engine.MaxCachedBytes); false when
+// freePinned takes back a pinned allocation (kept for reuse up to partition.MaxCachedBytes); false when
 // addr is not one.
 func freePinned(addr uintptr) bool {
 	devmem.mu.Lock()
@@ -346,19 +267,12 @@ func freePinned(addr uintptr) bool {
 		return false
 	}
 	delete(devmem.pinned, addr)
-	keep := devmem.pinnedFree.Keep(engine.SizeKey{Ordinal: b.ordinal, Size: uint64(len(b.buf.Bytes()))}, b)
+	keep := devmem.pinnedFree.Keep(partition.SizeKey{Ordinal: b.ordinal, Size: uint64(len(b.buf.Bytes()))}, b)
 	devmem.mu.Unlock()
 	if !keep {
 		b.release()
 	}
 	return true
-}
-
-// reuse takes a cached allocation of exactly n bytes on ordinal, if one is kept.
-func reuse(ordinal int, n uint64) (devBuf, bool) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	return devmem.cached.Take(engine.SizeKey{Ordinal: ordinal, Size: n})
 }
 
 // deviceTensor is a tensor's memory as ORT describes it.
@@ -421,7 +335,7 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 	if s.bytes == 0 {
 		return nil
 	}
-	defer timeCopy(s.onGPU, d.onGPU)()
+	defer partition.TimeCopy(s.onGPU, d.onGPU)()
 	if on != nil {
 		defer on.enter()()
 	}
@@ -439,7 +353,7 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 			return err
 		}
 		q := via(p)
-		if err := q.CopyToDevice(db.buf, off, unsafe.Slice((*byte)(s.data), s.bytes)); err != nil || on != nil {
+		if err := q.CopyToDevice(db.Buf, off, unsafe.Slice((*byte)(s.data), s.bytes)); err != nil || on != nil {
 			return err // with ORT's stream, its notifications order the consumers
 		}
 		// A small copy returns once queued; the tensor's consumers may run on another
@@ -450,7 +364,7 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 		if err != nil {
 			return err
 		}
-		return via(p).CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.buf, off)
+		return via(p).CopyToHost(unsafe.Slice((*byte)(d.data), d.bytes), sb.Buf, off)
 	case s.onGPU && d.onGPU:
 		sb, soff, _, err := located(s)
 		if err != nil {
@@ -460,10 +374,10 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 		if err != nil {
 			return err
 		}
-		if sb.ordinal != db.ordinal {
+		if sb.Ordinal != db.Ordinal {
 			return copyBetweenDevices(db, doff, sb, soff, s.bytes, p, on)
 		}
-		if err := via(p).CopyBuffer(db.buf, doff, sb.buf, soff, s.bytes); err != nil {
+		if err := via(p).CopyBuffer(db.Buf, doff, sb.Buf, soff, s.bytes); err != nil {
 			return err
 		}
 		if on != nil {
@@ -480,15 +394,15 @@ func copyTensor(src, dst *C.OrtValue, on *syncStream) error {
 // is ordered after that stream's work and its later work after the copy, and the call returns at
 // once (ORT's notifications order the consumers); otherwise it returns once the copy is done.
 // dp owns the destination memory.
-func copyBetweenDevices(db devBuf, doff uint64, sb devBuf, soff, n uint64, dp *ep.Provider, on *syncStream) error {
+func copyBetweenDevices(db partition.Allocation, doff uint64, sb partition.Allocation, soff, n uint64, dp *ep.Provider, on *syncStream) error {
 	via, ordered := dp, false
 	if on != nil {
-		if o := on.p.Options().DeviceID; o == db.ordinal || o == sb.ordinal {
+		if o := on.p.Options().DeviceID; o == db.Ordinal || o == sb.Ordinal {
 			via, ordered = on.p, true
 		}
 	}
-	if _, err := via.CopyPeer(db.buf, doff, sb.buf, soff, n); err != nil {
-		return fmt.Errorf("copy from device %d to device %d: %w", sb.ordinal, db.ordinal, err)
+	if _, err := via.CopyPeer(db.Buf, doff, sb.Buf, soff, n); err != nil {
+		return fmt.Errorf("copy from device %d to device %d: %w", sb.Ordinal, db.Ordinal, err)
 	}
 	if ordered {
 		return nil
@@ -497,29 +411,24 @@ func copyBetweenDevices(db devBuf, doff uint64, sb devBuf, soff, n uint64, dp *e
 }
 
 // located finds the allocation holding a device tensor and the provider that owns it.
-func located(t deviceTensor) (devBuf, uint64, *ep.Provider, error) {
-	b, off, err := lookup(uint64(uintptr(t.data)), t.bytes)
+func located(t deviceTensor) (partition.Allocation, uint64, *ep.Provider, error) {
+	b, off, err := devmem.index.Find(uint64(uintptr(t.data)), t.bytes)
 	if err != nil {
-		return devBuf{}, 0, nil, err
+		return partition.Allocation{}, 0, nil, err
 	}
-	p, err := deviceProvider(b.ordinal)
+	p, err := deviceProvider(b.Ordinal)
 	return b, off, p, err
 }
 
 // closeDeviceMemory closes the providers of device memory (the factory is going).
 func closeDeviceMemory() {
+	devmem.index.Reset()
 	devmem.mu.Lock()
 	ps := devmem.providers
-	cached, pinnedFree := devmem.cached.Drain(), devmem.pinnedFree.Drain()
+	pinnedFree := devmem.pinnedFree.Drain()
 	pinned := devmem.pinned
-	for _, d := range devmem.bufs {
-		d.reg.set(false)
-	}
-	devmem.providers, devmem.bufs, devmem.pinned = nil, nil, nil
+	devmem.providers, devmem.pinned = nil, nil
 	devmem.mu.Unlock()
-	for _, d := range cached {
-		_ = d.buf.Release()
-	}
 	for _, b := range pinned {
 		b.release()
 	}

@@ -12,7 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cudaep/cudaep/ep"
-	engine "github.com/cudaep/cudaep/partition"
+	"github.com/cudaep/cudaep/partition"
 )
 
 // maxRank bounds the tensor ranks the adapter reads from ORT (a run's values carry as many
@@ -385,14 +385,14 @@ func isFloatType(d ep.DType) bool {
 	return d == ep.Float32 || d == ep.Float64 || d == ep.Float16 || d == ep.BFloat16
 }
 
-// epNode is nd as engine.Fuse and the plans read it: its op and opset as the kernels know
+// epNode is nd as partition.Fuse and the plans read it: its op and opset as the kernels know
 // them, its values with their declared shapes (-1 for a symbolic dimension) and constants.
-func epNode(nd *node, opset int64) (engine.Node, error) {
+func epNode(nd *node, opset int64) (partition.Node, error) {
 	op, ok := kernelOp(nd, opset)
 	if !ok {
-		return engine.Node{}, fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain)
+		return partition.Node{}, fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain)
 	}
-	n := engine.Node{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs}
+	n := partition.Node{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs}
 	for _, v := range nd.inputs {
 		n.Inputs = append(n.Inputs, v.epValue())
 	}
@@ -402,10 +402,10 @@ func epNode(nd *node, opset int64) (engine.Node, error) {
 	return n, nil
 }
 
-// epValue is v as an engine.Value (the zero Value for an absent optional one).
-func (v value) epValue() engine.Value {
+// epValue is v as an partition.Value (the zero Value for an absent optional one).
+func (v value) epValue() partition.Value {
 	if v.name == "" {
-		return engine.Value{}
+		return partition.Value{}
 	}
-	return engine.Value{Name: v.name, Info: ep.TensorInfo{DType: v.dtype, Shape: slices.Clone(v.shape)}, Const: v.konst}
+	return partition.Value{Name: v.name, Info: ep.TensorInfo{DType: v.dtype, Shape: slices.Clone(v.shape)}, Const: v.konst}
 }

@@ -40,13 +40,13 @@ func init() {
 const (
 	kindFactory   handles.Kind = 20
 	kindEP        handles.Kind = 21
-	kindPartition handles.Kind = 22
+	kindFusedNode handles.Kind = 22
 )
 
 var (
 	factoryTable   = handles.NewTable(handles.Config[*factory]{Kind: kindFactory, Name: "ORT factory", Finalize: retire})
 	epTable        = handles.NewTable(handles.Config[*session]{Kind: kindEP, Name: "ORT EP", Finalize: (*session).close})
-	partitionTable = handles.NewTable(handles.Config[*partition]{Kind: kindPartition, Name: "ORT partition", Finalize: (*partition).close})
+	fusedNodeTable = handles.NewTable(handles.Config[*fusedNode]{Kind: kindFusedNode, Name: "ORT fused node", Finalize: (*fusedNode).close})
 )
 
 // ortCodes maps ep's error codes to ORT's: one table, as the C ABI has its own.

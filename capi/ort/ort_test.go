@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/ep"
-	engine "github.com/cudaep/cudaep/partition"
+	"github.com/cudaep/cudaep/partition"
 )
 
 func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
@@ -22,13 +22,13 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, ep.BackendSim, o.provider.Backend)
-	assert.True(t, o.cudaGraph)
+	assert.True(t, o.partition.CUDAGraph)
 	assert.True(t, o.provider.TF32)
-	assert.Equal(t, "off", o.paging)
-	assert.True(t, o.fusion, "fusion is on by default")
+	assert.Equal(t, partition.PagingOff, o.partition.Paging)
+	assert.True(t, o.partition.Fusion, "fusion is on by default")
 	o, err = parseOptions(map[string]string{"ep.cudaep.fusion": "off"})
 	require.NoError(t, err)
-	assert.False(t, o.fusion)
+	assert.False(t, o.partition.Fusion)
 
 	for key, value := range map[string]string{
 		"ep.cudaep.fusion":              "1",
@@ -45,38 +45,9 @@ func TestParseOptionsTakesTheEPsKeysAndNamesBadOnes(t *testing.T) {
 	}
 	o, err = parseOptions(map[string]string{"ep.cudaep.paging": "on", "ep.cudaep.weight_budget_bytes": "4096"})
 	require.NoError(t, err)
-	assert.Equal(t, "on", o.paging)
-	assert.Equal(t, uint64(4096), o.weightBytes)
-}
-
-// TestPagingDecisionFollowsModeAndBudget: on always pages external data, auto pages what is over
-// the budget, off refuses a partition over the budget, naming both options.
-func TestPagingDecisionFollowsModeAndBudget(t *testing.T) {
-	for _, c := range []struct {
-		mode           string
-		budget, weight uint64
-		pages          bool
-		fails          bool
-	}{
-		{"on", 0, 100, true, false},
-		{"on", 0, 0, false, false}, // nothing external: nothing to page
-		{"auto", 0, 1 << 40, false, false},
-		{"auto", 1000, 1000, false, false},
-		{"auto", 1000, 1001, true, false},
-		{"off", 0, 1 << 40, false, false},
-		{"off", 1000, 1001, false, true},
-	} {
-		s := &session{opts: sessionOptions{paging: c.mode, weightBytes: c.budget}}
-		pages, err := s.pages(c.weight)
-		if c.fails {
-			require.Error(t, err, "%+v", c)
-			assert.ErrorContains(t, err, "weight_budget_bytes=1000")
-			assert.ErrorContains(t, err, "paging=off")
-			continue
-		}
-		require.NoError(t, err, "%+v", c)
-		assert.Equal(t, c.pages, pages, "%+v", c)
-	}
+	assert.Equal(t, partition.PagingOn, o.partition.Paging)
+	assert.Equal(t, uint64(4096), o.partition.WeightBudget)
+	assert.Equal(t, optionPrefix, o.partition.KeyPrefix, "the partition's errors name ORT's keys")
 }
 
 // TestCheckExternalRefusesWhatORTRefuses: a hostile model gets a clear error, never another
@@ -119,59 +90,6 @@ func TestCheckExternalRefusesWhatORTRefuses(t *testing.T) {
 	assert.ErrorContains(t, err, "loaded from bytes")
 }
 
-// TestLookupFindsTheAllocationHoldingAnAddress: ORT may hand back addresses inside an
-// allocation (several tensors in one); anything outside CudaEp's allocations is refused.
-func TestLookupFindsTheAllocationHoldingAnAddress(t *testing.T) {
-	devmem.mu.Lock()
-	saved := devmem.bufs
-	devmem.bufs = []devBuf{{base: 0x1000, size: 0x100, ordinal: 0}, {base: 0x2000, size: 0x40, ordinal: 1}}
-	devmem.mu.Unlock()
-	t.Cleanup(func() {
-		devmem.mu.Lock()
-		devmem.bufs = saved
-		devmem.mu.Unlock()
-	})
-	b, off, err := lookup(0x1010, 0x20)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(0x1000), b.base)
-	assert.Equal(t, uint64(0x10), off)
-	b, off, err = lookup(0x2000, 0x40)
-	require.NoError(t, err)
-	assert.Equal(t, 1, b.ordinal)
-	assert.Zero(t, off)
-	for _, c := range []struct{ addr, n uint64 }{{0xfff, 1}, {0x10f0, 0x20}, {0x1100, 1}, {0x2040, 1}, {0x1800, 4}} {
-		_, _, err := lookup(c.addr, c.n)
-		assert.ErrorIs(t, err, errInvalid, "%#x+%d", c.addr, c.n)
-	}
-}
-
-// TestFreedAllocationsAreReusedBySize: ORT allocates a run's tensors anew every run; a freed
-// allocation of the same size on the same device is handed out again instead of a new one.
-func TestFreedAllocationsAreReusedBySize(t *testing.T) {
-	devmem.mu.Lock()
-	saved := devmem.cached
-	devmem.cached = engine.FreeList[devBuf]{}
-	require.True(t, devmem.cached.Keep(engine.SizeKey{Ordinal: 0, Size: 4096}, devBuf{base: 0x9000, size: 4096}))
-	devmem.mu.Unlock()
-	t.Cleanup(func() {
-		devmem.mu.Lock()
-		devmem.cached = saved
-		devmem.mu.Unlock()
-	})
-	_, ok := reuse(1, 4096)
-	assert.False(t, ok, "another device's allocation is not reused")
-	_, ok = reuse(0, 4095)
-	assert.False(t, ok, "another size is not reused")
-	d, ok := reuse(0, 4096)
-	require.True(t, ok)
-	assert.Equal(t, uint64(0x9000), d.base)
-	assert.Zero(t, devmem.cached.Bytes())
-	_, ok = reuse(0, 4096)
-	assert.False(t, ok, "an allocation is handed out once")
-}
-
-// TestKernelOpNamesContribOpsByDomain: ONNX-domain ops keep their type and the graph's opset,
-// com.microsoft ops reach the kernels prefixed with their domain, other domains are not claimed.
 // TestConstOfReadsSixteenBitFloats: a float16 or bfloat16 constant (an exported attention's
 // scale, say) reaches the kernels and the fusion as its values.
 func TestConstOfReadsSixteenBitFloats(t *testing.T) {
@@ -204,12 +122,6 @@ func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
 	assert.Equal(t, opName{"com.microsoft.SkipLayerNormalization", 1}, op)
 	_, ok = kernelOp(&node{op: "Foo", domain: "org.example"}, 17)
 	assert.False(t, ok)
-}
-
-func TestOpCountsListsOperatorsInFirstAppearanceOrder(t *testing.T) {
-	nodes := []engine.Node{{Op: "MatMul"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}, {Op: "Attention"}, {Op: "cudaep.WherePair"}, {Op: "MatMul"}}
-	assert.Equal(t, "MatMul x3, cudaep.WherePair x2, Attention x1", opCounts(nodes))
-	assert.Empty(t, opCounts(nil))
 }
 
 // FuzzParseOptions sets arbitrary values on every session option key, one key at a time and all

@@ -11,29 +11,23 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/capi/handles"
 	"github.com/cudaep/cudaep/ep"
+	"github.com/cudaep/cudaep/partition"
 )
 
 // optionPrefix starts every session config key of the EP.
 const optionPrefix = "ep.cudaep."
 
 // sessionOptions are the EP's options for one session, from the session config entries
-// "ep.cudaep.<key>" (the EP device's defaults, overridden by the user's).
+// "ep.cudaep.<key>" (the EP device's defaults, overridden by the user's): the provider's, and
+// how its partitions run (enable_cuda_graph, paging, weight_budget_bytes, fusion; see
+// partition.Options).
 type sessionOptions struct {
 	provider  ep.Options
-	cudaGraph bool // enable_cuda_graph: capture each partition per input shapes and replay it
-	// paging: "on" streams every partition's external-data weights through a double buffer
-	// during each run; "auto" does so for a partition whose external-data weights exceed
-	// weightBytes; "off" never does (a partition over the budget is refused).
-	paging      string
-	weightBytes uint64 // weight_budget_bytes: device bytes a partition's weights may hold; 0 means no budget
-	// fusion: run the chains engine.Fuse knows (RMS normalization, rotary embedding, gated
-	// SiLU, attention) as one kernel each; off runs the graph node for node.
-	fusion bool
+	partition partition.Options
 }
 
 // optionKeys documents the keys, for error messages.
@@ -42,7 +36,8 @@ var optionKeys = []string{"backend", "device_id", "enable_cuda_graph", "paging",
 // parseOptions reads the EP's keys from a session's config entries. Unknown keys and bad
 // values are errors naming them.
 func parseOptions(entries map[string]string) (sessionOptions, error) {
-	o := sessionOptions{provider: ep.DefaultOptions(), paging: "auto", fusion: true}
+	o := sessionOptions{provider: ep.DefaultOptions(),
+		partition: partition.Options{Paging: partition.PagingAuto, Fusion: true, KeyPrefix: optionPrefix}}
 	keys := make([]string, 0, len(entries))
 	for k := range entries {
 		if strings.HasPrefix(k, optionPrefix) {
@@ -66,25 +61,25 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 		case "enable_cuda_graph":
 			switch value {
 			case "0", "false":
-				o.cudaGraph = false
+				o.partition.CUDAGraph = false
 			case "1", "true":
-				o.cudaGraph = true
+				o.partition.CUDAGraph = true
 			default:
 				return o, bad("0 or 1")
 			}
 		case "paging":
 			switch value {
 			case "auto", "on", "off":
-				o.paging = value
+				o.partition.Paging = partition.PagingMode(value)
 			default:
 				return o, bad("auto, on or off")
 			}
 		case "fusion":
 			switch value {
 			case "on":
-				o.fusion = true
+				o.partition.Fusion = true
 			case "off":
-				o.fusion = false
+				o.partition.Fusion = false
 			default:
 				return o, bad("on or off")
 			}
@@ -93,7 +88,7 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 			if err != nil {
 				return o, bad("a byte count")
 			}
-			o.weightBytes = n
+			o.partition.WeightBudget = n
 		default:
 			return o, fmt.Errorf("%w: unknown session option %s (the keys are %s, prefixed %s)", errInvalid, full,
 				strings.Join(optionKeys, ", "), optionPrefix)
@@ -102,18 +97,13 @@ func parseOptions(entries map[string]string) (sessionOptions, error) {
 	return o, o.provider.Validate()
 }
 
-// session is one OrtEp: the provider a session runs its partitions on.
+// session is one OrtEp: the provider a session runs its partitions on, and the partition
+// session they share (its stream, its capture lock).
 type session struct {
 	opts   sessionOptions
 	p      *ep.Provider
+	ps     *partition.Session
 	logger *C.OrtLogger // the session's logger from CreateEp: ORT keeps it valid while the OrtEp lives
-
-	mu       sync.Mutex
-	nextSlot int64 // keyed graph slots handed to partitions
-
-	// runs is held shared by the partitions' runs and exclusively by a run that captures a
-	// graph: no other run may use the provider's stream during a capture.
-	runs sync.RWMutex
 }
 
 func (s *session) close() error {
@@ -138,14 +128,6 @@ func (s *session) log(level C.OrtLoggingLevel, msg string) {
 	c := C.CString(msg)
 	defer C.free(unsafe.Pointer(c))
 	C.cudaep_ort_log(s.logger, level, c)
-}
-
-// slotFor hands out a fresh keyed slot for a partition's captured graph.
-func (s *session) slotFor() ep.Slot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nextSlot++
-	return ep.Keyed(s.nextSlot)
 }
 
 // sessionEntries merges a session's config entries with its device's metadata: the device's
@@ -204,6 +186,11 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 		return statusOf(err)
 	}
 	s := &session{opts: opts, p: p, logger: logger}
+	info := func(msg string) { s.log(C.ORT_LOGGING_LEVEL_INFO, EPName+" "+msg) }
+	if s.ps, err = partition.NewSession(p, opts.partition, &devmem.index, info); err != nil {
+		_ = p.Close()
+		return statusOf(err)
+	}
 	live.mu.Lock()
 	live.sessions[s] = struct{}{}
 	live.mu.Unlock()

@@ -3,6 +3,8 @@ package ort
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/cudaep/cudaep/partition"
 )
 
 // Stats are the ORT adapter's process-wide counters: what lives now, and what it has done
@@ -33,19 +35,16 @@ type Stats struct {
 	StreamRuns, Notifications uint64
 
 	// FusedNodes counts the graph nodes compiled partitions run inside fused kernels, or do not
-	// run at all because they repeat an earlier node (engine.Fuse). ValuesInPlace counts the partition inputs and outputs runs read or
+	// run at all because they repeat an earlier node (partition.Fuse). ValuesInPlace counts the partition inputs and outputs runs read or
 	// wrote in ORT's device tensors directly; ValuesCopied those copied through a plan's own
 	// buffers (host tensors, and device ones a run could not use in place).
 	FusedNodes, ValuesInPlace, ValuesCopied uint64
 }
 
-// counters are the cumulative counts behind Stats.
+// counters are the adapter's own cumulative counts behind Stats; the partitions' are
+// partition.Totals.
 var counters struct {
-	weightFileBytes, weightOrtBytes atomic.Uint64
-	pagedLayers, pagedBytes         atomic.Uint64
-	runs, captures, replays         atomic.Uint64
-	streamRuns, notifications       atomic.Uint64
-	fusedNodes, inPlace, copied     atomic.Uint64
+	notifications atomic.Uint64
 }
 
 // live holds the sessions alive, for the device bytes they hold.
@@ -56,13 +55,14 @@ var live = struct {
 
 // GetStats returns the adapter's counters now.
 func GetStats() Stats {
+	t := partition.Totals()
 	st := Stats{
-		Sessions: epTable.Live(), Partitions: partitionTable.Live(),
-		WeightFileBytes: counters.weightFileBytes.Load(), WeightORTBytes: counters.weightOrtBytes.Load(),
-		PagedLayers: counters.pagedLayers.Load(), PagedBytes: counters.pagedBytes.Load(),
-		Runs: counters.runs.Load(), Captures: counters.captures.Load(), Replays: counters.replays.Load(),
-		SyncStreams: streamTable.Live(), StreamRuns: counters.streamRuns.Load(), Notifications: counters.notifications.Load(),
-		FusedNodes: counters.fusedNodes.Load(), ValuesInPlace: counters.inPlace.Load(), ValuesCopied: counters.copied.Load(),
+		Sessions: epTable.Live(), Partitions: fusedNodeTable.Live(),
+		WeightFileBytes: t.WeightFileBytes, WeightORTBytes: t.WeightHostBytes,
+		PagedLayers: t.PagedLayers, PagedBytes: t.PagedBytes,
+		Runs: t.Runs, Captures: t.Captures, Replays: t.Replays,
+		SyncStreams: streamTable.Live(), StreamRuns: t.StreamRuns, Notifications: counters.notifications.Load(),
+		FusedNodes: t.FusedNodes, ValuesInPlace: t.ValuesInPlace, ValuesCopied: t.ValuesCopied,
 	}
 	live.mu.Lock()
 	for s := range live.sessions {
@@ -73,7 +73,7 @@ func GetStats() Stats {
 	for _, p := range devmem.providers {
 		st.DeviceLiveBytes += p.Stats().LiveBytes
 	}
-	st.DeviceCachedBytes = devmem.cached.Bytes()
 	devmem.mu.Unlock()
+	st.DeviceCachedBytes = devmem.index.CachedBytes()
 	return st
 }

@@ -36,8 +36,7 @@ func (ss *syncStream) enter() func() {
 	if ss.s == nil {
 		return func() {}
 	}
-	ss.s.runs.RLock()
-	return ss.s.runs.RUnlock
+	return ss.s.ps.Share()
 }
 
 // notification is one of ORT's notifications on a stream: the fence of its last activation.

@@ -9,7 +9,7 @@ import (
 )
 
 // Per-call host cost of the hot calls on the real driver, to compare side by side with
-// ctests/bench/raw_driver_bench.c, which makes the same calls from C: an empty kernel launch,
+// bench/baselines/raw_driver_bench.c, which makes the same calls from C: an empty kernel launch,
 // a 4-byte H2D copy from pinned memory, an event record and a 1-kernel graph launch. Each
 // syncs the stream every syncEvery calls with the timer stopped, so only enqueueing is timed.
 // Skipped unless CUDAEP_TEST_BACKEND=cuda.

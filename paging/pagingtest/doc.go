@@ -2,6 +2,6 @@
 // external-data files of layers in distinct non-zero byte patterns, and device kernels that
 // hold a stream (a spin of fixed duration, and a gate that the host opens).
 //
-// It is test support. Only test files and cmd/cudaep-bench import it, never library code (a
-// test in this package checks that); it registers its kernels with the simulated device.
+// It is test support. Only test files and the benchmarks under bench/ import it, never library
+// code (internal/layers checks that); it registers its kernels with the simulated device.
 package pagingtest

@@ -22,7 +22,7 @@ ls "$cuda/lib64" 2>/dev/null | grep -E '^lib(cublas|cublasLt|nvrtc|nvrtc-builtin
 ldconfig -p 2>/dev/null | grep -E 'lib(cuda|cublas|nvrtc)\.so' | head -6
 
 echo "== build the C baseline"
-gcc -O2 -Wall -I"$cuda/include" ctests/bench/raw_driver_bench.c \
+gcc -O2 -Wall -I"$cuda/include" bench/baselines/raw_driver_bench.c \
 	-L/usr/local/nvidia/lib64 -L/usr/lib/x86_64-linux-gnu -L"$cuda/lib64/stubs" -lcuda \
 	-o "$dir/raw_driver_bench" || exit 1
 

@@ -1,4 +1,4 @@
-package ort
+package partition
 
 import (
 	"fmt"
@@ -11,17 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cudaep/cudaep/ep"
-	engine "github.com/cudaep/cudaep/partition"
 )
 
-// decodeRun is a Llama decode step's partition as ORT runs it with IOBinding and two sets of
-// cache buffers swapped every step: input_ids and cache_position on the host, the past keys and
-// values of every layer in CudaEp device memory (set k), logits and the present keys and values
-// (set 1-k) written to device memory. ORT's device tensors are fake addresses registered in
-// devmem as allocations of their own (no device memory behind them: deciding a run reads only
-// addresses).
+// decodeRun is a Llama decode step's partition as ONNX Runtime runs it with IOBinding and two
+// sets of cache buffers swapped every step: input_ids and cache_position on the host, the past
+// keys and values of every layer in device memory the session's Memory knows (set k), logits
+// and the present keys and values (set 1-k) written to device memory. The host's device
+// tensors are fake addresses registered in the Memory as allocations of their own (no device
+// memory behind them: deciding a run reads only addresses).
 type decodeRun struct {
-	pt       *partition
+	pt       *Partition
+	mem      *Memory
 	kv       [2][]uint64 // the two sets of cache tensors' addresses
 	logits   uint64
 	kvInfo   ep.TensorInfo
@@ -39,36 +39,38 @@ const (
 )
 
 // newDecodeRun makes a session on the simulator (CUDA graphs as cudaGraph says) and the decode
-// partition on it (with the extra nodes last), and registers ORT's tensors; cleanup
+// partition on it (with the extra nodes last), and registers the host's tensors; cleanup
 // unregisters them and closes both.
-func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...engine.Node) *decodeRun {
+func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...Node) *decodeRun {
 	tb.Helper()
 	opts := ep.DefaultOptions()
 	opts.Backend = ep.BackendSim
 	p, err := ep.New(opts)
 	require.NoError(tb, err)
-	s := &session{opts: sessionOptions{provider: opts, cudaGraph: cudaGraph, paging: "off", fusion: false}, p: p}
+	mem := &Memory{}
+	s, err := NewSession(p, Options{CUDAGraph: cudaGraph, Paging: PagingOff}, mem, nil)
+	require.NoError(tb, err)
 	kvInfo := ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 2, 16, 8}}
 	i64 := func(shape ...int64) ep.TensorInfo { return ep.TensorInfo{DType: ep.Int64, Shape: shape} }
-	nodes := []engine.Node{
+	nodes := []Node{
 		{Name: "pos", Op: "Add", Opset: 17,
-			Inputs:  []engine.Value{{Name: "input_ids", Info: i64(1, 1)}, {Name: "cache_position", Info: i64(1)}},
-			Outputs: []engine.Value{{Name: "x", Info: i64(1, 1)}}},
+			Inputs:  []Value{{Name: "input_ids", Info: i64(1, 1)}, {Name: "cache_position", Info: i64(1)}},
+			Outputs: []Value{{Name: "x", Info: i64(1, 1)}}},
 		{Name: "head", Op: "Cast", Opset: 17, Attrs: map[string]ep.Attribute{"to": ep.IntAttr(int64(ep.BFloat16))},
-			Inputs:  []engine.Value{{Name: "x", Info: i64(1, 1)}},
-			Outputs: []engine.Value{{Name: "logits", Info: ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 1}}}}},
+			Inputs:  []Value{{Name: "x", Info: i64(1, 1)}},
+			Outputs: []Value{{Name: "logits", Info: ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 1}}}}},
 	}
-	pt := &partition{s: s, name: "decode", w: &weights{}, plans: map[string]*plan{},
+	pt := &Partition{s: s, name: "decode", w: &weights{}, plans: map[string]*plan{},
 		inputs: []string{"input_ids", "cache_position"}, outputs: []string{"logits"}}
 	for i := range 2 * decodeLayers {
 		past, present := "past."+strconv.Itoa(i), "present."+strconv.Itoa(i)
-		nodes = append(nodes, engine.Node{Name: "update." + strconv.Itoa(i), Op: "Relu", Opset: 17,
-			Inputs: []engine.Value{{Name: past, Info: kvInfo}}, Outputs: []engine.Value{{Name: present, Info: kvInfo}}})
+		nodes = append(nodes, Node{Name: "update." + strconv.Itoa(i), Op: "Relu", Opset: 17,
+			Inputs: []Value{{Name: past, Info: kvInfo}}, Outputs: []Value{{Name: present, Info: kvInfo}}})
 		pt.inputs = append(pt.inputs, past)
 		pt.outputs = append(pt.outputs, present)
 	}
 	pt.nodes = append(nodes, extra...)
-	d := &decodeRun{pt: pt, kvInfo: kvInfo, host: [2]int64{5, 128}, hostInfo: [2]ep.TensorInfo{i64(1, 1), i64(1)}}
+	d := &decodeRun{pt: pt, mem: mem, kvInfo: kvInfo, host: [2]int64{5, 128}, hostInfo: [2]ep.TensorInfo{i64(1, 1), i64(1)}}
 	var regs []uint64
 	for k := range 2 {
 		for i := range 2 * decodeLayers {
@@ -80,58 +82,59 @@ func newDecodeRun(tb testing.TB, cudaGraph bool, extra ...engine.Node) *decodeRu
 	d.logits = uint64(fakeBase + 4*decodeLayers*fakeStride)
 	regs = append(regs, d.logits)
 	for _, a := range regs {
-		fakeAlloc(tb, a, fakeStride, 0)
+		fakeAlloc(tb, mem, a, fakeStride, 0)
 	}
 	tb.Cleanup(func() {
 		for _, a := range regs {
-			fakeFree(a)
+			fakeFree(mem, a)
 		}
 		for _, pl := range pt.plans {
 			clear(pl.graphs) // fake slots (markCaptured): nothing to remove
 		}
-		require.NoError(tb, pt.close())
+		require.NoError(tb, pt.Close())
 		require.NoError(tb, p.Close())
 	})
 	return d
 }
 
-// fakeAlloc registers [base, base+size) on ordinal as a device allocation ORT holds, as
-// cudaepOrtAlloc does, and returns it.
-func fakeAlloc(tb testing.TB, base, size uint64, ordinal int) devBuf {
+// fakeAlloc registers [base, base+size) on ordinal in mem as a device allocation the host
+// holds, as an allocator does, and returns it.
+func fakeAlloc(tb testing.TB, mem *Memory, base, size uint64, ordinal int) Allocation {
 	tb.Helper()
-	d := devBuf{base: base, size: size, ordinal: ordinal, reg: new(registration)}
-	register(d)
-	return d
+	a := Allocation{Base: base, Size: size, Ordinal: ordinal, reg: new(registration)}
+	mem.Add(a)
+	return a
 }
 
-// fakeFree unregisters the allocation at base, as cudaepOrtFree does.
-func fakeFree(base uint64) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	unregister(base)
+// fakeFree takes the allocation at base out of mem's index, as a host's free does (without
+// keeping it for reuse: there is no buffer behind it).
+func fakeFree(mem *Memory, base uint64) {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	mem.remove(base)
 }
 
-// inputs returns step k's inputs as compute reads them from ORT (into ins, reused).
-func (d *decodeRun) inputs(ins []hostTensor, k int) []hostTensor {
+// inputs returns step k's inputs as the host hands them over (into ins, reused).
+func (d *decodeRun) inputs(ins []Tensor, k int) []Tensor {
 	ins = append(ins[:0],
-		hostTensor{info: d.hostInfo[0], data: unsafe.Pointer(&d.host[0])},
-		hostTensor{info: d.hostInfo[1], data: unsafe.Pointer(&d.host[1])})
+		Tensor{Info: d.hostInfo[0], Data: unsafe.Pointer(&d.host[0])},
+		Tensor{Info: d.hostInfo[1], Data: unsafe.Pointer(&d.host[1])})
 	for _, a := range d.kv[k] {
-		ins = append(ins, hostTensor{info: d.kvInfo, data: devicePointer(a), onGPU: true})
+		ins = append(ins, Tensor{Info: d.kvInfo, Data: devicePointer(a), OnDevice: true})
 	}
 	return ins
 }
 
-// outputs returns step k's outputs as ORT allocates them for plan pl (into outs, reused).
-func (d *decodeRun) outputs(outs []hostTensor, pl *plan, k int) []hostTensor {
-	outs = append(outs[:0], hostTensor{info: pl.outputs[0].info, data: devicePointer(d.logits), onGPU: true})
+// outputs returns step k's outputs as the host allocates them for plan pl (into outs, reused).
+func (d *decodeRun) outputs(outs []Tensor, pl *plan, k int) []Tensor {
+	outs = append(outs[:0], Tensor{Info: pl.outputs[0].info, Data: devicePointer(d.logits), OnDevice: true})
 	for j, a := range d.kv[1-k] {
-		outs = append(outs, hostTensor{info: pl.outputs[1+j].info, data: devicePointer(a), onGPU: true})
+		outs = append(outs, Tensor{Info: pl.outputs[1+j].info, Data: devicePointer(a), OnDevice: true})
 	}
 	return outs
 }
 
-// devicePointer is a device address as ORT hands it over (an unsafe.Pointer compute never
+// devicePointer is a device address as a host hands it over (an unsafe.Pointer a run never
 // dereferences; the fake addresses lie outside Go's heap).
 func devicePointer(a uint64) unsafe.Pointer {
 	return unsafe.Add(unsafe.Pointer(nil), uintptr(a))
@@ -142,10 +145,10 @@ func markCaptured(pl *plan, gk string) {
 	pl.graphs[gk] = ep.Keyed(int64(1000 + len(pl.graphs)))
 }
 
-// decideRun is the Go-side work of a partition run that needs no OrtKernelContext, on tensors
-// already read: the plan for the inputs' shapes, and the run's decision (which device tensors
-// it reads and writes in place, and its graph). outs returns the outputs ORT makes for a plan.
-func decideRun(pt *partition, ins []hostTensor, outs func(*plan) []hostTensor) (*plan, decision, error) {
+// decideRun is the work of a partition run before any copy or kernel, on tensors already read:
+// the plan for the inputs' shapes, and the run's decision (which device tensors it reads and
+// writes in place, and its graph). outs returns the outputs the host makes for a plan.
+func decideRun(pt *Partition, ins []Tensor, outs func(*plan) []Tensor) (*plan, decision, error) {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	pl, err := pt.planFor(ins)
@@ -156,7 +159,7 @@ func decideRun(pt *partition, ins []hostTensor, outs func(*plan) []hostTensor) (
 }
 
 // BenchmarkDecodeRunDecision measures the per-run Go work of a decode partition that does not
-// need ORT (66 inputs, 65 outputs, the cache sets swapped every step, their graphs captured):
+// need the host (66 inputs, 65 outputs, the cache sets swapped every step, their graphs captured):
 // finding the plan and deciding which tensors the run reads and writes in place. "reused" is
 // the steady state; "decided" forgets the remembered decisions before every run, the cost of a
 // run that cannot reuse one (side by side: the ratio is what remembering saves). Both include
@@ -170,14 +173,14 @@ func BenchmarkDecodeRunDecision(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				d := newDecodeRun(b, cudaGraph)
-				var ins, outs [2][]hostTensor
+				var ins, outs [2][]Tensor
 				for k := range 2 {
 					ins[k] = d.inputs(nil, k)
-					pl, dec, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor { return d.outputs(nil, pl, k) })
+					pl, dec, err := decideRun(d.pt, ins[k], func(pl *plan) []Tensor { return d.outputs(nil, pl, k) })
 					require.NoError(b, err)
-					require.Len(b, dec.rm, 2*2*decodeLayers+1, "every device tensor in place")
+					require.Len(b, dec.bound, 2*2*decodeLayers+1, "every device tensor in place")
 					if cudaGraph {
-						markCaptured(pl, dec.gk)
+						markCaptured(pl, dec.graphKey)
 					}
 				}
 				b.ReportAllocs()
@@ -190,7 +193,7 @@ func BenchmarkDecodeRunDecision(b *testing.B) {
 						d.pt.forget()
 						d.pt.mu.Unlock()
 					}
-					_, _, err := decideRun(d.pt, ins[k], func(pl *plan) []hostTensor {
+					_, _, err := decideRun(d.pt, ins[k], func(pl *plan) []Tensor {
 						outs[k] = d.outputs(outs[k], pl, k)
 						return outs[k]
 					})
@@ -204,17 +207,17 @@ func BenchmarkDecodeRunDecision(b *testing.B) {
 }
 
 // step returns the decision for decode step k (cache set k read, set 1-k written), with the
-// decision direct makes for the same tensors without remembered ones (want).
+// decision bind makes for the same tensors without remembered ones (want).
 func (d *decodeRun) step(t *testing.T, k int) (got, want decision, pl *plan) {
 	t.Helper()
 	ins := d.inputs(nil, k)
-	pl, got, err := decideRun(d.pt, ins, func(pl *plan) []hostTensor { return d.outputs(nil, pl, k) })
+	pl, got, err := decideRun(d.pt, ins, func(pl *plan) []Tensor { return d.outputs(nil, pl, k) })
 	require.NoError(t, err)
 	d.pt.mu.Lock()
 	defer d.pt.mu.Unlock()
 	outs := d.outputs(nil, pl, k)
-	want.rm, want.gk = d.pt.direct(pl, ins, outs, &lookups{})
-	want.slot, want.captured = pl.graphs[want.gk]
+	want.bound, want.graphKey = d.pt.bind(pl, ins, outs, &lookups{mem: d.mem})
+	want.slot, want.captured = pl.graphs[want.graphKey]
 	want.copies(pl, outs)
 	return got, want, pl
 }
@@ -227,7 +230,7 @@ func (d *decodeRun) reused() uint64 {
 }
 
 // TestRepeatedRunsReuseTheirDecision: a decode loop swapping two cache sets decides each set's
-// run once and then reuses it, without a heap allocation; every decision equals direct's.
+// run once and then reuses it, without a heap allocation; every decision equals bind's.
 func TestRepeatedRunsReuseTheirDecision(t *testing.T) {
 	for _, cudaGraph := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cuda_graph=%v", cudaGraph), func(t *testing.T) {
@@ -236,11 +239,11 @@ func TestRepeatedRunsReuseTheirDecision(t *testing.T) {
 				k := i & 1
 				got, want, pl := d.step(t, k)
 				assert.Equal(t, want, got, "step %d", i)
-				require.Len(t, got.rm, 2*2*decodeLayers+1, "every device tensor in place")
+				require.Len(t, got.bound, 2*2*decodeLayers+1, "every device tensor in place")
 				assert.Equal(t, []int{0, 1}, got.copyIns, "the host inputs are copied")
 				assert.Empty(t, got.copyOuts)
 				if cudaGraph && !got.captured {
-					markCaptured(pl, got.gk) // what the run would do
+					markCaptured(pl, got.graphKey) // what the run would do
 				}
 			}
 			// Without graphs: steps 0 and 1 decide, 2-5 reuse. With them: a decision is kept
@@ -251,7 +254,7 @@ func TestRepeatedRunsReuseTheirDecision(t *testing.T) {
 			}
 			assert.Equal(t, want, d.reused())
 
-			var ins, outs [2][]hostTensor
+			var ins, outs [2][]Tensor
 			for k := range 2 {
 				ins[k], outs[k] = d.inputs(nil, k), d.outputs(nil, d.pt.last, k)
 			}
@@ -283,16 +286,16 @@ func TestSharedCacheBuffersAreUpdatedInPlace(t *testing.T) {
 			for i := range 4 {
 				got, want, pl := d.step(t, i&1)
 				assert.Equal(t, want, got, "step %d", i)
-				require.Len(t, got.rm, 2*2*decodeLayers+1, "every device tensor in place")
+				require.Len(t, got.bound, 2*2*decodeLayers+1, "every device tensor in place")
 				for l := range 2 * decodeLayers {
 					assert.Equal(t, []int{2 + l}, pl.shares[1+l], "present.%d may be past.%d's memory", l, l)
-					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.rm[pl.outputs[1+l].buf.Ptr()], "present.%d", l)
-					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.rm[pl.inputs[2+l].buf.Ptr()], "past.%d", l)
+					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.bound[pl.outputs[1+l].buf.Ptr()], "present.%d", l)
+					assert.Equal(t, ep.DevicePtr(d.kv[0][l]), got.bound[pl.inputs[2+l].buf.Ptr()], "past.%d", l)
 				}
 				assert.Equal(t, []int{0, 1}, got.copyIns, "the host inputs are copied")
 				assert.Empty(t, got.copyOuts)
 				if cudaGraph && !got.captured {
-					markCaptured(pl, got.gk)
+					markCaptured(pl, got.graphKey)
 				}
 			}
 			assert.Positive(t, d.reused())
@@ -306,20 +309,20 @@ func TestSharedCacheBuffersAreUpdatedInPlace(t *testing.T) {
 // separate buffers. The other caches may still share.
 func TestSharedBufferReadAfterItsUpdateIsCopied(t *testing.T) {
 	kvInfo := ep.TensorInfo{DType: ep.BFloat16, Shape: []int64{1, 2, 16, 8}}
-	d := newDecodeRun(t, false, engine.Node{Name: "again", Op: "Neg", Opset: 17,
-		Inputs: []engine.Value{{Name: "past.0", Info: kvInfo}}, Outputs: []engine.Value{{Name: "unread", Info: kvInfo}}})
+	d := newDecodeRun(t, false, Node{Name: "again", Op: "Neg", Opset: 17,
+		Inputs: []Value{{Name: "past.0", Info: kvInfo}}, Outputs: []Value{{Name: "unread", Info: kvInfo}}})
 	d.kv[1] = d.kv[0]
 	got, want, pl := d.step(t, 0)
 	assert.Equal(t, want, got)
-	assert.Nil(t, got.rm, "nothing in place")
+	assert.Nil(t, got.bound, "nothing in place")
 	assert.Empty(t, pl.shares[1], "present.0 may not be past.0's memory")
 	assert.Equal(t, []int{3}, pl.shares[2], "present.1 may be past.1's")
 }
 
 // TestDecisionsFollowDeviceAllocations: a remembered decision is reused only while every
-// allocation its lookups found is still ORT's with the same extent and device, and, when a
-// tensor was in no allocation, while none has been added. Each case changes devmem's index
-// between two runs with the same tensors; the second run must decide as direct does now.
+// allocation its lookups found is still the host's with the same extent and device, and, when a
+// tensor was in no allocation, while none has been added. Each case changes the Memory
+// between two runs with the same tensors; the second run must decide as bind does now.
 func TestDecisionsFollowDeviceAllocations(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -330,44 +333,44 @@ func TestDecisionsFollowDeviceAllocations(t *testing.T) {
 		{"nothing changes", func(*testing.T, *decodeRun) {}, true, true},
 		{"an allocation freed and handed out again", func(t *testing.T, d *decodeRun) {
 			// What ORT does with a run's logits every step: the allocation comes back from
-			// devmem's free list with its registration.
-			devmem.mu.Lock()
-			b, ok := unregister(d.logits)
-			devmem.mu.Unlock()
+			// the Memory's free list with its registration.
+			d.mem.mu.Lock()
+			b, ok := d.mem.remove(d.logits)
+			d.mem.mu.Unlock()
 			require.True(t, ok)
-			register(b)
+			d.mem.Add(b)
 		}, true, true},
 		{"an allocation freed", func(t *testing.T, d *decodeRun) {
-			fakeFree(d.kv[0][0])
+			fakeFree(d.mem, d.kv[0][0])
 		}, false, false},
 		{"its range reallocated smaller", func(t *testing.T, d *decodeRun) {
-			fakeFree(d.kv[0][0])
-			fakeAlloc(t, d.kv[0][0], decodeKVBytes/2, 0)
+			fakeFree(d.mem, d.kv[0][0])
+			fakeAlloc(t, d.mem, d.kv[0][0], decodeKVBytes/2, 0)
 		}, false, false},
 		{"its range reallocated on another device", func(t *testing.T, d *decodeRun) {
-			fakeFree(d.kv[0][0])
-			fakeAlloc(t, d.kv[0][0], fakeStride, 1)
+			fakeFree(d.mem, d.kv[0][0])
+			fakeAlloc(t, d.mem, d.kv[0][0], fakeStride, 1)
 		}, false, false},
 		{"its range reallocated alike", func(t *testing.T, d *decodeRun) {
-			fakeFree(d.kv[0][0])
-			fakeAlloc(t, d.kv[0][0], fakeStride, 0)
+			fakeFree(d.mem, d.kv[0][0])
+			fakeAlloc(t, d.mem, d.kv[0][0], fakeStride, 0)
 		}, false, true},
 		{"an unrelated allocation added", func(t *testing.T, d *decodeRun) {
-			fakeAlloc(t, fakeBase+0x1000_0000, fakeStride, 0)
-			t.Cleanup(func() { fakeFree(fakeBase + 0x1000_0000) })
+			fakeAlloc(t, d.mem, fakeBase+0x1000_0000, fakeStride, 0)
+			t.Cleanup(func() { fakeFree(d.mem, fakeBase+0x1000_0000) })
 		}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := newDecodeRun(t, false)
 			first, want, _ := d.step(t, 0)
 			require.Equal(t, want, first)
-			require.Contains(t, first.rm, d.pt.last.inputs[2].buf.Ptr(), "past.0 in place")
+			require.Contains(t, first.bound, d.pt.last.inputs[2].buf.Ptr(), "past.0 in place")
 			before := d.reused()
 			c.change(t, d)
 			got, want, pl := d.step(t, 0)
-			assert.Equal(t, want, got, "the decision is direct's")
+			assert.Equal(t, want, got, "the decision is bind's")
 			assert.Equal(t, c.reused, d.reused() > before, "reused")
-			_, inPlace := got.rm[pl.inputs[2].buf.Ptr()]
+			_, inPlace := got.bound[pl.inputs[2].buf.Ptr()]
 			assert.Equal(t, c.past0, inPlace, "past.0 in place")
 		})
 	}
@@ -377,18 +380,18 @@ func TestDecisionsFollowDeviceAllocations(t *testing.T) {
 // copied, and the decision is reused until an allocation is added, which may hold it.
 func TestDecisionWithATensorOutsideCudaEpMemory(t *testing.T) {
 	d := newDecodeRun(t, false)
-	fakeFree(d.kv[0][0]) // ORT's tensor past.0 is in memory CudaEp does not know
+	fakeFree(d.mem, d.kv[0][0]) // the host's tensor past.0 is in memory the Memory does not know
 	for range 2 {
 		got, want, pl := d.step(t, 0)
 		assert.Equal(t, want, got)
-		assert.NotContains(t, got.rm, pl.inputs[2].buf.Ptr(), "past.0 is not read in place")
+		assert.NotContains(t, got.bound, pl.inputs[2].buf.Ptr(), "past.0 is not read in place")
 		assert.Contains(t, got.copyIns, 2, "past.0 is copied")
 	}
 	assert.Equal(t, uint64(1), d.reused())
-	fakeAlloc(t, d.kv[0][0], fakeStride, 0)
+	fakeAlloc(t, d.mem, d.kv[0][0], fakeStride, 0)
 	got, want, pl := d.step(t, 0)
 	assert.Equal(t, want, got)
-	assert.Contains(t, got.rm, pl.inputs[2].buf.Ptr(), "past.0 is read in place once CudaEp holds it")
+	assert.Contains(t, got.bound, pl.inputs[2].buf.Ptr(), "past.0 is read in place once CudaEp holds it")
 	assert.Equal(t, uint64(1), d.reused(), "an allocation added: decided again")
 }
 
@@ -398,16 +401,16 @@ func TestDecisionWithATensorOutsideCudaEpMemory(t *testing.T) {
 func TestDecisionsAndTheGraphCap(t *testing.T) {
 	d := newDecodeRun(t, true)
 	got, _, pl := d.step(t, 0)
-	require.NotNil(t, got.rm)
+	require.NotNil(t, got.bound)
 	got, _, _ = d.step(t, 0)
 	assert.Zero(t, d.reused(), "not captured: not kept")
-	for i := range maxDirectGraphs {
+	for i := range maxBoundGraphs {
 		pl.graphs["other "+strconv.Itoa(i)] = ep.Keyed(int64(2000 + i))
 	}
 	got, want, _ := d.step(t, 0)
 	assert.Equal(t, want, got)
-	assert.Nil(t, got.rm, "past the cap: nothing in place")
-	assert.Equal(t, directKey(pl, nil), got.gk)
+	assert.Nil(t, got.bound, "past the cap: nothing in place")
+	assert.Equal(t, graphKey(pl, nil), got.graphKey)
 	assert.Len(t, got.copyIns, 2+2*decodeLayers, "every input copied")
 	assert.Len(t, got.copyOuts, 1+2*decodeLayers, "every output copied")
 	got, want, _ = d.step(t, 0)
@@ -416,7 +419,7 @@ func TestDecisionsAndTheGraphCap(t *testing.T) {
 }
 
 // TestPagingPartitionReadsNothingInPlace: a paging partition's steps read layers from slots
-// whose addresses change every run: it never reads or writes ORT's tensors in place.
+// whose addresses change every run: it never reads or writes the host's tensors in place.
 func TestPagingPartitionReadsNothingInPlace(t *testing.T) {
 	d := newDecodeRun(t, true)
 	d.pt.w.paged = &pagedWeights{}
@@ -424,7 +427,7 @@ func TestPagingPartitionReadsNothingInPlace(t *testing.T) {
 	for range 2 {
 		got, want, _ := d.step(t, 0)
 		assert.Equal(t, want, got)
-		assert.Nil(t, got.rm)
+		assert.Nil(t, got.bound)
 	}
 }
 
@@ -433,11 +436,11 @@ func TestPagingPartitionReadsNothingInPlace(t *testing.T) {
 func TestOutputsOverlappingInputsAreCopied(t *testing.T) {
 	d := newDecodeRun(t, false)
 	got, _, _ := d.step(t, 0)
-	require.NotNil(t, got.rm)
+	require.NotNil(t, got.bound)
 	d.kv[1][5] = d.kv[0][7] + 64 // present.5 inside past.7
 	got, want, _ := d.step(t, 0)
 	assert.Equal(t, want, got)
-	assert.Nil(t, got.rm)
+	assert.Nil(t, got.bound)
 }
 
 // TestPlanForKeepsItsOwnShapes: a plan is found by its inputs' types and shapes, and keeps its
@@ -446,23 +449,23 @@ func TestPlanForKeepsItsOwnShapes(t *testing.T) {
 	d := newDecodeRun(t, false)
 	ins := d.inputs(nil, 0)
 	for i := range ins {
-		ins[i].info.Shape = slices.Clone(ins[i].info.Shape)
+		ins[i].Info.Shape = slices.Clone(ins[i].Info.Shape)
 	}
 	d.pt.mu.Lock()
 	defer d.pt.mu.Unlock()
 	first, err := d.pt.planFor(ins)
 	require.NoError(t, err)
-	ins[2].info.Shape[2] = 32 // another cache length for past.0: another plan
+	ins[2].Info.Shape[2] = 32 // another cache length for past.0: another plan
 	second, err := d.pt.planFor(ins)
 	require.NoError(t, err)
 	assert.NotSame(t, first, second)
 	assert.Equal(t, []int64{1, 2, 16, 8}, first.inputs[2].info.Shape, "the first plan's shape is its own")
 	assert.Equal(t, []int64{1, 2, 32, 8}, second.inputs[2].info.Shape)
-	ins[2].info.Shape[2] = 16
+	ins[2].Info.Shape[2] = 16
 	again, err := d.pt.planFor(ins)
 	require.NoError(t, err)
 	assert.Same(t, first, again)
-	ins[0].info.DType = ep.Int32
+	ins[0].Info.DType = ep.Int32
 	other, err := d.pt.planFor(ins)
 	if err == nil {
 		assert.NotSame(t, first, other, "another element type: another plan")

@@ -1,6 +1,6 @@
 //go:build cudaep_phases
 
-package ort
+package partition
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// A measurement build's timing of Compute: the duration of every phase of each run that
+// A measurement build's timing of Run: the duration of every phase of each run that
 // replayed a graph captured earlier (the steady state of a decode loop), kept per partition
 // (the last phaseRuns runs) and printed to stderr, medians and 90th percentiles, when the
-// partition is released; also ORT's copies through the data transfer (CopyTensors) between
+// partition is released; also the host's copies through its data transfer (ORT's CopyTensors) between
 // them.
 
 const phaseRuns = 4096
@@ -26,11 +26,11 @@ type phaseClock struct {
 
 type phaseLog struct {
 	mu    sync.Mutex
-	runs  [][phases + 1]time.Duration // the phases, then the whole Compute
+	runs  [][phases + 1]time.Duration // the phases, then the whole Run
 	other int
 }
 
-var phaseLogs sync.Map // *partition → *phaseLog
+var phaseLogs sync.Map // *Partition → *phaseLog
 
 var copies struct {
 	mu sync.Mutex
@@ -45,7 +45,7 @@ func (c *phaseClock) mark(p phase) {
 	c.t = now
 }
 
-func (c *phaseClock) done(pt *partition, replayed bool) {
+func (c *phaseClock) done(pt *Partition, replayed bool) {
 	v, _ := phaseLogs.LoadOrStore(pt, &phaseLog{})
 	l := v.(*phaseLog)
 	l.mu.Lock()
@@ -65,7 +65,7 @@ func (c *phaseClock) done(pt *partition, replayed bool) {
 	l.runs = append(l.runs, r)
 }
 
-func (pt *partition) reportPhases() {
+func (pt *Partition) reportPhases() {
 	v, ok := phaseLogs.LoadAndDelete(pt)
 	if !ok {
 		return
@@ -111,7 +111,9 @@ func quantiles(runs [][phases + 1]time.Duration, p phase) (float64, float64) {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
-func timeCopy(from, to bool) func() {
+// TimeCopy starts timing one of the host's copies between host and device memory (its data
+// transfer, between runs); the returned func ends it. Free unless built with cudaep_phases.
+func TimeCopy(from, to bool) func() {
 	t := time.Now()
 	return func() {
 		d := time.Since(t)

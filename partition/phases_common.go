@@ -1,6 +1,6 @@
-package ort
+package partition
 
-// phase is a step of a partition's Compute, in the order a run takes them: phases_timed.go
+// phase is a step of a partition's Run, in the order a run takes them: phases_timed.go
 // times them in a measurement build (go build -tags cudaep_phases), to find where a decode
 // step's host time goes; the shipped library times nothing.
 type phase int
