@@ -1,6 +1,7 @@
-// experiment.cuh: what the experiments beside it share: CHECK, the grid gemv.go plans for a
-// GEMV (gemv_grid), the timing of a step (median_us), the 1B Llama layer's projections and,
-// after gemv.cu, the launch of its kernels as gemv.go plans them. Each .cu here includes it.
+// experiment.cuh: what the experiments beside it share: CHECK, the timing of a step
+// (median_us), the 1B Llama layer's projections and, after gemv.cu, the launch of its kernels
+// as gemv.go plans them (gemv_plans.h, generated from the library's planning). Each .cu here
+// includes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,19 +10,9 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+#include "gemv_plans.h"
 
-// gemv_grid is the grid gemv.go's gemvGeometry plans for a GEMV of k rows over tiles column
-// tiles, a block per tile and chunk of K: about 4 blocks an SM, K split into at most 32 chunks
-// of a multiple of 64 rows. rows receives a chunk's rows.
-static dim3 gemv_grid(unsigned long long k, unsigned long long tiles, int sms, unsigned long long& rows) {
-	typedef unsigned long long u;
-	u chunks = std::max<u>(1, std::min<u>(std::min<u>((u)4 * sms / tiles, 32), (k + 63) / 64));
-	rows = (k + chunks - 1) / chunks;
-	rows = (rows + 63) / 64 * 64;
-	chunks = (k + rows - 1) / rows;
-	return dim3(tiles, chunks);
-}
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
 // Proj is one projection of a decode layer: K, its group's N_i (0 past the group: q, k and v
 // are one group, gate and up another) and the prologue the decode step computes its row with
@@ -78,20 +69,18 @@ struct GemvRow {
 };
 
 // launch_gemv queues gemv.cu's bfloat16 kernel for prologue mode (GEMV_PLAIN, GEMV_RMSNORM or
-// GEMV_SILU) over p's matrices at w, outputs from y, as gemv.go plans it (gemv_grid), and
-// returns the launch's error.
+// GEMV_SILU) over p's matrices at w, outputs from y, as gemv.go launches it on a device of sms
+// SMs (gemv_plan and gemv_kernel_bf16), and returns the launch's error.
 static cudaError_t launch_gemv(cudaStream_t st, int sms, const GemvScratch& s, const Proj& p, int mode, const char* w,
 	bf16_t* y, const GemvRow& row) {
-	unsigned long long tiles = 0, rows;
-	for (unsigned long long n : p.n) tiles += (n + 255) / 256;
-	const dim3 grid = gemv_grid(p.k, tiles, sms, rows);
+	const GemvPlan& plan = gemv_plan(p.k, p.n, sizeof(bf16_t), sms);
 	const bf16_t* b[4];
 	bf16_t* ys[4];
 	group_pointers(p, w, y, b, ys);
-	auto fn = mode == GEMV_RMSNORM ? cudaep_gemv_rmsnorm_bf16 : mode == GEMV_SILU ? cudaep_gemv_silu_bf16 : cudaep_gemv_bf16;
-	fn<<<grid, GEMV_THREADS, 0, st>>>(row.a, s.partials, s.counters, p.k, rows, ys[0], ys[1], ys[2], ys[3], b[0], b[1], b[2],
-		b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : row.a2, mode == GEMV_RMSNORM ? row.gamma : nullptr,
-		mode == GEMV_RMSNORM ? row.sum : nullptr, 1e-5f);
+	const auto fn = gemv_kernel_bf16(mode);
+	fn<<<dim3(plan.tiles, plan.chunks), GEMV_THREADS, 0, st>>>(row.a, s.partials, s.counters, p.k, plan.rows, ys[0], ys[1],
+		ys[2], ys[3], b[0], b[1], b[2], b[3], p.n[0], p.n[1], p.n[2], p.n[3], mode == GEMV_PLAIN ? nullptr : row.a2,
+		mode == GEMV_RMSNORM ? row.gamma : nullptr, mode == GEMV_RMSNORM ? row.sum : nullptr, 1e-5f);
 	return cudaGetLastError();
 }
 #endif

@@ -155,9 +155,10 @@ __global__ void __launch_bounds__(256, 4) gemv_cluster(const bf16_t* __restrict_
 	cluster_sync();
 }
 
-// A way of launching one projection: the baseline (cudaep's plain GEMV as gemv.go plans it) or
-// a cluster variant of tile width L and at most cmax chunks (a power of two, about 4 blocks an
-// SM, chunks of at least 64 rows).
+// A way of launching one projection: the baseline (cudaep's plain GEMV as gemv.go launches it:
+// launch_gemv) or a cluster variant of tile width L and at most cmax chunks (a power of two,
+// with gemv.go's targets: about GEMV_PLAN_BLOCKS_PER_SM blocks an SM, chunks of at least
+// GEMV_PLAN_ROW_STEP rows).
 struct Variant {
 	const char* name;
 	int l;     // 0: the baseline
@@ -195,7 +196,8 @@ static cudaError_t launch_cluster(cudaStream_t st, const Proj& p, const bf16_t* 
 	u64 tiles = 0;
 	for (u64 n : p.n) tiles += (n + TCOL - 1) / TCOL;
 	u64 c = 1;
-	while (c * 2 <= (u64)cmax && tiles * c * 2 <= (u64)4 * sms && p.k / (c * 2) >= 64) c *= 2;
+	while (c * 2 <= (u64)cmax && tiles * c * 2 <= (u64)GEMV_PLAN_BLOCKS_PER_SM * sms && p.k / (c * 2) >= GEMV_PLAN_ROW_STEP)
+		c *= 2;
 	const u64 rows = (p.k + c - 1) / c;
 	const bf16_t* b[4];
 	bf16_t* ys[4];

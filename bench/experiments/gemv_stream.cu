@@ -14,7 +14,9 @@
 //   W=2  4 rows of 1 KiB;  W=4  2 rows of 2 KiB;  W=8  1 row of 4 KiB per unrolled row
 //
 // and "read" is the ceiling: the same bytes read contiguously (16 bytes a lane, 8 loads in
-// flight), summed. Grids: about 4 blocks an SM (K split into chunks), as gemv.go plans.
+// flight), summed. Grids: W=1 as gemv.go plans cudaep's (gemv_plans.h); the wider tiles with
+// its targets, about GEMV_PLAN_BLOCKS_PER_SM blocks an SM and chunks of whole steps of
+// GEMV_PLAN_ROW_STEP / W rows, but not its cap of GEMV_PLAN_MAX_CHUNKS chunks.
 //
 // Then a decode layer's four GEMVs in order (q+k+v, o, gate+up, down), W=1, each launch
 // prefetching into L2 (prefetch.global.L2, after its main loop) the first 0–32 MB of the next
@@ -24,13 +26,11 @@
 // same launches captured into one CUDA graph, with and without 4 tiny kernels between the GEMVs.
 //
 //   nvcc -O3 -arch=sm_90 -o gemv_stream gemv_stream.cu && ./gemv_stream
+#include "../../ep/kernels/cuda/common.cuh"
+
 #include "experiment.cuh"
 
-typedef unsigned long long u64;
-struct bf16_t { unsigned short bits; };
-struct __align__(16) Pack { bf16_t v[8]; };
-__device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(((unsigned)x.bits) << 16); }
-
+typedef Pack<bf16_t> Pack8;  // 16 bytes: 8 bfloat16s
 
 // Block: 8 warps; warp w is column segment w % W of the tile and row group w / W (8 / W groups).
 // A warp's unrolled step loads rows r + g + G*u (u < 8, G = 8 / W groups), its 512 bytes of each.
@@ -41,12 +41,12 @@ __global__ void __launch_bounds__(256, 4) gemv_w(const bf16_t* __restrict__ a, c
 	const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, seg = warp % W, g = warp / W;
 	const u64 col = (u64)blockIdx.x * W * 256 + seg * 256 + lane * 8;
 	const u64 r0 = (u64)blockIdx.y * rows, r1 = min(r0 + rows, k);
-	const Pack* p = (const Pack*)(b + col);
+	const Pack8* p = (const Pack8*)(b + col);
 	const u64 stride = n / 8;
 	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 	u64 r = r0 + g;
 	for (; r + (u64)G * 7 < r1; r += (u64)G * 8) {
-		Pack x[8];
+		Pack8 x[8];
 #pragma unroll
 		for (int u = 0; u < 8; ++u) x[u] = p[(r + (u64)G * u) * stride];
 #pragma unroll
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(256, 4) gemv_w(const bf16_t* __restrict__ a, c
 		}
 	}
 	for (; r < r1; r += G) {
-		const Pack x = p[r * stride];
+		const Pack8 x = p[r * stride];
 		const float av = to_float(a[r]);
 #pragma unroll
 		for (int j = 0; j < 8; ++j) acc[j] += av * to_float(x.v[j]);
@@ -83,12 +83,12 @@ __global__ void __launch_bounds__(256, 4) gemv_w(const bf16_t* __restrict__ a, c
 }
 
 // read: the matrix's bytes contiguously, 8 packs in flight a lane, summed (one float a block).
-__global__ void __launch_bounds__(256, 4) read_all(const Pack* __restrict__ b, float* __restrict__ out, u64 packs) {
+__global__ void __launch_bounds__(256, 4) read_all(const Pack8* __restrict__ b, float* __restrict__ out, u64 packs) {
 	float s = 0;
 	const u64 per = (packs + gridDim.x - 1) / gridDim.x, p0 = (u64)blockIdx.x * per, p1 = min(p0 + per, packs);
 	u64 p = p0 + threadIdx.x;
 	for (; p + 7 * 256 < p1; p += 8 * 256) {
-		Pack x[8];
+		Pack8 x[8];
 #pragma unroll
 		for (int u = 0; u < 8; ++u) x[u] = b[p + u * 256];
 #pragma unroll
@@ -149,15 +149,23 @@ int main() {
 				for (u64 c = 0; c < copies; ++c) {
 					const bf16_t* b = (const bf16_t*)(big + c * bytes);
 					if (!W) {
-						read_all<<<4 * sms, 256>>>((const Pack*)b, part, bytes / 16);
+						read_all<<<4 * sms, 256>>>((const Pack8*)b, part, bytes / 16);
 						continue;
 					}
-					const u64 tiles = s.n / (W * 256), step = 64 / W;
-					u64 chunks = std::max<u64>(1, std::min<u64>((u64)4 * sms / tiles, s.k / step));
-					u64 rows = (s.k + chunks - 1) / chunks;
-					rows = (rows + step - 1) / step * step;
-					chunks = (s.k + rows - 1) / rows;
-					dim3 grid(tiles, chunks);
+					const u64 tiles = s.n / (W * 256), step = GEMV_PLAN_ROW_STEP / W;
+					u64 chunks, rows;
+					if (W == 1) {
+						const u64 ns[4] = {s.n, 0, 0, 0};
+						const GemvPlan& plan = gemv_plan(s.k, ns, sizeof(bf16_t), sms);
+						chunks = plan.chunks;
+						rows = plan.rows;
+					} else {
+						chunks = std::max<u64>(1, std::min<u64>((u64)GEMV_PLAN_BLOCKS_PER_SM * sms / tiles, s.k / step));
+						rows = (s.k + chunks - 1) / chunks;
+						rows = (rows + step - 1) / step * step;
+						chunks = (s.k + rows - 1) / rows;
+					}
+					const dim3 grid(tiles, chunks);
 					switch (W) {
 					case 1: gemv_w<1><<<grid, 256>>>(a, b, part, s.k, s.n, rows); break;
 					case 2: gemv_w<2><<<grid, 256>>>(a, b, part, s.k, s.n, rows); break;
@@ -189,9 +197,10 @@ int main() {
 				const Shape& s = seq[i];
 				const u64 bytes = s.k * s.n * 2;
 				const u64 next_bytes = i < 3 ? seq[i + 1].k * seq[i + 1].n * 2 : (l + 1 < layers ? seq[0].k * seq[0].n * 2 : 0);
-				u64 rows;
-				const dim3 grid = gemv_grid(s.k, s.n / 256, sms, rows);
-				gemv_w<1><<<grid, 256, 0, st>>>(a, (const bf16_t*)at, part, s.k, s.n, rows, at + bytes, std::min(pf, next_bytes));
+				const u64 ns[4] = {s.n, 0, 0, 0};
+				const GemvPlan& plan = gemv_plan(s.k, ns, sizeof(bf16_t), sms);
+				gemv_w<1><<<dim3(plan.tiles, plan.chunks), 256, 0, st>>>(a, (const bf16_t*)at, part, s.k, s.n, plan.rows, at + bytes,
+					std::min(pf, next_bytes));
 				at += bytes;
 				after(i, at);
 			}

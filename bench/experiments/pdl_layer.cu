@@ -13,6 +13,9 @@
 //            dependents launch (griddepcontrol.launch_dependents) at its start;
 //   pdl+pre  as pdl, and each GEMV block loads its first 8 rows of weights before it waits.
 //
+// Each GEMV runs the grid gemv.go plans for cudaep's GEMV of its shape (gemv_plans.h); the
+// storage types and conversions are the library's (common.cuh: bfloat16 rounded to nearest
+// even on store).
 // Prints ms per step and the share of 4.8 TB/s the step's weight bytes are. Build and run:
 //   nvcc -O3 -arch=sm_90 -o pdl_layer pdl_layer.cu -lcuda && ./pdl_layer
 #include <cuda.h>
@@ -24,11 +27,11 @@
 #include <chrono>
 #include <cstring>
 
-typedef unsigned long long u64;
-struct bf16_t { unsigned short bits; };
-struct __align__(16) Pack { bf16_t v[8]; };
-__device__ __forceinline__ float to_float(bf16_t x) { return __uint_as_float(((unsigned)x.bits) << 16); }
-__device__ __forceinline__ bf16_t from_float(float x) { bf16_t b; b.bits = (unsigned short)(__float_as_uint(x) >> 16); return b; }
+#include "../../ep/kernels/cuda/common.cuh"
+
+#include "gemv_plans.h"
+
+typedef Pack<bf16_t> Pack8;  // 16 bytes: 8 bfloat16s
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_go() { asm volatile("griddepcontrol.launch_dependents;"); }
@@ -54,9 +57,9 @@ __global__ void __launch_bounds__(THREADS, 4) gemv(const bf16_t* a, float* parti
 	const u64 r0 = chunk * rows, r1 = r0 + rows < k ? r0 + rows : k;
 	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 	const u64 stride = n / 8;
-	const Pack* p = (const Pack*)(b + col0);
+	const Pack8* p = (const Pack8*)(b + col0);
 	u64 r = r0 + warp;
-	Pack x[UNROLL];
+	Pack8 x[UNROLL];
 	bool pre = false;
 	if ((MODE == 2 || MODE == 3) && col0 < n && r + (UNROLL - 1) * WARPS < r1) {
 #pragma unroll
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(THREADS, 4) gemv(const bf16_t* a, float* parti
 				for (int j = 0; j < 8; ++j) acc[j] += av[u] * to_float(x[u].v[j]);
 		}
 		for (; r < r1; r += WARPS) {
-			const Pack xx = p[r * stride];
+			const Pack8 xx = p[r * stride];
 			const float av = to_float(a[r]);
 #pragma unroll
 			for (int j = 0; j < 8; ++j) acc[j] += av * to_float(xx.v[j]);
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(THREADS, 4) gemv(const bf16_t* a, float* parti
 	float sum = 0;
 	for (int w = 0; w < WARPS; ++w) sum += red[w * TC + t];
 	if (gridDim.y == 1) {
-		if (col < n) y[col] = from_float(sum);
+		if (col < n) y[col] = from_float<bf16_t>(sum);
 		return;
 	}
 	const u64 ld = (u64)gridDim.x * TC;
@@ -108,7 +111,7 @@ __global__ void __launch_bounds__(THREADS, 4) gemv(const bf16_t* a, float* parti
 	__threadfence();
 	float total = 0;
 	for (unsigned c = 0; c < gridDim.y; ++c) total += __ldcg(partials + c * ld + tile * TC + t);
-	if (col < n) y[col] = from_float(total);
+	if (col < n) y[col] = from_float<bf16_t>(total);
 	if (t == 0) counters[tile] = 0;
 }
 
@@ -125,7 +128,7 @@ __global__ void rmsnorm(const bf16_t* x, const bf16_t* g, bf16_t* y, int n) {
 	float tot = 0;
 	for (int w = 0; w < THREADS / 32; ++w) tot += s[w];
 	const float inv = rsqrtf(tot / n + 1e-5f);
-	for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = from_float(to_float(x[i]) * inv * to_float(g[i]));
+	for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = from_float<bf16_t>(to_float(x[i]) * inv * to_float(g[i]));
 }
 
 // Attention stand-in: 32 heads, each a block reading its kv head's 128 x 64 keys and values.
@@ -139,7 +142,7 @@ __global__ void attn(const bf16_t* q, const bf16_t* kv, bf16_t* o, int ctx) {
 	for (int t = part; t < ctx; t += 4) s += qd * to_float(kv[((size_t)kvh * ctx + t) * 64 + d]);
 	acc[part][d] = s;
 	__syncthreads();
-	if (part == 0) o[h * 64 + d] = from_float(acc[0][d] + acc[1][d] + acc[2][d] + acc[3][d]);
+	if (part == 0) o[h * 64 + d] = from_float<bf16_t>(acc[0][d] + acc[1][d] + acc[2][d] + acc[3][d]);
 }
 
 template <int MODE>
@@ -147,7 +150,7 @@ __global__ void silumul(const bf16_t* gu, bf16_t* y, int n) {
 	if (MODE) { pdl_go(); pdl_wait(); }
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
 		float g = to_float(gu[i]), u = to_float(gu[n + i]);
-		y[i] = from_float(g / (1 + __expf(-g)) * u);
+		y[i] = from_float<bf16_t>(g / (1 + __expf(-g)) * u);
 	}
 }
 
@@ -166,15 +169,14 @@ static void launch(cudaStream_t s, bool pdl, const void* fn, dim3 grid, dim3 blo
 
 struct Gemv { u64 k, n; bf16_t* b; float* partials; unsigned* counters; dim3 grid; u64 rows; };
 
+// plan is one GEMV of K x N bfloat16 weights (all bytes 0x3c) on sms SMs, its grid as gemv.go
+// plans it (gemv_plan), with partials and zeroed counters of its own.
 static Gemv plan(u64 k, u64 n, int sms) {
 	Gemv g{k, n};
-	u64 tiles = (n + TC - 1) / TC;
-	u64 chunks = (u64)(4 * sms) / tiles;
-	chunks = std::max<u64>(1, std::min<u64>(std::min<u64>(chunks, 32), (k + 63) / 64));
-	u64 rows = (k + chunks - 1) / chunks;
-	rows = (rows + 63) / 64 * 64;
-	chunks = (k + rows - 1) / rows;
-	g.rows = rows;
+	const u64 ns[4] = {n, 0, 0, 0};
+	const GemvPlan& p = gemv_plan(k, ns, sizeof(bf16_t), sms);
+	const u64 tiles = p.tiles, chunks = p.chunks;
+	g.rows = p.rows;
 	g.grid = dim3(tiles, chunks);
 	CK(cudaMalloc(&g.b, k * n * 2));
 	CK(cudaMemset(g.b, 0x3c, k * n * 2));

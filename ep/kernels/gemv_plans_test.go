@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -161,4 +163,27 @@ func TestGemvPlansHeaderIsCurrent(t *testing.T) {
 	assert.Contains(t, string(want), "\t{2048, {2048, 512, 512, 0}, 2, 132, 12, 32, 64}, // q+k+v")
 	assert.Contains(t, string(want), "\t{2048, {8192, 8192, 0, 0}, 2, 132, 64, 8, 256}, // gate+up")
 	assert.Contains(t, string(want), "\tcase GEMV_RMSNORM:\n\t\treturn cudaep_gemv_rmsnorm_bf16;\n")
+}
+
+// TestExperimentsIncludeTheProductsDeviceCode: every experiment (bench/experiments/*.cu)
+// includes the library's device code (ep/kernels/cuda) and none restates its storage types
+// or the GEMV planning that gemv_plans.h states.
+func TestExperimentsIncludeTheProductsDeviceCode(t *testing.T) {
+	files, err := filepath.Glob("../../bench/experiments/*")
+	require.NoError(t, err)
+	restated := regexp.MustCompile(`struct\s+(__align__\(\d+\)\s+)?(bf16_t|half_t|Pack)\s*\{|gemv_grid\(`)
+	var experiments int
+	for _, f := range files {
+		if filepath.Base(f) == filepath.Base(gemvPlansHeader) {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if strings.HasSuffix(f, ".cu") {
+			experiments++
+			assert.Contains(t, string(src), `"../../ep/kernels/cuda/`, "%s includes the library's device code", f)
+		}
+		assert.Empty(t, restated.FindAllString(string(src), -1), "%s restates the library's types or planning", f)
+	}
+	assert.NotZero(t, experiments, "the experiments are found")
 }
