@@ -22,3 +22,29 @@ type Value struct {
 	Info  ep.TensorInfo
 	Const *ep.Const
 }
+
+// Present is vs without the trailing optional values a node leaves out (ONNX marks a missing
+// optional input or output with an empty name); one left out before a named one stays, empty.
+func Present(vs []Value) []Value {
+	for len(vs) > 0 && vs[len(vs)-1].Name == "" {
+		vs = vs[:len(vs)-1]
+	}
+	return vs
+}
+
+// Values are the value names each node reads and writes, for ordering and grouping
+// (TopoOrder, FusionGroups).
+func Values(nodes []Node) []NodeValues {
+	out := make([]NodeValues, len(nodes))
+	names := func(vs []Value) []string {
+		ns := make([]string, len(vs))
+		for i, v := range vs {
+			ns[i] = v.Name
+		}
+		return ns
+	}
+	for i, n := range nodes {
+		out[i] = NodeValues{Inputs: names(n.Inputs), Outputs: names(n.Outputs)}
+	}
+	return out
+}

@@ -51,7 +51,7 @@ type Partition struct {
 // Compile returns.
 func (s *Session) Compile(g Graph) (*Partition, error) {
 	ordered := make([]Node, 0, len(g.Nodes))
-	for _, i := range TopoOrder(valuesOf(g.Nodes)) {
+	for _, i := range TopoOrder(Values(g.Nodes)) {
 		ordered = append(ordered, g.Nodes[i])
 	}
 	pt := &Partition{s: s, name: g.Name, plans: map[string]*plan{}, nodes: ordered,
@@ -98,22 +98,6 @@ func (pt *Partition) Close() error {
 		pt.w = nil
 	}
 	return errors.Join(errs...)
-}
-
-// valuesOf are the value names each node reads and writes, for ordering and grouping.
-func valuesOf(nodes []Node) []NodeValues {
-	out := make([]NodeValues, len(nodes))
-	names := func(vs []Value) []string {
-		ns := make([]string, len(vs))
-		for i, v := range vs {
-			ns[i] = v.Name
-		}
-		return ns
-	}
-	for i, n := range nodes {
-		out[i] = NodeValues{Inputs: names(n.Inputs), Outputs: names(n.Outputs)}
-	}
-	return out
 }
 
 // opCounts lists how many of nodes each operator has, in order of first appearance ("MatMul

@@ -163,14 +163,7 @@ func (pt *Partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 		pl.inBytes = append(pl.inBytes, uint64(info.Bytes()))
 	}
 	for ni, nd := range pt.nodes {
-		ins := nd.Inputs
-		for len(ins) > 0 && ins[len(ins)-1].Name == "" {
-			ins = ins[:len(ins)-1]
-		}
-		outs := nd.Outputs
-		for len(outs) > 0 && outs[len(outs)-1].Name == "" {
-			outs = outs[:len(outs)-1]
-		}
+		ins, outs := Present(nd.Inputs), Present(nd.Outputs)
 		spec := ep.Spec{Name: nd.Name, Op: nd.Op, Opset: nd.Opset, Attrs: nd.Attrs, NumOutputs: len(outs)}
 		st := step{layer: -1}
 		if li, ok := layerOf[ni]; ok {

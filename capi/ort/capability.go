@@ -54,15 +54,15 @@ func cudaepOrtGetCapability(e *C.CudaEpOrtEp, g *C.OrtGraph, info *C.OrtEpGraphS
 		why, crashed := judge(nd, opset, s.supports)
 		supported[i] = why == nil
 		if why != nil && (logDeclines || crashed) {
-			op := fmt.Sprintf("%s, opset %d", nd.op, opset) // the graph's ONNX opset
+			op := fmt.Sprintf("%s, opset %d", nd.ortOp, opset) // the graph's ONNX opset
 			if p := domainPrefix(nd.domain); p != "" {
-				op = p + nd.op
+				op = p + nd.ortOp
 			}
 			level := C.OrtLoggingLevel(C.ORT_LOGGING_LEVEL_INFO)
 			if crashed {
 				level = C.ORT_LOGGING_LEVEL_WARNING
 			}
-			s.log(level, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.name, op, why))
+			s.log(level, fmt.Sprintf("%s leaves node %q (%s) to another EP: %v", EPName, nd.Name, op, why))
 		}
 	}
 	for _, group := range partition.FusionGroups(nodeValues(nodes), supported) {
@@ -86,23 +86,20 @@ func judge(nd *node, opset int64, supports func(*node, int64) error) (why error,
 }
 
 // supports returns nil when the provider has a kernel for nd: an ONNX-domain or contrib op
-// over tensors whose types it takes (symbolic dimensions count as 1 here; Compute builds
-// kernels for the real shapes). Otherwise it says why not: GetCapability logs the reason.
+// over tensors whose types it takes (symbolic dimensions count as 1 here; runs build kernels
+// for the real shapes). Otherwise it says why not: GetCapability logs the reason.
 func (s *session) supports(nd *node, opset int64) error {
 	switch {
 	case nd.badAttr != "":
 		return fmt.Errorf("attribute %q is of a kind cudaep's kernels do not take", nd.badAttr)
 	case opset <= 0:
 		return errors.New("the graph imports no ONNX opset")
-	}
-	if _, ok := kernelOp(nd, opset); !ok {
+	case nd.Op == "":
 		return fmt.Errorf("cudaep has no kernels in domain %q", nd.domain)
-	}
-	spec, ok := specOf(nd, opset, 1)
-	if !ok {
+	case !nd.tensors:
 		return errors.New("an input or output is not a tensor, or a required input is missing")
 	}
-	k, err := s.p.GetKernel(spec)
+	k, err := s.p.GetKernel(specOf(nd.Node, 1))
 	if err != nil {
 		return err
 	}
@@ -113,7 +110,7 @@ func (s *session) supports(nd *node, opset int64) error {
 	if !k.CaptureSupport().IsSupported() {
 		return errors.New("its outputs' shapes depend on the input values (the kernel cannot be captured)")
 	}
-	if got, want := len(k.Outputs()), len(presentOutputs(nd)); got < want {
+	if got, want := len(k.Outputs()), len(partition.Present(nd.Outputs)); got < want {
 		return fmt.Errorf("the kernel makes %d outputs, the node names %d", got, want)
 	}
 	return nil
@@ -127,40 +124,29 @@ func domainPrefix(domain string) string {
 	return domain + "."
 }
 
-// specOf is the kernel spec of nd with symbolic dimensions set to d, its constant inputs'
-// values in Consts; ok is false for a node with a missing (but not trailing optional) input or
-// a non-tensor value.
-func specOf(nd *node, opset int64, d int64) (ep.Spec, bool) {
-	ins := presentInputs(nd)
-	op, ok := kernelOp(nd, opset)
-	if !ok {
-		return ep.Spec{}, false
-	}
-	spec := ep.Spec{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs, Inputs: make([]ep.TensorInfo, len(ins)),
-		NumOutputs: len(presentOutputs(nd))}
+// specOf is the kernel spec of n with symbolic dimensions set to d, its constant inputs'
+// values in Consts.
+func specOf(n partition.Node, d int64) ep.Spec {
+	ins, outs := partition.Present(n.Inputs), partition.Present(n.Outputs)
+	spec := ep.Spec{Name: n.Name, Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, Inputs: make([]ep.TensorInfo, len(ins)),
+		NumOutputs: len(outs)}
 	for i, v := range ins {
-		if v.name == "" || !v.tensor {
-			return spec, false
+		shape := make([]int64, len(v.Info.Shape))
+		for j, x := range v.Info.Shape {
+			if x < 0 {
+				x = d
+			}
+			shape[j] = x
 		}
-		spec.Inputs[i] = v.info(d)
-	}
-	spec.Consts = constsOf(ins)
-	for _, v := range presentOutputs(nd) {
-		if v.name != "" && !v.tensor {
-			return spec, false
+		spec.Inputs[i] = ep.TensorInfo{DType: v.Info.DType, Shape: shape}
+		if v.Const != nil {
+			if spec.Consts == nil {
+				spec.Consts = map[int]ep.Const{}
+			}
+			spec.Consts[i] = *v.Const
 		}
 	}
-	return spec, true
-}
-
-// presentOutputs are a node's outputs without the trailing optional ones it leaves out; an
-// output left out before a named one has an empty name (the kernel's is scratch).
-func presentOutputs(nd *node) []value {
-	outs := nd.outputs
-	for len(outs) > 0 && outs[len(outs)-1].name == "" {
-		outs = outs[:len(outs)-1]
-	}
-	return outs
+	return spec
 }
 
 // contribDomain is ONNX Runtime's contrib-op domain; its ops reach the kernels as
@@ -173,59 +159,28 @@ type opName struct {
 	opset int
 }
 
-// kernelOp names a node's op and opset for the kernels: ONNX-domain ops by their type at the
-// graph's ONNX opset, contrib ops prefixed with their domain; ok is false for any other domain.
-func kernelOp(nd *node, opset int64) (op opName, ok bool) {
-	switch nd.domain {
+// kernelOp names an op of domain for the kernels: ONNX-domain ops by their type at the graph's
+// ONNX opset, contrib ops prefixed with their domain; ok is false for any other domain.
+func kernelOp(op, domain string, opset int64) (k opName, ok bool) {
+	switch domain {
 	case "", "ai.onnx":
-		op.name, op.opset = nd.op, int(opset)
+		k.name, k.opset = op, int(opset)
 	case contribDomain:
-		op.name, op.opset = contribDomain+"."+nd.op, 1
+		k.name, k.opset = contribDomain+"."+op, 1
 	default:
-		return op, false
+		return k, false
 	}
-	return op, true
-}
-
-// presentInputs are a node's inputs without the trailing optional ones the node leaves out
-// (ONNX marks a missing optional input with an empty name).
-func presentInputs(nd *node) []value {
-	ins := nd.inputs
-	for len(ins) > 0 && ins[len(ins)-1].name == "" {
-		ins = ins[:len(ins)-1]
-	}
-	return ins
-}
-
-// constsOf are the values of the constant inputs among ins, by input index (nil for none).
-func constsOf(ins []value) map[int]ep.Const {
-	var c map[int]ep.Const
-	for i, v := range ins {
-		if v.konst != nil {
-			if c == nil {
-				c = map[int]ep.Const{}
-			}
-			c[i] = *v.konst
-		}
-	}
-	return c
+	return k, true
 }
 
 // nodeValues are the value names each node reads and writes, for the partition package's
 // ordering and grouping.
 func nodeValues(nodes []node) []partition.NodeValues {
-	out := make([]partition.NodeValues, len(nodes))
-	names := func(vs []value) []string {
-		ns := make([]string, len(vs))
-		for i, v := range vs {
-			ns[i] = v.name
-		}
-		return ns
-	}
+	pn := make([]partition.Node, len(nodes))
 	for i := range nodes {
-		out[i] = partition.NodeValues{Inputs: names(nodes[i].inputs), Outputs: names(nodes[i].outputs)}
+		pn[i] = nodes[i].Node
 	}
-	return out
+	return partition.Values(pn)
 }
 
 // addNodesToFuse hands one group to ORT; the node array lives in C memory for the call.

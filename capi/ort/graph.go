@@ -8,7 +8,6 @@ import "C"
 import (
 	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"github.com/cudaep/cudaep/ep"
@@ -29,17 +28,20 @@ type value struct {
 	konst  *ep.Const // the values of a small constant initializer (see readConst), else nil
 }
 
-// node is what the adapter reads of an ORT node: enough to make an ep kernel.
+// node is an ORT node as the adapter reads it: the partition's node (its name; its op and
+// opset as the kernels know them, see kernelOp, empty for a domain that is not CudaEp's; its
+// attributes; its values with their declared shapes, -1 for a symbolic dimension, and small
+// constants' values) and what only ORT has.
 type node struct {
+	partition.Node
 	ptr     *C.OrtNode
-	op      string
+	ortOp   string // the op type in its domain, as ORT names it
 	domain  string
-	name    string
 	ep      string // the EP ORT assigned the node to, or ""
-	inputs  []value
-	outputs []value
-	attrs   map[string]ep.Attribute
 	badAttr string // an attribute of a kind ep cannot take (graph, tensor), or ""
+	// tensors reports that every input the node names and every output it names is a tensor
+	// of at most maxRank dimensions, and no input before a named one is missing.
+	tensors bool
 }
 
 // readNodes reads every node of g, with the ONNX-domain opset the graph imports.
@@ -61,7 +63,7 @@ func readNodes(g *C.OrtGraph) ([]node, int64, error) {
 	ptrs := unsafe.Slice(arr, int(n))
 	nodes := make([]node, len(ptrs))
 	for i, p := range ptrs {
-		nd, err := readNode(p)
+		nd, err := readNode(p, int64(opset))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -70,27 +72,55 @@ func readNodes(g *C.OrtGraph) ([]node, int64, error) {
 	return nodes, int64(opset), nil
 }
 
-func readNode(p *C.OrtNode) (node, error) {
+// readNode reads one node of a graph importing ONNX opset opset.
+func readNode(p *C.OrtNode, opset int64) (node, error) {
 	nd := node{ptr: p}
 	var op, domain, name *C.char
 	if err := errorOf(C.cudaep_ort_node_strings(p, &op, &domain, &name), "read a node"); err != nil {
 		return nd, err
 	}
-	nd.op, nd.domain, nd.name = goString(op), goString(domain), goString(name)
+	nd.ortOp, nd.domain, nd.Name = goString(op), goString(domain), goString(name)
+	if k, ok := kernelOp(nd.ortOp, nd.domain, opset); ok {
+		nd.Op, nd.Opset = k.name, k.opset
+	}
 	var assigned *C.char
 	if err := errorOf(C.cudaep_ort_node_ep(p, &assigned), "read a node's EP"); err != nil {
 		return nd, err
 	}
 	nd.ep = goString(assigned)
-	var err error
-	if nd.inputs, err = readValues(p, 0); err != nil {
+	ins, err := readValues(p, 0)
+	if err != nil {
 		return nd, err
 	}
-	if nd.outputs, err = readValues(p, 1); err != nil {
+	outs, err := readValues(p, 1)
+	if err != nil {
 		return nd, err
 	}
-	nd.attrs, nd.badAttr, err = readAttrs(p)
+	nd.tensors = true
+	present := len(presentValues(ins))
+	for i, v := range ins {
+		nd.Inputs = append(nd.Inputs, v.partitionValue())
+		if i < present && (v.name == "" || !v.tensor) {
+			nd.tensors = false
+		}
+	}
+	for _, v := range outs {
+		nd.Outputs = append(nd.Outputs, v.partitionValue())
+		if v.name != "" && !v.tensor {
+			nd.tensors = false
+		}
+	}
+	nd.Attrs, nd.badAttr, err = readAttrs(p)
 	return nd, err
+}
+
+// presentValues are a node's values without the trailing optional ones it leaves out (ONNX
+// marks a missing optional value with an empty name).
+func presentValues(vs []value) []value {
+	for len(vs) > 0 && vs[len(vs)-1].name == "" {
+		vs = vs[:len(vs)-1]
+	}
+	return vs
 }
 
 // readValues reads a node's inputs (outputs=0) or outputs; a missing optional value has an
@@ -385,27 +415,14 @@ func isFloatType(d ep.DType) bool {
 	return d == ep.Float32 || d == ep.Float64 || d == ep.Float16 || d == ep.BFloat16
 }
 
-// epNode is nd as partition.Fuse and the plans read it: its op and opset as the kernels know
-// them, its values with their declared shapes (-1 for a symbolic dimension) and constants.
-func epNode(nd *node, opset int64) (partition.Node, error) {
-	op, ok := kernelOp(nd, opset)
-	if !ok {
-		return partition.Node{}, fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nd.name, nd.domain)
-	}
-	n := partition.Node{Name: nd.name, Op: op.name, Opset: op.opset, Attrs: nd.attrs}
-	for _, v := range nd.inputs {
-		n.Inputs = append(n.Inputs, v.epValue())
-	}
-	for _, v := range nd.outputs {
-		n.Outputs = append(n.Outputs, v.epValue())
-	}
-	return n, nil
-}
-
-// epValue is v as an partition.Value (the zero Value for an absent optional one).
-func (v value) epValue() partition.Value {
+// partitionValue is v as the partition reads it (the zero Value for an absent optional one;
+// a value that is not a tensor has only its name).
+func (v value) partitionValue() partition.Value {
 	if v.name == "" {
 		return partition.Value{}
 	}
-	return partition.Value{Name: v.name, Info: ep.TensorInfo{DType: v.dtype, Shape: slices.Clone(v.shape)}, Const: v.konst}
+	if !v.tensor {
+		return partition.Value{Name: v.name}
+	}
+	return partition.Value{Name: v.name, Info: ep.TensorInfo{DType: v.dtype, Shape: v.shape}, Const: v.konst}
 }

@@ -111,16 +111,16 @@ func TestConstOfReadsSixteenBitFloats(t *testing.T) {
 }
 
 func TestKernelOpNamesContribOpsByDomain(t *testing.T) {
-	op, ok := kernelOp(&node{op: "Relu"}, 17)
+	op, ok := kernelOp("Relu", "", 17)
 	assert.True(t, ok)
 	assert.Equal(t, opName{"Relu", 17}, op)
-	op, ok = kernelOp(&node{op: "Relu", domain: "ai.onnx"}, 14)
+	op, ok = kernelOp("Relu", "ai.onnx", 14)
 	assert.True(t, ok)
 	assert.Equal(t, opName{"Relu", 14}, op)
-	op, ok = kernelOp(&node{op: "SkipLayerNormalization", domain: "com.microsoft"}, 17)
+	op, ok = kernelOp("SkipLayerNormalization", "com.microsoft", 17)
 	assert.True(t, ok)
 	assert.Equal(t, opName{"com.microsoft.SkipLayerNormalization", 1}, op)
-	_, ok = kernelOp(&node{op: "Foo", domain: "org.example"}, 17)
+	_, ok = kernelOp("Foo", "org.example", 17)
 	assert.False(t, ok)
 }
 
@@ -174,16 +174,16 @@ func TestJudgeDeclinesAPanickingNodeAlone(t *testing.T) {
 	calls := 0
 	supports := func(nd *node, opset int64) error {
 		calls++
-		if nd.op == "Slice" {
+		if nd.Op == "Slice" {
 			panic("integer divide by zero")
 		}
 		return nil
 	}
-	why, crashed := judge(&node{op: "Slice", name: "s"}, 17, supports)
+	why, crashed := judge(&node{Node: partition.Node{Op: "Slice", Name: "s"}}, 17, supports)
 	require.Error(t, why)
 	assert.True(t, crashed)
 	assert.Contains(t, why.Error(), "integer divide by zero")
-	why, crashed = judge(&node{op: "Add", name: "a"}, 17, supports)
+	why, crashed = judge(&node{Node: partition.Node{Op: "Add", Name: "a"}}, 17, supports)
 	assert.NoError(t, why)
 	assert.False(t, crashed)
 	assert.Equal(t, 2, calls)

@@ -83,27 +83,26 @@ func cudaepOrtCompile(e *C.CudaEpOrtEp, graphs **C.OrtGraph, fused **C.OrtNode, 
 // compile reads ORT's graph of one fused node (its nodes, inputs, outputs and initializers)
 // and compiles it on the session.
 func (s *session) compile(g *C.OrtGraph, fused *C.OrtNode) (*fusedNode, error) {
-	fnode, err := readNode(fused)
+	fnode, err := readNode(fused, 0)
 	if err != nil {
 		return nil, err
 	}
-	nodes, opset, err := readNodes(g)
+	nodes, _, err := readNodes(g)
 	if err != nil {
 		return nil, err
 	}
-	pg := partition.Graph{Name: fnode.name}
+	pg := partition.Graph{Name: fnode.Name}
 	for i := range nodes {
-		n, err := epNode(&nodes[i], opset)
-		if err != nil {
-			return nil, err
+		if nodes[i].Op == "" {
+			return nil, fmt.Errorf("%w: node %s of domain %q is not CudaEp's", errInvalid, nodes[i].Name, nodes[i].domain)
 		}
-		pg.Nodes = append(pg.Nodes, n)
+		pg.Nodes = append(pg.Nodes, nodes[i].Node)
 	}
-	for _, v := range fnode.inputs {
-		pg.Inputs = append(pg.Inputs, v.name)
+	for _, v := range fnode.Inputs {
+		pg.Inputs = append(pg.Inputs, v.Name)
 	}
-	for _, v := range fnode.outputs {
-		pg.Outputs = append(pg.Outputs, v.name)
+	for _, v := range fnode.Outputs {
+		pg.Outputs = append(pg.Outputs, v.Name)
 	}
 	if pg.Initializers, err = readInitializers(g); err != nil {
 		return nil, fmt.Errorf("partition %s: %w", pg.Name, err)
