@@ -579,7 +579,7 @@ func batched2D(layout stridedLayout) (batch, rows, cols int64, ok bool) {
 
 // transpose2dKernelFor is the kernel a Transpose of elements of size bytes in rows × cols
 // matrices gets: pairs of 2-byte elements (pair8) and of 4-byte ones (pair4) when both sides
-// are even, 64-row tiles otherwise. On the H200 (256 MiB, scripts/op-variants-gpu.sh) the pairs
+// are even, 64-row tiles otherwise. On the H200 (256 MiB, bench/scripts/op-variants-gpu.sh) the pairs
 // moved float32 at 0.83-0.86 of peak and float16 at 0.80-0.84, tile64 0.80-0.85 and 0.67-0.71,
 // the general transpose 0.45 and 0.32.
 func transpose2dKernelFor(size int, rows, cols int64) string {

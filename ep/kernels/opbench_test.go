@@ -18,9 +18,9 @@ import (
 	"github.com/cudaep/cudaep/ep/kernels"
 )
 
-// The op benchmark (TestOpBenchTable) is driven by scripts/op-bench.sh: it prints a table and,
+// The op benchmark (TestOpBenchTable) is driven by bench/scripts/op-bench.sh: it prints a table and,
 // with EnvOpBenchJSON, writes every sample as JSON. EnvOpBenchTorch names the JSON that
-// ctests/bench/torch_ops.py wrote for the same rows in the same run, which the table puts side
+// bench/baselines/torch_ops.py wrote for the same rows in the same run, which the table puts side
 // by side.
 const (
 	EnvOpBench      = "CUDAEP_OPBENCH"
@@ -28,10 +28,10 @@ const (
 	EnvOpBenchTorch = "CUDAEP_OPBENCH_TORCH"
 	// EnvOpBenchVariants=1 adds rows for LayerNormalization, Transpose and Add with their
 	// baselines forced ("old", "nd", "stride"; variants.go) beside the default ones, the
-	// default's output checked against the baseline's (scripts/op-variants-gpu.sh).
+	// default's output checked against the baseline's (bench/scripts/op-variants-gpu.sh).
 	EnvOpBenchVariants = "CUDAEP_OPBENCH_VARIANTS"
 	// EnvOpBenchRows, a regular expression, limits the table to the rows whose IDs it matches
-	// (unanchored; ctests/bench/torch_ops.py reads it too); unset or empty: every row.
+	// (unanchored; bench/baselines/torch_ops.py reads it too); unset or empty: every row.
 	EnvOpBenchRows = "CUDAEP_OPBENCH_ROWS"
 )
 
@@ -128,7 +128,7 @@ type torchResults struct {
 // reported, ours and the raw baseline alternating.
 func TestOpBenchTable(t *testing.T) {
 	if os.Getenv(EnvOpBench) != "1" {
-		t.Skip("set " + EnvOpBench + "=1 to run the op benchmark (scripts/op-bench.sh)")
+		t.Skip("set " + EnvOpBench + "=1 to run the op benchmark (bench/scripts/op-bench.sh)")
 	}
 	f := newFixture(t)
 	sim := f.env.Sim != nil
@@ -136,7 +136,7 @@ func TestOpBenchTable(t *testing.T) {
 		Method: []string{
 			"device time from events recorded around a batch of calls on the library's stream, after a warm-up batch; samples alternate ours and the raw baseline",
 			"bytes per call are the bytes the op must read and write (inputs once, outputs once); GB/s = bytes / median time; of_peak = GB/s / 4800",
-			"PyTorch runs the same op on the same shapes and dtypes in the same job (ctests/bench/torch_ops.py), with torch.cuda.Event timing of the same batch sizes",
+			"PyTorch runs the same op on the same shapes and dtypes in the same job (bench/baselines/torch_ops.py), with torch.cuda.Event timing of the same batch sizes",
 		}}
 	rep.Device = f.env.Context.Device().Name()
 	if sim {
