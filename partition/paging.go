@@ -29,8 +29,8 @@ type layer struct {
 // wait), the layer's steps read their inputs from the slot, and the last one releases the slot
 // once its kernel is queued, so that the slot takes the layer after next. On an error the
 // layers still held are cancelled.
-func (pw *pagedWeights) execute(pl *plan) (err error) {
-	n := len(pw.layers)
+func (paged *pagedWeights) execute(pl *plan) (err error) {
+	n := len(paged.layers)
 	tickets := make([]ep.Ticket, n)
 	left := make([]int, n) // each layer's steps not yet queued
 	for _, st := range pl.steps {
@@ -42,12 +42,12 @@ func (pw *pagedWeights) execute(pl *plan) (err error) {
 	defer func() {
 		if err != nil {
 			for i := done; i < next; i++ {
-				_ = pw.db.Cancel(tickets[i])
+				_ = paged.db.Cancel(tickets[i])
 			}
 		}
 	}()
 	prefetch := func() error {
-		t, err := pw.db.Prefetch(ep.LayerID(next), pw.layers[next].w)
+		t, err := paged.db.Prefetch(ep.LayerID(next), paged.layers[next].w)
 		if err != nil {
 			return fmt.Errorf("page layer %d: %w", next, err)
 		}
@@ -64,7 +64,7 @@ func (pw *pagedWeights) execute(pl *plan) (err error) {
 	held := -1 // the layer whose slot view the steps read
 	for _, st := range pl.steps {
 		if st.layer >= 0 && st.layer != held {
-			if view, err = pw.db.Wait(tickets[st.layer]); err != nil {
+			if view, err = paged.db.Wait(tickets[st.layer]); err != nil {
 				return fmt.Errorf("page layer %d: %w", st.layer, err)
 			}
 			held = st.layer
@@ -81,11 +81,11 @@ func (pw *pagedWeights) execute(pl *plan) (err error) {
 		if left[st.layer]--; left[st.layer] > 0 {
 			continue
 		}
-		if err := pw.db.Release(tickets[st.layer]); err != nil {
+		if err := paged.db.Release(tickets[st.layer]); err != nil {
 			return fmt.Errorf("page layer %d: %w", st.layer, err)
 		}
 		done = st.layer + 1
-		b := pw.layers[st.layer].w.Bytes()
+		b := paged.layers[st.layer].w.Bytes()
 		counters.pagedLayers.Add(1)
 		counters.pagedBytes.Add(b)
 		counters.weightFileBytes.Add(b)
@@ -185,7 +185,7 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 			largest, largestNode = p.Bytes, nodes[g.Node].Name
 		}
 	}
-	pw := &pagedWeights{infos: map[string]ep.TensorInfo{}}
+	out := &pagedWeights{infos: map[string]ep.TensorInfo{}}
 	for _, cur := range ShareLayers(paged, largest) {
 		l := layer{offsets: map[string]uint64{}}
 		var regions []ep.Region
@@ -195,7 +195,7 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 			for _, name := range g.Names {
 				l.offsets[name] = off
 				regions = append(regions, exts[name].region)
-				pw.infos[name] = exts[name].info
+				out.infos[name] = exts[name].info
 				off += exts[name].region.Len
 			}
 		}
@@ -204,9 +204,9 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 			return nil, fmt.Errorf("node %s: %w", nodes[cur[0].Node].Name, err)
 		}
 		l.w = lw
-		pw.layers = append(pw.layers, l)
+		out.layers = append(out.layers, l)
 	}
-	if len(pw.layers) == 0 {
+	if len(out.layers) == 0 {
 		return nil, nil // everything fit
 	}
 	if budget := s.opts.WeightBudget; budget > 0 && largest > budget/ep.DoubleBufferSlots {
@@ -217,6 +217,6 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 	if err != nil {
 		return nil, fmt.Errorf("paging the partition's weights: %w", err)
 	}
-	pw.db = db
-	return pw, nil
+	out.db = db
+	return out, nil
 }

@@ -187,7 +187,7 @@ func cudaepOrtCreateEp(f *C.CudaEpOrtFactory, metadata **C.OrtKeyValuePairs, num
 	}
 	s := &session{opts: opts, p: p, logger: logger}
 	info := func(msg string) { s.log(C.ORT_LOGGING_LEVEL_INFO, EPName+" "+msg) }
-	if s.ps, err = partition.NewSession(p, opts.partition, &devmem.index, info); err != nil {
+	if s.ps, err = partition.NewSession(p, opts.partition, &ortMemory.index, info); err != nil {
 		_ = p.Close()
 		return statusOf(err)
 	}

@@ -69,11 +69,11 @@ func GetStats() Stats {
 		st.DeviceLiveBytes += s.p.Stats().LiveBytes
 	}
 	live.mu.Unlock()
-	devmem.mu.Lock()
-	for _, p := range devmem.providers {
+	ortMemory.mu.Lock()
+	for _, p := range ortMemory.providers {
 		st.DeviceLiveBytes += p.Stats().LiveBytes
 	}
-	devmem.mu.Unlock()
-	st.DeviceCachedBytes = devmem.index.CachedBytes()
+	ortMemory.mu.Unlock()
+	st.DeviceCachedBytes = ortMemory.index.CachedBytes()
 	return st
 }

@@ -291,9 +291,9 @@ func providerOfStream(native uint64) *ep.Provider {
 		}
 	}
 	live.mu.Unlock()
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	for _, p := range devmem.providers {
+	ortMemory.mu.Lock()
+	defer ortMemory.mu.Unlock()
+	for _, p := range ortMemory.providers {
 		if p.StreamHandle() == native {
 			return p
 		}

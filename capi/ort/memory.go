@@ -17,12 +17,12 @@ import (
 	"github.com/cudaep/cudaep/partition"
 )
 
-// devmem is the device memory ORT allocates through CudaEp's allocators (tensors that stay on
+// ortMemory is the device memory ORT allocates through CudaEp's allocators (tensors that stay on
 // the device between partitions, outputs, bound inputs): one provider per device ordinal owns
 // the buffers, and partition's Memory index finds the buffer holding any address ORT hands back
 // (and keeps freed allocations for reuse); partitions' runs read and write ORT's tensors in
 // place through it.
-var devmem struct {
+var ortMemory struct {
 	mu sync.Mutex
 	// backend is the backend of the devices CudaEp last listed (setDeviceBackend), whose
 	// memory the providers below hold: the memory of a simulated device is the simulator's
@@ -69,24 +69,24 @@ var allocatorTable = handles.NewTable(handles.Config[*allocator]{Kind: kindAlloc
 // deviceProvider returns the provider that owns device memory of ordinal, making it on first
 // use on the backend the factory offered the device on.
 func deviceProvider(ordinal int) (*ep.Provider, error) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	if p := devmem.providers[ordinal]; p != nil {
+	ortMemory.mu.Lock()
+	defer ortMemory.mu.Unlock()
+	if p := ortMemory.providers[ordinal]; p != nil {
 		return p, nil
 	}
-	if devmem.backend == "" {
+	if ortMemory.backend == "" {
 		return nil, fmt.Errorf("%w: CudaEp listed no device, so it has no device memory (see %s)", errInvalid, EnvBackend)
 	}
 	opts := ep.DefaultOptions()
-	opts.Backend, opts.DeviceID = devmem.backend, ordinal
+	opts.Backend, opts.DeviceID = ortMemory.backend, ordinal
 	p, err := ep.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	if devmem.providers == nil {
-		devmem.providers = map[int]*ep.Provider{}
+	if ortMemory.providers == nil {
+		ortMemory.providers = map[int]*ep.Provider{}
 	}
-	devmem.providers[ordinal] = p
+	ortMemory.providers[ordinal] = p
 	return p, nil
 }
 
@@ -95,10 +95,10 @@ func deviceProvider(ordinal int) (*ep.Provider, error) {
 // (a library registered again with another CUDAEP_BACKEND while ORT still holds allocations)
 // keeps the first: memory never moves between backends.
 func setDeviceBackend(backend string) {
-	devmem.mu.Lock()
-	defer devmem.mu.Unlock()
-	if len(devmem.providers) == 0 {
-		devmem.backend = backend
+	ortMemory.mu.Lock()
+	defer ortMemory.mu.Unlock()
+	if len(ortMemory.providers) == 0 {
+		ortMemory.backend = backend
 	}
 }
 
@@ -126,9 +126,9 @@ func cudaepOrtCreateAllocator(f *C.CudaEpOrtFactory, info *C.OrtMemoryInfo, out 
 	if err != nil {
 		return statusOf(err)
 	}
-	devmem.mu.Lock()
-	devmem.allocators++
-	devmem.mu.Unlock()
+	ortMemory.mu.Lock()
+	ortMemory.allocators++
+	ortMemory.mu.Unlock()
 	var a *C.CudaEpOrtAllocator
 	if err := errorOf(C.cudaep_ort_new_allocator(C.uint64_t(h), id, isPinned, &a), "make an allocator"); err != nil {
 		_ = allocatorTable.Remove(h)
@@ -155,13 +155,13 @@ func cudaepOrtReleaseAllocator(a *C.CudaEpOrtAllocator) {
 // allocatorGone counts an allocator released; the last one releases what retired factories
 // left for it.
 func allocatorGone() {
-	devmem.mu.Lock()
-	devmem.allocators--
+	ortMemory.mu.Lock()
+	ortMemory.allocators--
 	var retired []*factory
-	if devmem.allocators == 0 {
-		retired, devmem.retired = devmem.retired, nil
+	if ortMemory.allocators == 0 {
+		retired, ortMemory.retired = ortMemory.retired, nil
 	}
-	devmem.mu.Unlock()
+	ortMemory.mu.Unlock()
 	if len(retired) > 0 {
 		for _, f := range retired {
 			_ = f.close()
@@ -173,13 +173,13 @@ func allocatorGone() {
 // retireFactory releases a factory's devices and memory infos, and the device memory's
 // providers, now, or with the last allocator when sessions still hold allocators.
 func retireFactory(f *factory) {
-	devmem.mu.Lock()
-	if devmem.allocators > 0 {
-		devmem.retired = append(devmem.retired, f)
-		devmem.mu.Unlock()
+	ortMemory.mu.Lock()
+	if ortMemory.allocators > 0 {
+		ortMemory.retired = append(ortMemory.retired, f)
+		ortMemory.mu.Unlock()
 		return
 	}
-	devmem.mu.Unlock()
+	ortMemory.mu.Unlock()
 	_ = f.close()
 	closeDeviceMemory()
 }
@@ -208,7 +208,7 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 	if a.pinned {
 		return allocPinned(p, a.ordinal, n)
 	}
-	d, ok := devmem.index.Reuse(a.ordinal, n)
+	d, ok := ortMemory.index.Reuse(a.ordinal, n)
 	if !ok {
 		b, err := p.Alloc(n, ep.DefaultAlignment)
 		if err != nil {
@@ -216,7 +216,7 @@ func cudaepOrtAlloc(h C.uint64_t, size C.size_t) (ptr unsafe.Pointer) {
 		}
 		d = partition.NewAllocation(b, n, a.ordinal)
 	}
-	devmem.index.Add(d)
+	ortMemory.index.Add(d)
 	// A device address, not Go memory: ORT never dereferences it (its memory info says GPU).
 	return C.cudaep_ort_ptr(C.uint64_t(d.Base))
 }
@@ -229,15 +229,15 @@ func cudaepOrtFree(h C.uint64_t, p unsafe.Pointer) {
 	if freePinned(uintptr(p)) {
 		return
 	}
-	devmem.index.Free(uint64(uintptr(p)))
+	ortMemory.index.Free(uint64(uintptr(p)))
 }
 
 // allocPinned hands ORT n bytes of pinned host memory of the device: a freed allocation of that
 // size when one is kept, else a new one.
 func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
-	devmem.mu.Lock()
-	b, ok := devmem.pinnedFree.Take(partition.SizeKey{Ordinal: ordinal, Size: n})
-	devmem.mu.Unlock()
+	ortMemory.mu.Lock()
+	b, ok := ortMemory.pinnedFree.Take(partition.SizeKey{Ordinal: ordinal, Size: n})
+	ortMemory.mu.Unlock()
 	if !ok {
 		pb, err := p.AllocPinned(n)
 		if err != nil {
@@ -248,27 +248,27 @@ func allocPinned(p *ep.Provider, ordinal int, n uint64) unsafe.Pointer {
 	}
 	ptr := unsafe.Pointer(unsafe.SliceData(b.buf.Bytes()))
 	addr := uintptr(ptr)
-	devmem.mu.Lock()
-	if devmem.pinned == nil {
-		devmem.pinned = map[uintptr]pinnedBuf{}
+	ortMemory.mu.Lock()
+	if ortMemory.pinned == nil {
+		ortMemory.pinned = map[uintptr]pinnedBuf{}
 	}
-	devmem.pinned[addr] = b
-	devmem.mu.Unlock()
+	ortMemory.pinned[addr] = b
+	ortMemory.mu.Unlock()
 	return ptr
 }
 
 // freePinned takes back a pinned allocation (kept for reuse up to partition.MaxCachedBytes); false when
 // addr is not one.
 func freePinned(addr uintptr) bool {
-	devmem.mu.Lock()
-	b, ok := devmem.pinned[addr]
+	ortMemory.mu.Lock()
+	b, ok := ortMemory.pinned[addr]
 	if !ok {
-		devmem.mu.Unlock()
+		ortMemory.mu.Unlock()
 		return false
 	}
-	delete(devmem.pinned, addr)
-	keep := devmem.pinnedFree.Keep(partition.SizeKey{Ordinal: b.ordinal, Size: uint64(len(b.buf.Bytes()))}, b)
-	devmem.mu.Unlock()
+	delete(ortMemory.pinned, addr)
+	keep := ortMemory.pinnedFree.Keep(partition.SizeKey{Ordinal: b.ordinal, Size: uint64(len(b.buf.Bytes()))}, b)
+	ortMemory.mu.Unlock()
 	if !keep {
 		b.release()
 	}
@@ -412,7 +412,7 @@ func copyBetweenDevices(db partition.Allocation, doff uint64, sb partition.Alloc
 
 // located finds the allocation holding a device tensor and the provider that owns it.
 func located(t deviceTensor) (partition.Allocation, uint64, *ep.Provider, error) {
-	b, off, err := devmem.index.Find(uint64(uintptr(t.data)), t.bytes)
+	b, off, err := ortMemory.index.Find(uint64(uintptr(t.data)), t.bytes)
 	if err != nil {
 		return partition.Allocation{}, 0, nil, err
 	}
@@ -422,13 +422,13 @@ func located(t deviceTensor) (partition.Allocation, uint64, *ep.Provider, error)
 
 // closeDeviceMemory closes the providers of device memory (the factory is going).
 func closeDeviceMemory() {
-	devmem.index.Reset()
-	devmem.mu.Lock()
-	ps := devmem.providers
-	pinnedFree := devmem.pinnedFree.Drain()
-	pinned := devmem.pinned
-	devmem.providers, devmem.pinned = nil, nil
-	devmem.mu.Unlock()
+	ortMemory.index.Reset()
+	ortMemory.mu.Lock()
+	ps := ortMemory.providers
+	pinnedFree := ortMemory.pinnedFree.Drain()
+	pinned := ortMemory.pinned
+	ortMemory.providers, ortMemory.pinned = nil, nil
+	ortMemory.mu.Unlock()
 	for _, b := range pinned {
 		b.release()
 	}
