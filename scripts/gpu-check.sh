@@ -18,7 +18,7 @@ ROOT=$(pwd)
 B=build/gpu
 
 # Packages whose Go tests run on the GPU, as name:import-path.
-PKGS="cudadrv:./cudadrv cuda:./cudadrv/cuda graphs:./graphs paging:./paging kernels:./ep/kernels ep:./ep"
+PKGS="cudadrv:./cudadrv cuda:./cudadrv/cuda graphs:./graphs paging:./paging kernels:./ep/kernels ep:./ep partition:./partition"
 
 build() {
 	rm -rf "$B" && mkdir -p "$B"
@@ -129,7 +129,7 @@ run() {
 	# Only 8 files come back from the device tool's $OUT: the benchmark's JSON (written there by
 	# bench-gpu.sh) and the logs a reader needs most.
 	if [ -n "${OUT:-}" ]; then
-		for f in ctest python mlp-server demo-large go-ep ort-python; do
+		for f in ctest python mlp-server demo-large go-ep go-partition ort-python; do
 			[ -f "$logs/$f.log" ] && cp "$logs/$f.log" "$OUT/"
 		done
 	fi
