@@ -52,8 +52,8 @@ ORT_MODE ?= ep
 FUZZTIME ?= 100000x
 FUZZ_TARGETS := \
 	./capi/handles:FuzzHandleLookup \
-	./cudadrv/sim:FuzzParsePTX \
-	./ep:FuzzParseEntries \
+	./cudadrv:FuzzParsePTX \
+	./cudadrv/sim:FuzzModuleLoadData \
 	./ep:FuzzOptionValue \
 	./partition:FuzzFuse:12000x \
 	./ep/kernels:FuzzGet \

@@ -9,8 +9,8 @@ import (
 	"github.com/cudaep/cudaep/ep/kernels"
 )
 
-// ParseEntries exposes the PTX entry parser to the black-box tests.
-var ParseEntries = parseEntries
+// UserEntries exposes the reading of a user module's entry points to the black-box tests.
+var UserEntries = userEntries
 
 // GateOf exposes the provider's device capture gate to the black-box tests.
 func GateOf(p *Provider) interface{ WaitingDrains() int } { return p.gate }

@@ -8,36 +8,6 @@ import (
 	"github.com/cudaep/cudaep/ep"
 )
 
-// FuzzParseEntries feeds the PTX entry parser arbitrary module text (PTX comes from hosts and
-// NVRTC): it must return entries or an error wrapping ErrInvalidLaunch, never panic, and every
-// entry it returns must have a name.
-func FuzzParseEntries(f *testing.F) {
-	f.Add(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p, .param .f32 a)\n{ ret; }\n")
-	f.Add(".version 7.8 .entry a() {} .entry b(.param .align 8 .b8 s[16]) {}")
-	f.Add("// .version 1.0\n/* .entry x( */")
-	f.Add("\x00\xff")
-	f.Fuzz(func(t *testing.T, text string) {
-		entries, bad, err := ep.ParseEntries(text)
-		if err != nil {
-			if !errors.Is(err, ep.ErrInvalidLaunch) {
-				t.Fatalf("error %v does not wrap ErrInvalidLaunch", err)
-			}
-			return
-		}
-		if len(entries) == 0 {
-			t.Fatal("success with no entries")
-		}
-		for name, params := range entries {
-			if name == "" {
-				t.Fatal("an entry with no name")
-			}
-			if why, ok := bad[name]; ok && (why == "" || params != nil) {
-				t.Fatalf("entry %q: bad %q with params %v", name, why, params)
-			}
-		}
-	})
-}
-
 // FuzzOptionValue sets arbitrary values on every option key (options come from hosts as
 // strings): Set either accepts the value, and then Get returns a value Set accepts again, or
 // refuses it with an *OptionError naming the key; it never panics.

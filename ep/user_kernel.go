@@ -1,6 +1,7 @@
 package ep
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -204,8 +205,8 @@ func (p *Provider) LoadUserModule(ptx []byte) (*UserModule, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	text := strings.TrimRight(string(ptx), "\x00")
-	entries, bad, err := parseEntries(text)
+	text := bytes.TrimRight(ptx, "\x00")
+	entries, bad, err := userEntries(text)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func (p *Provider) LoadUserModule(ptx []byte) (*UserModule, error) {
 		return nil, err
 	}
 	defer e.leave()
-	image := append([]byte(text), 0)
+	image := append(append(make([]byte, 0, len(text)+1), text...), 0) // a copy: ptx is the host's
 	mod, err := p.ctx.LoadModule(image)
 	if err != nil {
 		return nil, fmt.Errorf("ep: load user module: %w", err)

@@ -200,10 +200,11 @@ func replaceArg(args []ep.KernelArg, i int, a ep.KernelArg) []ep.KernelArg {
 	return out
 }
 
-// TestParseEntriesReadsParameterTypes reads the parameter declarations NVRTC and hand-written
-// PTX use, including pointer attributes, and marks entries typed arguments cannot serve.
-func TestParseEntriesReadsParameterTypes(t *testing.T) {
-	entries, bad, err := ep.ParseEntries(`
+// TestUserEntriesReadParameterTypes reads the parameter declarations NVRTC and hand-written
+// PTX use, including pointer attributes, as ParamTypes, and marks the entries typed arguments
+// cannot serve with the reason (the PTX reader itself is tested in cudadrv).
+func TestUserEntriesReadParameterTypes(t *testing.T) {
+	entries, bad, err := ep.UserEntries([]byte(`
 .version 7.5
 .target sm_75
 // .entry commented_out(.param .u32 x)
@@ -214,26 +215,36 @@ func TestParseEntriesReadsParameterTypes(t *testing.T) {
 { ret; }
 .entry by_value(.param .align 8 .b8 s[16]) { ret; }
 .entry none() { ret; }
-`)
+`))
 	require.NoError(t, err)
-	names := func(ps []ep.ParamType) []string { return paramNames(ps) }
-	assert.Equal(t, []string{".u64", ".f32", ".s32", ".b64", ".u8"}, names(entries["k"]))
+	assert.Equal(t, []string{".u64", ".f32", ".s32", ".b64", ".u8"}, paramNames(entries["k"]))
+	assert.Equal(t, ep.ParamType{Name: "f32", Size: 4, Float: true}, entries["k"][1])
 	assert.Empty(t, entries["none"])
+	assert.Contains(t, entries, "by_value")
+	assert.Nil(t, entries["by_value"])
 	assert.Contains(t, bad["by_value"], "by-value aggregate")
+	assert.Contains(t, bad["by_value"], ".param .align 8 .b8 s[16]", "the reason names the parameter")
 	assert.NotContains(t, entries, "commented_out")
 	assert.Len(t, entries, 3)
+	assert.Len(t, bad, 1)
 }
 
 func TestLoadUserModuleRefusesWhatItCannotCheck(t *testing.T) {
 	p := newProvider(t)
-	for name, image := range map[string][]byte{
-		"cubin-like bytes": {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0xff, 0xfe},
-		"no .version":      []byte(".target sm_75\n.visible .entry k() { ret; }"),
-		"no entry":         []byte(".version 7.5\n.target sm_75\n.address_size 64\n"),
+	for _, tt := range []struct {
+		name  string
+		image []byte
+		want  string
+	}{
+		{"cubin-like bytes", []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0xff, 0xfe}, "the module is not PTX text"},
+		{"only NULs", []byte{0, 0}, "the module is empty"},
+		{"no .version", []byte(".target sm_75\n.visible .entry k() { ret; }"), "no .version directive"},
+		{"no entry", []byte(".version 7.5\n.target sm_75\n.address_size 64\n"), "no .entry"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := p.LoadUserModule(image)
-			assert.ErrorIs(t, err, ep.ErrInvalidLaunch)
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := p.LoadUserModule(tt.image)
+			require.ErrorIs(t, err, ep.ErrInvalidLaunch)
+			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 }

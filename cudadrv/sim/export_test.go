@@ -11,6 +11,6 @@ func SetSleep(d *Device, f func(time.Duration)) {
 	d.sleepHook = f
 }
 
-// ParsePTX is parsePTX: the entry points of a PTX image and their parameter counts, or the
-// result and reason it is refused with.
-var ParsePTX = parsePTX
+// ReadModule is readModule: the entry points of a PTX image and their parameter counts, or the
+// result and reason ModuleLoadData refuses it with.
+var ReadModule = readModule

@@ -15,12 +15,13 @@ import (
 
 var ptxIdentifier = regexp.MustCompile(`^[A-Za-z_$%][A-Za-z0-9_$%]*$`)
 
-// FuzzParsePTX loads arbitrary bytes as a PTX module, as CudaEpLoadModule does on the sim
-// backend with whatever a host hands it: the image is refused with CUDA_ERROR_INVALID_IMAGE or
-// CUDA_ERROR_INVALID_PTX and a reason, or loaded with entries that are PTX identifiers
-// declared with .entry in the text, each of which binds to a body or is refused with
-// CUDA_ERROR_NOT_FOUND naming it; nothing panics and the module unloads.
-func FuzzParsePTX(f *testing.F) {
+// FuzzModuleLoadData loads arbitrary bytes as a PTX module, as CudaEpLoadModule does on the
+// sim backend with whatever a host hands it: the image is refused with
+// CUDA_ERROR_INVALID_IMAGE or CUDA_ERROR_INVALID_PTX and a reason, or loaded with entries that
+// are PTX identifiers declared with .entry in the text, each of which binds to a body or is
+// refused with CUDA_ERROR_NOT_FOUND naming it; nothing panics and the module unloads. (The PTX
+// reader it uses has its own target, cudadrv's FuzzParsePTX.)
+func FuzzModuleLoadData(f *testing.F) {
 	for _, seed := range []string{
 		testPTX,
 		"",
@@ -42,8 +43,8 @@ func FuzzParsePTX(f *testing.F) {
 	require.NoError(f, err)
 
 	f.Fuzz(func(t *testing.T, image []byte) {
-		entries, r, why := sim.ParsePTX(image)
-		again, r2, why2 := sim.ParsePTX(image)
+		entries, r, why := sim.ReadModule(image)
+		again, r2, why2 := sim.ReadModule(image)
 		require.Equal(t, entries, again, "parsing is deterministic")
 		require.Equal(t, r, r2)
 		require.Equal(t, why, why2)

@@ -1,12 +1,10 @@
 package sim
 
 import (
-	"bytes"
-	"regexp"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/cudaep/cudaep/cudadrv"
 )
@@ -57,8 +55,7 @@ func (d *Device) lookupKernel(name string) KernelFunc {
 	return kernels.m[name]
 }
 
-// module is a loaded PTX image: its entry points and the parameter count of each (-1 when
-// the declaration could not be read).
+// module is a loaded PTX image: its entry points and the parameter count of each.
 type module struct {
 	handle    cudadrv.RawModule
 	ctx       *context
@@ -76,41 +73,28 @@ type function struct {
 	fn     KernelFunc
 }
 
-var (
-	ptxComment = regexp.MustCompile(`(?s)//[^\n]*|/\*.*?\*/`)
-	ptxEntry   = regexp.MustCompile(`\.entry\s+([A-Za-z_$%][A-Za-z0-9_$%]*)\s*(\(([^)]*)\))?`)
-	ptxVersion = regexp.MustCompile(`(^|\s)\.version\s+\d+\.\d+`)
-	ptxTarget  = regexp.MustCompile(`(^|\s)\.target\s+\w+`)
-	ptxParam   = regexp.MustCompile(`\.param\b`)
-)
-
-// parsePTX returns the entry points of a PTX image and their parameter counts.
-func parsePTX(image []byte) (map[string]int, cudadrv.Result, string) {
-	text := bytes.TrimRight(image, "\x00")
-	if len(text) == 0 {
-		return nil, cudadrv.ErrorInvalidImage, "empty image"
+// readModule reads the entry points of a PTX image and their parameter counts with the PTX
+// reader (cudadrv.ParsePTX), and refuses what the driver refuses at load: anything that is not
+// PTX text with CUDA_ERROR_INVALID_IMAGE, PTX without a .target or with an entry declared twice
+// with CUDA_ERROR_INVALID_PTX. The reason is "" on success.
+func readModule(image []byte) (map[string]int, cudadrv.Result, string) {
+	ptx, err := cudadrv.ParsePTX(image)
+	if err != nil {
+		var pe *cudadrv.PTXError
+		if errors.As(err, &pe) {
+			return nil, cudadrv.ErrorInvalidImage, "the image is " + pe.Reason + "; the simulator loads PTX text only"
+		}
+		return nil, cudadrv.ErrorInvalidImage, err.Error()
 	}
-	if bytes.IndexByte(text, 0) >= 0 || !utf8.Valid(text) {
-		return nil, cudadrv.ErrorInvalidImage, "not PTX text (the simulator loads PTX only, not cubin or fatbin images)"
-	}
-	src := ptxComment.ReplaceAllString(string(text), " ")
-	if !ptxVersion.MatchString(src) {
-		return nil, cudadrv.ErrorInvalidImage, "not PTX: no .version directive"
-	}
-	if !ptxTarget.MatchString(src) {
+	if ptx.Target == "" {
 		return nil, cudadrv.ErrorInvalidPTX, "PTX without a .target directive"
 	}
-	entries := map[string]int{}
-	for _, m := range ptxEntry.FindAllStringSubmatch(src, -1) {
-		name := m[1]
-		if _, dup := entries[name]; dup {
-			return nil, cudadrv.ErrorInvalidPTX, "entry " + name + " is declared twice"
+	entries := make(map[string]int, len(ptx.Entries))
+	for _, e := range ptx.Entries {
+		if _, dup := entries[e.Name]; dup {
+			return nil, cudadrv.ErrorInvalidPTX, "entry " + e.Name + " is declared twice"
 		}
-		params := 0
-		if m[2] != "" {
-			params = len(ptxParam.FindAllStringIndex(m[3], -1))
-		}
-		entries[name] = params
+		entries[e.Name] = len(e.Params)
 	}
 	return entries, cudadrv.Success, ""
 }
@@ -133,7 +117,7 @@ func (d *Device) ModuleLoadData(image []byte) (cudadrv.RawModule, error) {
 	if err := d.checkUnsafe(OpModuleLoadData); err != nil {
 		return 0, err
 	}
-	entries, r, why := parsePTX(image)
+	entries, r, why := readModule(image)
 	if r != cudadrv.Success {
 		return 0, fail(OpModuleLoadData, r, "%s", why)
 	}
@@ -240,7 +224,7 @@ func (d *Device) LaunchKernel(fh cudadrv.RawFunction, grid, block cudadrv.Dim3, 
 		}
 		n = args.Len()
 	}
-	if f.params >= 0 && n != f.params {
+	if n != f.params {
 		return fail(OpLaunchKernel, cudadrv.ErrorInvalidValue, "kernel %q declares %d parameters, launched with %d arguments", f.name, f.params, n)
 	}
 	o := op{kind: opKernel, fn: f, grid: grid, block: block, shared: sharedMem, nargs: n}
