@@ -72,7 +72,7 @@ func (p *Provider) Alloc(size, alignment uint64) (*Buffer, error) {
 }
 
 // Ptr is the buffer's (aligned) device address.
-func (b *Buffer) Ptr() cudadrv.DevicePtr { return b.ptr }
+func (b *Buffer) Ptr() DevicePtr { return b.ptr }
 
 // Size is the size the buffer was allocated with.
 func (b *Buffer) Size() uint64 { return b.size }

@@ -25,8 +25,24 @@ var (
 // slots at a time (RemoveGraph frees one).
 func Keyed(key int64) Slot { return graphs.Keyed(key) }
 
-// GraphStats are one slot's counters (see graphs.Stats).
+// GraphStats are one slot's counters: lock acquisitions, completed captures, replay launches,
+// updates, instantiations (Provider.GraphStats).
 type GraphStats = graphs.Stats
+
+// CaptureStatus is the driver's capture status of a stream, with the driver's values
+// (Provider.CaptureStatus).
+type CaptureStatus = cudadrv.CaptureStatus
+
+// The capture statuses.
+const (
+	// CaptureStatusNone: the stream is not capturing.
+	CaptureStatusNone = cudadrv.CaptureStatusNone
+	// CaptureStatusActive: the stream is capturing.
+	CaptureStatusActive = cudadrv.CaptureStatusActive
+	// CaptureStatusInvalidated: the stream's capture was invalidated (a synchronizing call
+	// elsewhere, a failed record); it must be aborted (Provider.AbortCapture).
+	CaptureStatusInvalidated = cudadrv.CaptureStatusInvalidated
+)
 
 // BeginCapture audits kernels and begins recording the compute stream into slot: a new
 // generation when none is installed, else a further segment of the installed one (segmented
@@ -253,20 +269,15 @@ func (p *Provider) HasExecutable(slot Slot) bool { return p.slots.HasExecutable(
 // SegmentCount returns the number of installed segments of slot (1 for a whole-step capture).
 func (p *Provider) SegmentCount(slot Slot) int { return p.slots.SegmentCount(slot) }
 
-// CaptureStatus returns the driver's capture status of the compute stream.
-func (p *Provider) CaptureStatus() (cudadrv.CaptureStatus, error) {
+// CaptureStatus returns the driver's capture status of the compute stream. CaptureLive, one
+// atomic load, answers whether a capture is live without a driver call.
+func (p *Provider) CaptureStatus() (CaptureStatus, error) {
 	e, err := p.enter("query the capture status", accessQuery)
 	if err != nil {
-		return cudadrv.CaptureStatusNone, err
+		return CaptureStatusNone, err
 	}
 	defer e.leave()
 	return p.slots.CaptureStatus()
-}
-
-// IsCapturing reports whether the compute stream is capturing.
-func (p *Provider) IsCapturing() (bool, error) {
-	st, err := p.CaptureStatus()
-	return st != cudadrv.CaptureStatusNone, err
 }
 
 // GraphKeys returns the keys of the keyed slots the provider holds, in increasing order.
@@ -277,11 +288,11 @@ func (p *Provider) GraphKeys() []int64 { return p.slots.Keys() }
 // create it (keyed slots are bounded).
 func (p *Provider) GraphStats(slot Slot) (GraphStats, error) {
 	if key, keyed := slot.Key(); keyed && !slices.Contains(p.slots.Keys(), key) {
-		return graphs.Stats{}, nil
+		return GraphStats{}, nil
 	}
 	l, err := p.slots.Lifecycle(slot)
 	if err != nil {
-		return graphs.Stats{}, err
+		return GraphStats{}, err
 	}
 	return l.Stats(), nil
 }

@@ -29,6 +29,10 @@ type (
 	Const = kernels.Const
 	// DevicePtr is a device address.
 	DevicePtr = cudadrv.DevicePtr
+	// CaptureSupport says whether a kernel may be recorded into a CUDA graph
+	// (Kernel.CaptureSupport): IsSupported, and Reason when it may not (a seam kernel, such
+	// as one that reads a device result on the host).
+	CaptureSupport = graphs.CaptureSupport
 )
 
 // The attribute kinds, as ONNX's AttributeProto names them.
@@ -77,8 +81,8 @@ const (
 // provider cannot run.
 var ErrUnsupported = kernels.ErrUnsupported
 
-// Kernel is one operator instance of a provider. It is a graphs.Node, so a sequence of kernels
-// is what BeginCapture audits. A Kernel is not safe for concurrent use.
+// Kernel is one operator instance of a provider. Its CaptureSupport is what BeginCapture audits
+// (it is a node of the graph layer's capturability audit). A Kernel is not safe for concurrent use.
 type Kernel struct {
 	p    *Provider
 	k    kernels.Kernel
@@ -168,8 +172,8 @@ func (k *Kernel) Name() string { return k.k.Name() }
 // Outputs returns the dtypes and shapes of the outputs Execute must be given.
 func (k *Kernel) Outputs() []TensorInfo { return k.k.Outputs() }
 
-// CaptureSupport says whether the kernel may be recorded into a CUDA graph.
-func (k *Kernel) CaptureSupport() graphs.CaptureSupport { return k.k.CaptureSupport() }
+// CaptureSupport says whether the kernel may be recorded into a CUDA graph, and if not why.
+func (k *Kernel) CaptureSupport() CaptureSupport { return k.k.CaptureSupport() }
 
 // Execute queues the operator on the provider's compute stream; it does not wait. Inside a
 // capture on this thread the work is recorded instead; during a capture on another thread it

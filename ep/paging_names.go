@@ -29,15 +29,45 @@ const (
 // DoubleBufferSlots is the number of slots of a DoubleBuffer.
 const DoubleBufferSlots = paging.SlotCount
 
-// Decline says why paging declined a layer (the host loads it the ordinary way); its Reason is
-// DeclineNone when the layer was routed.
+// Decline is what PrefetchWeight says of a layer: the zero Decline (Reason DeclineNone) when it
+// was routed through the double buffer, else why paging declined it (the host loads it the
+// ordinary way).
 type Decline = paging.Decline
 
-// DeclineReason is why a layer was declined.
+// DeclineReason is why a layer was declined (Decline.Reason).
 type DeclineReason = paging.DeclineReason
 
-// DeclineNone is the Reason of a routed layer.
-const DeclineNone = paging.DeclineNone
+// The decline reasons.
+const (
+	// DeclineNone is the Reason of a routed layer.
+	DeclineNone = paging.DeclineNone
+	// DeclineDisabled: the prefill double buffer is off (the default).
+	DeclineDisabled = paging.DeclineDisabled
+	// DeclineBoundary: the weight's boundary is not eligible for paging.
+	DeclineBoundary = paging.DeclineBoundary
+	// DeclineOversize: the layer is larger than the slots or than half the device byte budget.
+	DeclineOversize = paging.DeclineOversize
+	// DeclinePoolCapacity: two staging buffers for the layer exceed the pinned pool's cap.
+	DeclinePoolCapacity = paging.DeclinePoolCapacity
+	// DeclineBusy: every slot holds a layer not yet released, or is quarantined
+	// (Provider.RecoverWeights puts quarantined slots back in service).
+	DeclineBusy = paging.DeclineBusy
+)
+
+// TransferPath is how a fill moved a layer's bytes to its slot (LayerPath.Path, SlotView.Path,
+// PagedWeight.Path).
+type TransferPath = paging.Path
+
+// The transfer paths.
+const (
+	// PathStaging copied the file bytes into pinned staging memory, then to the device.
+	PathStaging = paging.PathStaging
+	// PathZeroCopy copied to the device straight from the file's registered pages.
+	PathZeroCopy = paging.PathZeroCopy
+	// PathFallback tried zero-copy, could not register an extent and staged the rest (the
+	// Fallback says why).
+	PathFallback = paging.PathFallback
+)
 
 // Fallback records why a zero-copy fill fell back to staging: the layer, the slot, the mapping
 // and the driver's registration error.

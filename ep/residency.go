@@ -239,18 +239,18 @@ func (p *Provider) NewLazyWeight(spec WeightSpec) (*LazyWeight, error) {
 }
 
 // PrefetchWeight queues the upload of layer's weight into a free double-buffer slot on the
-// copy stream, one layer ahead of compute. It returns the zero paging.Decline (Reason
-// paging.DeclineNone) when routed, or a Decline saying why the host must load the layer the
-// ordinary way: Disabled (the prefill double buffer is off: option prefill_double_buffer or
-// CUDAEP_PREFILL_DOUBLE_BUFFER=1), Boundary, Oversize, PoolCapacity or Busy. A decline comes
-// with a nil error; the error reports real failures only.
-func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) (paging.Decline, error) {
+// copy stream, one layer ahead of compute. It returns the zero Decline (Reason DeclineNone)
+// when routed, or a Decline saying why the host must load the layer the ordinary way:
+// DeclineDisabled (the prefill double buffer is off: option prefill_double_buffer or
+// CUDAEP_PREFILL_DOUBLE_BUFFER=1), DeclineBoundary, DeclineOversize, DeclinePoolCapacity or
+// DeclineBusy. A decline comes with a nil error; the error reports real failures only.
+func (p *Provider) PrefetchWeight(layer LayerID, w *LazyWeight) (Decline, error) {
 	if err := p.checkWeight("prefetch a weight", w); err != nil {
-		return paging.Decline{}, err
+		return Decline{}, err
 	}
 	e, err := p.enter("prefetch a weight", accessDriver)
 	if err != nil {
-		return paging.Decline{}, err
+		return Decline{}, err
 	}
 	defer e.leave()
 	return p.weights.residency.Prefetch(layer, w, p.weights.files)

@@ -95,7 +95,7 @@ func (a KernelArg) Kind() ArgKind { return a.kind }
 
 // ArgPtr passes a raw device address. The kernel may read or write anything it points at:
 // prefer ArgBuffer for memory the provider allocated, which is checked at launch.
-func ArgPtr(p cudadrv.DevicePtr) KernelArg { return KernelArg{kind: ArgKindPtr, bits: uint64(p)} }
+func ArgPtr(p DevicePtr) KernelArg { return KernelArg{kind: ArgKindPtr, bits: uint64(p)} }
 
 // ArgBuffer passes the device address off bytes into b. The launch refuses a released
 // buffer or an offset past its end.

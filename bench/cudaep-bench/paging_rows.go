@@ -732,9 +732,9 @@ func (b *bench) pagingE2ERows() (rows []Row, err error) {
 	var fallbacks, zeroCopy float64
 	for _, lp := range st.Layers {
 		switch lp.Path {
-		case paging.PathZeroCopy:
+		case ep.PathZeroCopy:
 			zeroCopy++
-		case paging.PathFallback:
+		case ep.PathFallback:
 			fallbacks++
 		}
 	}
