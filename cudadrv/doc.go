@@ -19,6 +19,13 @@
 // The wrappers add what both backends share: errors naming the operation, allocation counters,
 // the sticky-error rule and destroy-exactly-once handles.
 //
+// # Sharing
+//
+// CUDA's driver is one per process, so every library in it sees the same devices and primary
+// contexts. [AcquireShared] gives Go code the same rule for backends opened in-process (the
+// simulated device above all): ep opens its backends there, and code that calls the driver
+// beside ep's providers acquires the same driver by name and retains the same primary contexts.
+//
 // # Threads
 //
 // A CUDA context is current per OS thread. Callers bind a [Context] with [Context.Bind] on a

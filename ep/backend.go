@@ -12,32 +12,25 @@ import (
 	"github.com/cudaep/cudaep/graphs"
 )
 
-// backends are the driver instances of this process, one per backend kind, shared by every
-// provider that uses the kind: like the real driver, where every provider on GPU 0 shares the
-// device and its primary context, two sim providers share one simulated machine, so the
-// device-wide rules (one capture gate per device, a device drain seen by every provider) hold
-// and are tested without a GPU. A backend is closed with its last provider.
-var backends struct {
-	sync.Mutex
-	m map[string]*sharedBackend
-}
+// backends serializes ep's choice and opening of the process's drivers. The drivers themselves
+// are cudadrv's shared drivers, one per backend kind (named as the backend option names it),
+// shared by every provider that uses the kind: like the real driver, where every provider on
+// GPU 0 shares the device and its primary context, two sim providers share one simulated
+// machine, so the device-wide rules (one capture gate per device, a device drain seen by every
+// provider) hold and are tested without a GPU. Code beside the providers that makes driver
+// calls of its own (a benchmark's raw baselines) acquires the same driver from cudadrv by the
+// provider's BackendName. A backend is closed with its last reference.
+var backends sync.Mutex
 
 // simOptions returns the options of the simulated device the sim backend opens: one device
 // that runs the kernel library (EnvSimDevices and EnvSimPeers, sim_env.go, change the machine).
 // Tests replace it (export_test.go) while no sim backend is open.
 var simOptions = func() sim.Options { return sim.Options{Kernels: kernels.SimKernels()} }
 
-// sharedBackend is one driver instance and the number of providers using it.
-type sharedBackend struct {
-	name string
-	drv  *cudadrv.Driver
-	refs int
-}
-
 // acquireBackend returns the process's driver for the backend option name (cuda, sim, auto)
 // with a reference taken, and for auto the reason for its choice. Release it with
 // releaseBackend.
-func acquireBackend(name string) (*sharedBackend, string, error) {
+func acquireBackend(name string) (*cudadrv.Driver, string, error) {
 	backends.Lock()
 	defer backends.Unlock()
 	kind, reason := name, ""
@@ -45,7 +38,7 @@ func acquireBackend(name string) (*sharedBackend, string, error) {
 	switch name {
 	case BackendSim, BackendCUDA:
 	case BackendAuto:
-		if sb := backends.m[BackendCUDA]; sb != nil {
+		if cudadrv.SharedOpen(BackendCUDA) {
 			kind, reason = BackendCUDA, "auto chose cuda: a CUDA device is usable"
 			break
 		}
@@ -61,51 +54,40 @@ func acquireBackend(name string) (*sharedBackend, string, error) {
 	default:
 		return nil, "", &OptionError{Key: OptionBackend, Value: name, Allowed: "cuda | sim | auto"}
 	}
-	if sb := backends.m[kind]; sb != nil {
-		sb.refs++
-		return sb, reason, nil
-	}
-	b := probe
-	switch {
-	case b != nil:
-	case kind == BackendSim:
-		opts, err := simEnv(simOptions())
-		if err != nil {
-			return nil, "", fmt.Errorf("ep: backend=sim: %w", err)
+	open := func() (*cudadrv.Driver, error) {
+		b := probe
+		switch {
+		case b != nil:
+		case kind == BackendSim:
+			opts, err := simEnv(simOptions())
+			if err != nil {
+				return nil, fmt.Errorf("ep: backend=sim: %w", err)
+			}
+			b = sim.New(opts)
+		default:
+			cb, err := cuda.Open()
+			if err != nil {
+				return nil, fmt.Errorf("ep: backend=cuda: %w", err)
+			}
+			b = cb
 		}
-		b = sim.New(opts)
-	default:
-		cb, err := cuda.Open()
+		drv, err := cudadrv.NewDriver(b)
 		if err != nil {
-			return nil, "", fmt.Errorf("ep: backend=cuda: %w", err)
+			return nil, errors.Join(fmt.Errorf("ep: initialize %s backend: %w", b.Name(), err), closeBackend(b))
 		}
-		b = cb
+		return drv, nil
 	}
-	drv, err := cudadrv.NewDriver(b)
+	// The last release forgets the backend's capture gates, whoever releases it.
+	drv, err := cudadrv.AcquireShared(kind, open, func(b cudadrv.Backend) { graphs.ForgetGates(b) })
 	if err != nil {
-		return nil, "", errors.Join(fmt.Errorf("ep: initialize %s backend: %w", b.Name(), err), closeBackend(b))
+		return nil, "", err
 	}
-	sb := &sharedBackend{name: kind, drv: drv, refs: 1}
-	if backends.m == nil {
-		backends.m = map[string]*sharedBackend{}
-	}
-	backends.m[kind] = sb
-	return sb, reason, nil
+	return drv, reason, nil
 }
 
-// releaseBackend drops a provider's reference; the last one closes the backend (its worker
-// goroutines, its loaded libraries) and forgets its capture gates.
-func releaseBackend(sb *sharedBackend) error {
-	backends.Lock()
-	defer backends.Unlock()
-	sb.refs--
-	if sb.refs > 0 {
-		return nil
-	}
-	delete(backends.m, sb.name)
-	graphs.ForgetGates(sb.drv.Backend())
-	return closeBackend(sb.drv.Backend())
-}
+// releaseBackend drops a reference acquireBackend took; the last one closes the backend (its
+// worker goroutines, its loaded libraries) and forgets its capture gates.
+func releaseBackend(drv *cudadrv.Driver) error { return cudadrv.ReleaseShared(drv) }
 
 func deviceCount(b cudadrv.Backend) int {
 	n, err := b.DeviceCount()
@@ -131,18 +113,18 @@ func closeBackend(b cudadrv.Backend) error {
 // A bad backend name is an *OptionError; with backend cuda and no loadable driver the error
 // names what was tried.
 func ListDevices(backend string) ([]DeviceInfo, string, string, error) {
-	sb, reason, err := acquireBackend(backend)
+	drv, reason, err := acquireBackend(backend)
 	if err != nil {
 		return nil, "", "", err
 	}
-	defer func() { _ = releaseBackend(sb) }()
-	n, err := sb.drv.DeviceCount()
+	defer func() { _ = releaseBackend(drv) }()
+	n, err := drv.DeviceCount()
 	if err != nil {
 		return nil, "", "", fmt.Errorf("ep: count devices: %w", err)
 	}
 	out := make([]DeviceInfo, 0, n)
 	for i := 0; i < n; i++ {
-		d, err := sb.drv.Device(i)
+		d, err := drv.Device(i)
 		if err != nil {
 			return nil, "", "", fmt.Errorf("ep: open device %d: %w", i, err)
 		}
@@ -150,5 +132,5 @@ func ListDevices(backend string) ([]DeviceInfo, string, string, error) {
 		out = append(out, DeviceInfo{Ordinal: i, Name: d.Name(), Major: major, Minor: minor,
 			TotalMemory: d.TotalMemory(), Multiprocessors: d.Multiprocessors()})
 	}
-	return out, sb.name, reason, nil
+	return out, drv.Name(), reason, nil
 }

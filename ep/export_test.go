@@ -5,9 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cudaep/cudaep/cudadrv"
 	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/ep/kernels"
 )
+
+// ContextOf returns p's driver context, for the black-box tests that look under the provider
+// (counters, sticky errors, the backend).
+func ContextOf(p *Provider) *cudadrv.Context { return p.ctx }
 
 // UserEntries exposes the reading of a user module's entry points to the black-box tests.
 var UserEntries = userEntries
@@ -25,7 +30,7 @@ func SetSpinBudget(p *Provider, d time.Duration) { p.spinBudget = d }
 func UseSimOptions(t testing.TB, opts sim.Options) {
 	t.Helper()
 	backends.Lock()
-	open := backends.m[BackendSim] != nil
+	open := cudadrv.SharedOpen(BackendSim)
 	backends.Unlock()
 	if open {
 		t.Fatal("ep: UseSimOptions: a sim backend is open; close its providers first")

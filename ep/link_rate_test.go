@@ -14,11 +14,11 @@ import (
 // one device buffer and one stream, copies, and frees all three before it returns.
 func TestMeasureHostToDeviceCopiesAndFreesWhatItMade(t *testing.T) {
 	p := newProvider(t)
-	before := p.Context().Counters()
+	before := ep.ContextOf(p).Counters()
 	rate, err := p.MeasureHostToDevice(1<<20, 4, 2)
 	require.NoError(t, err)
 	assert.Positive(t, rate)
-	after := p.Context().Counters()
+	after := ep.ContextOf(p).Counters()
 	assert.Equal(t, before.PinnedAllocs+1, after.PinnedAllocs, "one pinned buffer")
 	assert.Equal(t, before.DeviceAllocs+1, after.DeviceAllocs, "one device buffer")
 	assert.Equal(t, before.StreamsCreated+1, after.StreamsCreated, "one stream of its own")
@@ -29,7 +29,7 @@ func TestMeasureHostToDeviceCopiesAndFreesWhatItMade(t *testing.T) {
 // argument error, refused before anything is allocated.
 func TestMeasureHostToDeviceRefusesBadArguments(t *testing.T) {
 	p := newProvider(t)
-	before := p.Context().Counters()
+	before := ep.ContextOf(p).Counters()
 	tests := []struct {
 		name         string
 		size         uint64
@@ -44,7 +44,7 @@ func TestMeasureHostToDeviceRefusesBadArguments(t *testing.T) {
 		_, err := p.MeasureHostToDevice(tt.size, tt.copies, tt.runs)
 		assert.ErrorIs(t, err, ep.ErrInvalidArgument, tt.name)
 	}
-	assert.Equal(t, before, p.Context().Counters(), "nothing was allocated")
+	assert.Equal(t, before, ep.ContextOf(p).Counters(), "nothing was allocated")
 }
 
 // TestMeasureHostToDeviceIsRefusedDuringACapture: the measurement allocates and

@@ -57,7 +57,7 @@ func BenchmarkCopyPeer(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("raw/%dMiB", size>>20), func(b *testing.B) {
-			c0, c1 := ps[0].Context(), ps[1].Context()
+			c0, c1 := ep.ContextOf(ps[0]), ep.ContextOf(ps[1])
 			require.NoError(b, c0.Bind())
 			require.NoError(b, c0.EnablePeerAccess(c1))
 			s, err := c0.NewStream(cudadrv.StreamNonBlocking, 0)

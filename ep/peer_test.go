@@ -76,7 +76,7 @@ func wantPath(t *testing.T, dst, src *ep.Provider) ep.PeerPath {
 	if dst.Device().Ordinal == src.Device().Ordinal {
 		return ep.PeerPathDevice
 	}
-	can, err := dst.Context().Device().CanAccessPeer(src.Context().Device())
+	can, err := ep.ContextOf(dst).Device().CanAccessPeer(ep.ContextOf(src).Device())
 	require.NoError(t, err)
 	if can {
 		return ep.PeerPathDirect
@@ -365,7 +365,7 @@ func TestCopyPeerDuringACaptureIsRefusedOnEitherSide(t *testing.T) {
 func TestProvidersOnTwoDevicesAreIsolated(t *testing.T) {
 	ps := newProviders(t, 2, nil, sim.Options{})
 	p0, p1 := ps[0], ps[1]
-	require.NotEqual(t, p0.Context().Raw(), p1.Context().Raw())
+	require.NotEqual(t, ep.ContextOf(p0).Raw(), ep.ContextOf(p1).Raw())
 	assert.NotSame(t, ep.GateOf(p0), ep.GateOf(p1), "one capture gate per device")
 	assert.NotEqual(t, p0.StreamHandle(), p1.StreamHandle())
 
@@ -533,7 +533,7 @@ func TestClosingOneProviderWhileTheOtherWorks(t *testing.T) {
 	assert.Positive(t, rounds)
 	assert.Equal(t, pattern(1<<16, 6), readBack(t, p1, dst1), "the copy queued before the close landed")
 	require.NoError(t, p1.ForceSynchronize())
-	assert.NoError(t, p1.Context().StickyError())
+	assert.NoError(t, ep.ContextOf(p1).StickyError())
 }
 
 // TestCopyPeerOrdersTheOwnerOfABufferOnOneDevice: with both buffers on one device, p copies

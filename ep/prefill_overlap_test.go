@@ -158,7 +158,7 @@ func TestPrefillLoopOverlapsCopyWithCompute(t *testing.T) {
 	// not wait for (nor it for them): it sees the slots while the compute stream is held.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ctx := p.Context()
+	ctx := ep.ContextOf(p)
 	require.NoError(t, ctx.Bind())
 	holds := func(ptr cudadrv.DevicePtr, l int) bool {
 		got := make([]byte, 4*count)

@@ -42,8 +42,7 @@ type DeviceInfo struct {
 // unless their documentation says otherwise. Close releases everything it owns.
 type Provider struct {
 	opts       Options
-	backend    *sharedBackend // the process's driver instance, shared with the device's other providers
-	drv        *cudadrv.Driver
+	drv        *cudadrv.Driver // the process's shared driver of the backend (backend.go)
 	dev        *cudadrv.Device
 	ctx        *cudadrv.Context
 	autoReason string
@@ -82,15 +81,15 @@ func New(opts Options) (*Provider, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	sb, reason, err := acquireBackend(opts.Backend)
+	drv, reason, err := acquireBackend(opts.Backend)
 	if err != nil {
 		return nil, err
 	}
-	ctx, dev, err := openDevice(sb.drv, opts.DeviceID)
+	ctx, dev, err := openDevice(drv, opts.DeviceID)
 	if err != nil {
-		return nil, errors.Join(err, releaseBackend(sb))
+		return nil, errors.Join(err, releaseBackend(drv))
 	}
-	p := &Provider{opts: opts, backend: sb, drv: sb.drv, dev: dev, ctx: ctx, autoReason: reason, gate: graphs.GateFor(ctx)}
+	p := &Provider{opts: opts, drv: drv, dev: dev, ctx: ctx, autoReason: reason, gate: graphs.GateFor(ctx)}
 	if err := p.start(); err != nil {
 		return nil, errors.Join(err, p.teardown())
 	}
@@ -188,7 +187,7 @@ func (p *Provider) teardown() error {
 		errs = append(errs, p.closeWord())     // after the stream that writes it
 	}
 	errs = append(errs, p.ctx.Release())
-	errs = append(errs, releaseBackend(p.backend))
+	errs = append(errs, releaseBackend(p.drv))
 	return errors.Join(errs...)
 }
 
@@ -196,13 +195,17 @@ func (p *Provider) teardown() error {
 func (p *Provider) Options() Options { return p.opts }
 
 // BackendName is the backend in use: "cuda" or "sim".
+//
+// # Notes
+//
+// The provider runs in the primary context of its device (Device().Ordinal), on the process's
+// shared driver of its backend: code that makes driver calls of its own beside the provider, on
+// its buffers or stream (a benchmark's raw baselines), acquires that driver with
+// cudadrv.AcquireShared(BackendName(), nil, nil) and retains the same primary context.
 func (p *Provider) BackendName() string { return p.drv.Name() }
 
 // AutoReason says why backend=auto chose the backend it did, or "" for an explicit backend.
 func (p *Provider) AutoReason() string { return p.autoReason }
-
-// Context returns the provider's driver context (for Go hosts that drive cudadrv directly).
-func (p *Provider) Context() *cudadrv.Context { return p.ctx }
 
 // Device describes the provider's device; FreeMemory is read now.
 func (p *Provider) Device() DeviceInfo {

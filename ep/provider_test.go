@@ -267,3 +267,43 @@ func TestBackendIsReleasedWithItsLastProvider(t *testing.T) {
 	require.NoError(t, b.Close())
 	assert.Equal(t, gates, graphs.GateCount(), "the last provider released the backend's gates")
 }
+
+// TestCodeBesideAProviderSharesItsDriverAndContext: code that makes driver calls of its own
+// beside a provider (a benchmark's raw baselines) acquires the process's shared driver by the
+// provider's BackendName and retains the provider's own context, in which the provider's
+// buffers are readable; when that code releases the driver last, the backend still closes and
+// forgets its capture gates.
+func TestCodeBesideAProviderSharesItsDriverAndContext(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	gates := graphs.GateCount()
+	opts := ep.DefaultOptions()
+	opts.Backend = drivertest.BackendName()
+	p, err := ep.New(opts)
+	require.NoError(t, err)
+	want := []byte{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88}
+	b, err := p.Alloc(uint64(len(want)), 0)
+	require.NoError(t, err)
+	require.NoError(t, p.CopyToDevice(b, 0, want))
+	require.NoError(t, p.ForceSynchronize())
+
+	drv, err := cudadrv.AcquireShared(p.BackendName(), nil, nil)
+	require.NoError(t, err)
+	dev, err := drv.Device(p.Device().Ordinal)
+	require.NoError(t, err)
+	ctx, err := dev.RetainPrimaryContext()
+	require.NoError(t, err)
+	assert.Equal(t, ep.ContextOf(p).Raw(), ctx.Raw(), "the provider's context")
+	require.NoError(t, ctx.Bind())
+	got := make([]byte, len(want))
+	require.NoError(t, ctx.CopyDtoH(got, b.Ptr()))
+	assert.Equal(t, want, got, "the provider's buffer, read with a raw driver call")
+
+	require.NoError(t, b.Release())
+	require.NoError(t, p.Close())
+	assert.True(t, cudadrv.SharedOpen(p.BackendName()), "the raw code still holds the driver")
+	require.NoError(t, ctx.Release())
+	require.NoError(t, cudadrv.ReleaseShared(drv))
+	assert.False(t, cudadrv.SharedOpen(p.BackendName()))
+	assert.Equal(t, gates, graphs.GateCount(), "the last release forgot the backend's gates")
+}

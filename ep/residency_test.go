@@ -143,7 +143,7 @@ func TestCloseReleasesPagedWeightsAndInFlightLayers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ep.DeclineNone, d.Reason)
 	require.NoError(t, p.Close())
-	c := p.Context().Counters()
+	c := ep.ContextOf(p).Counters()
 	assert.Zero(t, c.PinnedLiveBytes, "staging buffers freed")
 	assert.Zero(t, c.RegisteredLiveBytes, "registrations undone")
 	assert.Zero(t, c.DeviceLiveBytes, "slots freed")
@@ -242,13 +242,13 @@ func TestFirstPrefillSetsNothingUp(t *testing.T) {
 	require.True(t, ok, "registered when opened")
 	assert.Empty(t, rep.Stopped)
 	assert.GreaterOrEqual(t, rep.Bytes, uint64(100+4*count*n), "the whole file")
-	assert.Equal(t, rep.Bytes, p.Context().Counters().RegisteredLiveBytes)
+	assert.Equal(t, rep.Bytes, ep.ContextOf(p).Counters().RegisteredLiveBytes)
 	ws := lazyLayers(t, p, file, n, count)
 
-	before := p.Context().Counters()
+	before := ep.ContextOf(p).Counters()
 	paths := prefill(t, p, ws, nil)
 	require.NoError(t, p.ForceSynchronize())
-	after := p.Context().Counters()
+	after := ep.ContextOf(p).Counters()
 	assert.Equal(t, []paging.Path{paging.PathZeroCopy, paging.PathZeroCopy, paging.PathZeroCopy, paging.PathZeroCopy}, paths)
 	assert.Equal(t, before.DeviceAllocs, after.DeviceAllocs, "no device allocation in the first prefill")
 	assert.Equal(t, before.PinnedAllocs, after.PinnedAllocs, "no pinned allocation in the first prefill")
@@ -266,7 +266,7 @@ func TestFirstPrefillSetsNothingUp(t *testing.T) {
 	assert.Equal(t, rep.Bytes, st.Registered.Bytes)
 
 	require.NoError(t, p.CloseExternalData(file))
-	assert.Zero(t, p.Context().Counters().RegisteredLiveBytes, "closing the file undid its registrations")
+	assert.Zero(t, ep.ContextOf(p).Counters().RegisteredLiveBytes, "closing the file undid its registrations")
 	_, ok = p.ExternalDataRegistration(file)
 	assert.False(t, ok)
 }
@@ -302,7 +302,7 @@ func TestPagingPathOption(t *testing.T) {
 				assert.Equal(t, c.want, got, "layer %d", i)
 			}
 			if !c.register {
-				assert.Zero(t, p.Context().Counters().Registrations, "staging registers nothing")
+				assert.Zero(t, ep.ContextOf(p).Counters().Registrations, "staging registers nothing")
 			}
 		})
 	}
@@ -328,7 +328,7 @@ func TestRegisterCapOption(t *testing.T) {
 	ws := lazyLayers(t, p, file, n, count)
 	for pass := range 2 {
 		paths := prefill(t, p, ws, func(i int, pw *ep.PagedWeight) {
-			assert.LessOrEqual(t, p.Context().Counters().RegisteredLiveBytes, uint64(regCap))
+			assert.LessOrEqual(t, ep.ContextOf(p).Counters().RegisteredLiveBytes, uint64(regCap))
 			assert.Equal(t, layers[i], readPaged(t, p, pw, count), "pass %d layer %d", pass, i)
 		})
 		for i, got := range paths {

@@ -293,7 +293,7 @@ func TestAGraphNeverOutlivesTheCodeItLaunches(t *testing.T) {
 	require.NoError(t, f.Launch(one, block, 0, args...))
 	require.NoError(t, m.Unload(), "an unload during a capture is not refused")
 	require.NoError(t, p.EndCapture(graphs.Primary))
-	unloaded := p.Context().Counters().ModulesUnloaded
+	unloaded := ep.ContextOf(p).Counters().ModulesUnloaded
 
 	assert.ErrorIs(t, f.Launch(one, block, 0, args...), cudadrv.ErrDestroyed, "no new launch after Unload")
 	assert.ErrorIs(t, m.Unload(), cudadrv.ErrDestroyed)
@@ -301,11 +301,11 @@ func TestAGraphNeverOutlivesTheCodeItLaunches(t *testing.T) {
 	require.NoError(t, p.CopyToDevice(xb, 0, drivertest.Float32Bytes(x)))
 	require.NoError(t, p.Replay(graphs.Primary))
 	assertAxpb(t, download(t, p, out), x, 3, -1, "replay after the unload")
-	assert.Equal(t, unloaded, p.Context().Counters().ModulesUnloaded, "the graph still launches the code")
+	assert.Equal(t, unloaded, ep.ContextOf(p).Counters().ModulesUnloaded, "the graph still launches the code")
 	_, err := p.ResetGraph(graphs.Primary)
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
-	c := p.Context().Counters()
+	c := ep.ContextOf(p).Counters()
 	assert.Equal(t, c.ModulesLoaded, c.ModulesUnloaded, "Close unloads the module after the graphs")
 }
 
@@ -317,7 +317,7 @@ func TestCloseGivesBackWhatTheHostLeftOpen(t *testing.T) {
 	_, err := p.NewDoubleBuffer(1<<16, ep.ModeStaging)
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
-	c := p.Context().Counters()
+	c := ep.ContextOf(p).Counters()
 	assert.Equal(t, c.ModulesLoaded, c.ModulesUnloaded, "every module unloaded")
 	assert.Zero(t, c.DeviceLiveBytes, "every device allocation freed")
 	assert.Zero(t, c.PinnedLiveBytes, "every pinned allocation freed")

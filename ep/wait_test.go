@@ -81,11 +81,11 @@ type counter struct {
 // faults the context passes faulted).
 func newCounter(t *testing.T, p *ep.Provider, faulted ...bool) *counter {
 	t.Helper()
-	require.NoError(t, p.Context().Bind())
-	mem, err := p.Context().AllocHostMapped(64)
+	require.NoError(t, ep.ContextOf(p).Bind())
+	mem, err := ep.ContextOf(p).AllocHostMapped(64)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		require.NoError(t, p.Context().Bind())
+		require.NoError(t, ep.ContextOf(p).Bind())
 		if err := mem.Free(); len(faulted) == 0 {
 			assert.NoError(t, err)
 		}
@@ -115,7 +115,7 @@ func captureBump(t *testing.T, p *ep.Provider, slot ep.Slot, c *counter, fail ui
 
 // simOf returns the simulated device under p, or nil on the real GPU.
 func simOf(p *ep.Provider) *sim.Device {
-	d, _ := p.Context().Backend().(*sim.Device)
+	d, _ := ep.ContextOf(p).Backend().(*sim.Device)
 	return d
 }
 
@@ -406,8 +406,8 @@ func TestHotCallsBindOnlyWhenAnotherContextIsCurrent(t *testing.T) {
 
 	unbind := func() {
 		t.Helper()
-		require.NoError(t, p.Context().Backend().CtxSetCurrent(0))
-		cur, err := p.Context().Backend().CtxGetCurrent()
+		require.NoError(t, ep.ContextOf(p).Backend().CtxSetCurrent(0))
+		cur, err := ep.ContextOf(p).Backend().CtxGetCurrent()
 		require.NoError(t, err)
 		require.Zero(t, cur)
 	}
@@ -423,7 +423,7 @@ func TestHotCallsBindOnlyWhenAnotherContextIsCurrent(t *testing.T) {
 	if simOf(p) != nil { // the sim refuses every call without a current context; the driver may run it
 		assert.Equal(t, binds+3+3, calls(p, sim.OpCtxSetCurrent), "the three unbinds, and one bind per refused call")
 	}
-	assert.NoError(t, p.Context().StickyError())
+	assert.NoError(t, ep.ContextOf(p).StickyError())
 }
 
 // TestOneThreadAlternatesBetweenProvidersOfTwoContexts: two providers on two devices (so two
@@ -436,7 +436,7 @@ func TestOneThreadAlternatesBetweenProvidersOfTwoContexts(t *testing.T) {
 	}
 	ep.UseSimOptions(t, sim.Options{Devices: 2})
 	ps := []*ep.Provider{newProvider(t), newProvider(t, func(o *ep.Options) { o.DeviceID = 1 })}
-	require.NotEqual(t, ps[0].Context().Raw(), ps[1].Context().Raw(), "two contexts")
+	require.NotEqual(t, ep.ContextOf(ps[0]).Raw(), ep.ContextOf(ps[1]).Raw(), "two contexts")
 	var cs []*counter
 	var xs, ys []*ep.Buffer
 	for _, p := range ps {
@@ -460,7 +460,7 @@ func TestOneThreadAlternatesBetweenProvidersOfTwoContexts(t *testing.T) {
 		}
 	}
 	for i, p := range ps {
-		assert.NoError(t, p.Context().StickyError(), "provider %d", i)
+		assert.NoError(t, ep.ContextOf(p).StickyError(), "provider %d", i)
 	}
 }
 
@@ -484,15 +484,15 @@ func TestARefusalFromAnotherContextLeavesNoStickyError(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close() }) // q's context is faulted below: its close reports it
 	d := simOf(q)
-	require.NoError(t, q.Context().Bind())
+	require.NoError(t, ep.ContextOf(q).Bind())
 	d.InjectFault(sim.OpMemGetInfo, 1, cudadrv.ErrorIllegalAddress) // faults q's context, current here
-	_, _, err = q.Context().MemInfo()
+	_, _, err = ep.ContextOf(q).MemInfo()
 	require.Equal(t, cudadrv.ErrorIllegalAddress, cudadrv.ResultOf(err))
 
 	require.NoError(t, p.Replay(graphs.Primary))
 	require.NoError(t, p.SynchronizeCompute())
 	assert.Equal(t, uint32(1), c.value())
-	assert.NoError(t, p.Context().StickyError(), "q's fault is not p's")
+	assert.NoError(t, ep.ContextOf(p).StickyError(), "q's fault is not p's")
 }
 
 // TestReplayRunsAgainOnlyWhenNothingWasEnqueued: a replay refused at its first segment's

@@ -195,7 +195,11 @@ func runBench(cfg config) (*Report, error) {
 	// one thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ctx := p.Context()
+	ctx, releaseCtx, err := providerContext(p)
+	if err != nil {
+		return nil, fmt.Errorf("retain the provider's context: %w", err)
+	}
+	defer func() { _ = releaseCtx() }() // after p.Close: either order is safe
 	if err := ctx.Bind(); err != nil {
 		return nil, fmt.Errorf("bind the provider's context: %w", err)
 	}
@@ -245,6 +249,24 @@ func runBench(cfg config) (*Report, error) {
 		b.rep.Errors = append(b.rep.Errors, fmt.Sprintf("close the provider: %v", err))
 	}
 	return b.rep, nil
+}
+
+// providerContext retains the context p runs in, for the raw baselines that run beside p on
+// its buffers and its stream: the primary context of p's device, on the process's shared driver
+// of p's backend (which p holds open). release gives both back.
+func providerContext(p *ep.Provider) (ctx *cudadrv.Context, release func() error, err error) {
+	drv, err := cudadrv.AcquireShared(p.BackendName(), nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := drv.Device(p.Options().DeviceID)
+	if err == nil {
+		ctx, err = dev.RetainPrimaryContext()
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, cudadrv.ReleaseShared(drv))
+	}
+	return ctx, func() error { return errors.Join(ctx.Release(), cudadrv.ReleaseShared(drv)) }, nil
 }
 
 func anyMatch(re *regexp.Regexp, ids []string) bool {

@@ -644,7 +644,7 @@ func (b *bench) pagingE2ERows() (rows []Row, err error) {
 	}
 
 	opts := ep.DefaultOptions()
-	opts.Backend = b.p.BackendName()
+	opts.Backend, opts.DeviceID = b.p.BackendName(), b.p.Options().DeviceID
 	opts.PrefillDoubleBuffer = true
 	opts.ResidencySlotBytes = layerBytes
 	p, err := ep.New(opts)
@@ -652,11 +652,11 @@ func (b *bench) pagingE2ERows() (rows []Row, err error) {
 		return nil, fmt.Errorf("provider with %s: %w", opts, err)
 	}
 	defer func() { err = errJoin(err, errors.Join(p.Close(), b.ctx.Bind())) }()
-	if err := p.Context().Bind(); err != nil {
+	// p runs in b.ctx, as b.p does: the primary context of the same device.
+	if err := b.ctx.Bind(); err != nil {
 		return nil, err
 	}
-
-	rawMs, err := b.rawPinnedE2E(p.Context(), layerBytes, min(layers, 16))
+	rawMs, err := b.rawPinnedE2E(b.ctx, layerBytes, min(layers, 16))
 	if err != nil {
 		return nil, fmt.Errorf("raw pinned H2D: %w", err)
 	}
@@ -712,7 +712,7 @@ func (b *bench) pagingE2ERows() (rows []Row, err error) {
 		}
 		later = append(later, g)
 	}
-	if err := e2eCheck(p, lf, ws, []int{0, layers / 2, layers - 1}); err != nil {
+	if err := e2eCheck(p, b.ctx, lf, ws, []int{0, layers / 2, layers - 1}); err != nil {
 		return nil, err
 	}
 	st, _ := p.ResidencyStats()
@@ -785,8 +785,9 @@ func e2ePrefetch(p *ep.Provider, l int, w *ep.LazyWeight) error {
 	return nil
 }
 
-// e2eCheck pages the layers named and compares their device bytes with the file's pattern.
-func e2eCheck(p *ep.Provider, lf pagingtest.LayerFile, ws []*ep.LazyWeight, layers []int) error {
+// e2eCheck pages the layers named and compares their device bytes, read in p's context ctx,
+// with the file's pattern.
+func e2eCheck(p *ep.Provider, ctx *cudadrv.Context, lf pagingtest.LayerFile, ws []*ep.LazyWeight, layers []int) error {
 	for _, l := range layers {
 		if err := e2ePrefetch(p, l, ws[l]); err != nil {
 			return err
@@ -799,7 +800,7 @@ func e2eCheck(p *ep.Provider, lf pagingtest.LayerFile, ws []*ep.LazyWeight, laye
 			return err
 		}
 		got := make([]byte, pw.Len())
-		err = p.Context().CopyDtoH(got, pw.Ptr())
+		err = ctx.CopyDtoH(got, pw.Ptr())
 		if rerr := p.ReleasePagedWeight(pw); err == nil {
 			err = rerr
 		}
