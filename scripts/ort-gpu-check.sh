@@ -58,7 +58,7 @@ run)
 	done
 	echo "===== ort-gpu-check summary ====="
 	printf '%s\n' "${summary[@]}"
-	! printf '%s\n' "${summary[@]}" | grep -vq ': PASS$'
+	! printf '%s\n' "${summary[@]}" | grep -vqE ': PASS( \(.*\))?$'
 	;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
 esac
