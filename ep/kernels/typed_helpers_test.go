@@ -137,6 +137,24 @@ func requireClose64(t testing.TB, got, ref []float64, bound float64, what string
 	requireClose(t, g, ref, bound, what)
 }
 
+// requireCloseScaled checks that every element was written and that ‖got − ref‖ / ‖norm‖ <=
+// bound: norm is what the error scales with (the reduction of |x| for a sum).
+func requireCloseScaled(t testing.TB, got, ref, norm []float64, bound float64, what string) {
+	t.Helper()
+	require.Len(t, got, len(ref), "%s: element count", what)
+	var num, den float64
+	for i, g := range got {
+		if math.IsNaN(g) || math.IsInf(g, 0) {
+			require.Failf(t, "element not written", "%s: element %d is %v (poison 0xff bytes are NaN)", what, i, g)
+		}
+		num += (g - ref[i]) * (g - ref[i])
+		den += norm[i] * norm[i]
+	}
+	require.NotZero(t, den, "%s: the reference is all zeros; the check would prove nothing", what)
+	rel := math.Sqrt(num / den)
+	require.LessOrEqual(t, rel, bound, "%s: ‖out−ref‖/‖Σ|x|‖ = %.3g", what, rel)
+}
+
 func info(dt kernels.DType, shape ...int64) kernels.TensorInfo {
 	return kernels.TensorInfo{DType: dt, Shape: shape}
 }
