@@ -18,6 +18,8 @@ type (
 	WeightSpec = paging.WeightSpec
 	// LazyWeight is a weight that lives in external-data files until paged.
 	LazyWeight = paging.LazyWeight
+	// RegionSource resolves a weight's regions to host bytes (LazyWeight.AppendImage's source).
+	RegionSource = paging.RegionSource
 	// PagedWeight is a weight's device image in a double-buffer slot.
 	PagedWeight = paging.PagedWeight
 	// ResidencyStats are the residency's counters.
