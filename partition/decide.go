@@ -223,7 +223,7 @@ func (pt *Partition) bindable(pl *plan, ins, outs []Tensor, l *lookups) map[ep.D
 	if pt.w.paged != nil {
 		return nil
 	}
-	var spans []Span
+	var spans []span
 	bound := map[ep.DevicePtr]ep.DevicePtr{}
 	device := pt.s.p.Options().DeviceID
 	// take binds b to t's device memory and returns the index of its span, or -1.
@@ -241,7 +241,7 @@ func (pt *Partition) bindable(pl *plan, ins, outs []Tensor, l *lookups) map[ep.D
 			return -1
 		}
 		bound[b.Ptr()] = ep.DevicePtr(addr)
-		spans = append(spans, Span{Lo: addr, Hi: addr + n, Output: out})
+		spans = append(spans, span{Lo: addr, Hi: addr + n, Output: out})
 		return len(spans) - 1
 	}
 	inSpan := make([]int, len(ins)) // each input's span, -1 when copied
@@ -261,10 +261,10 @@ func (pt *Partition) bindable(pl *plan, ins, outs []Tensor, l *lookups) map[ep.D
 		} else if n := uint64(out.Info.Bytes()); out.OnDevice && n > 0 {
 			// Copied out once the kernels are queued, but it must not overlap a tensor they read.
 			addr := out.addr()
-			spans = append(spans, Span{Lo: addr, Hi: addr + n, Output: true})
+			spans = append(spans, span{Lo: addr, Hi: addr + n, Output: true})
 		}
 	}
-	if len(bound) == 0 || OutputOverlaps(spans) {
+	if len(bound) == 0 || outputOverlaps(spans) {
 		return nil
 	}
 	return bound
@@ -273,7 +273,7 @@ func (pt *Partition) bindable(pl *plan, ins, outs []Tensor, l *lookups) map[ep.D
 // sharedInput returns the input whose memory output j of the run is, when the plan lets the
 // output be written there (findShares) and no other output took it already: the same device
 // address and size as an input the run reads in place (inSpan[i] >= 0). Else -1.
-func (pl *plan) sharedInput(j int, ins []Tensor, out Tensor, inSpan []int, spans []Span) int {
+func (pl *plan) sharedInput(j int, ins []Tensor, out Tensor, inSpan []int, spans []span) int {
 	if j >= len(pl.shares) || !out.OnDevice {
 		return -1
 	}

@@ -110,9 +110,9 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 		return nil, fmt.Errorf("%w: the partition pages its weights (%s=%s, %s=%d), and a CUDA graph needs them resident: set %s=0 or raise the budget",
 			ep.ErrUnsupported, s.opts.key("paging"), s.opts.Paging, s.opts.key("weight_budget_bytes"), s.opts.WeightBudget, s.opts.key("enable_cuda_graph"))
 	}
-	var groups []NodeWeights
+	var groups []nodeWeights
 	for i, nd := range nodes {
-		g := NodeWeights{Node: i}
+		g := nodeWeights{Node: i}
 		for _, v := range nd.Inputs {
 			if e, ok := exts[v.Name]; ok && !slices.Contains(g.Names, v.Name) {
 				g.Names = append(g.Names, v.Name)
@@ -163,11 +163,11 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 	}
 	// The groups still paged, each with its initializers, largest elements first (every tensor
 	// then starts at a multiple of its element size).
-	var paged []NodeWeights
+	var paged []nodeWeights
 	var largest uint64
 	largestNode := ""
 	for _, g := range groups {
-		p := NodeWeights{Node: g.Node}
+		p := nodeWeights{Node: g.Node}
 		for _, name := range g.Names {
 			if !resident[name] {
 				p.Names = append(p.Names, name)
@@ -186,7 +186,7 @@ func (s *Session) pageLayers(nodes []Node, exts map[string]external, w *weights)
 		}
 	}
 	out := &pagedWeights{infos: map[string]ep.TensorInfo{}}
-	for _, cur := range ShareLayers(paged, largest) {
+	for _, cur := range shareLayers(paged, largest) {
 		l := layer{offsets: map[string]uint64{}}
 		var regions []ep.Region
 		var off uint64

@@ -56,11 +56,11 @@ func TestFusionGroupsAreConvexAndConnected(t *testing.T) {
 // TestShareLayersJoinsSmallNeighboursUpToTheLargest: consecutive nodes' weights share a layer
 // while it stays within the limit (a decoder's q, k, v and o projections join; its MLP
 // matrices, each the limit, stay alone), in node order, and a node whose weights would start
-// off LayerAlign starts a layer of its own.
+// off layerAlign starts a layer of its own.
 func TestShareLayersJoinsSmallNeighboursUpToTheLargest(t *testing.T) {
 	const mb = 1 << 20
-	g := func(node int, bytes uint64) NodeWeights { return NodeWeights{Node: node, Bytes: bytes} }
-	nodes := func(layers [][]NodeWeights) [][]int {
+	g := func(node int, bytes uint64) nodeWeights { return nodeWeights{Node: node, Bytes: bytes} }
+	nodes := func(layers [][]nodeWeights) [][]int {
 		var out [][]int
 		for _, l := range layers {
 			var ns []int
@@ -71,22 +71,22 @@ func TestShareLayersJoinsSmallNeighboursUpToTheLargest(t *testing.T) {
 		}
 		return out
 	}
-	layer := []NodeWeights{g(0, 8*mb), g(1, 2*mb), g(2, 2*mb), g(3, 8*mb), g(4, 32*mb), g(5, 32*mb), g(6, 32*mb), g(7, 8*mb), g(8, 2*mb)}
-	assert.Equal(t, [][]int{{0, 1, 2, 3}, {4}, {5}, {6}, {7, 8}}, nodes(ShareLayers(layer, 32*mb)))
-	assert.Equal(t, [][]int{{0}, {1}, {2}}, nodes(ShareLayers([]NodeWeights{g(0, 4), g(1, 4), g(2, 4)}, 4)), "each at the limit")
-	assert.Equal(t, [][]int{{0, 1}, {2, 3}}, nodes(ShareLayers([]NodeWeights{g(0, 256), g(1, 100), g(2, 256), g(3, 256)}, 1024)),
+	layer := []nodeWeights{g(0, 8*mb), g(1, 2*mb), g(2, 2*mb), g(3, 8*mb), g(4, 32*mb), g(5, 32*mb), g(6, 32*mb), g(7, 8*mb), g(8, 2*mb)}
+	assert.Equal(t, [][]int{{0, 1, 2, 3}, {4}, {5}, {6}, {7, 8}}, nodes(shareLayers(layer, 32*mb)))
+	assert.Equal(t, [][]int{{0}, {1}, {2}}, nodes(shareLayers([]nodeWeights{g(0, 4), g(1, 4), g(2, 4)}, 4)), "each at the limit")
+	assert.Equal(t, [][]int{{0, 1}, {2, 3}}, nodes(shareLayers([]nodeWeights{g(0, 256), g(1, 100), g(2, 256), g(3, 256)}, 1024)),
 		"after 356 bytes the next node's weights would start unaligned")
-	assert.Empty(t, ShareLayers(nil, 1))
+	assert.Empty(t, shareLayers(nil, 1))
 }
 
 // when some pair of spans, one an output, overlaps.
 func TestOutputOverlapsMatchesEveryPair(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for n := range 2000 {
-		spans := make([]Span, 1+rng.IntN(6))
+		spans := make([]span, 1+rng.IntN(6))
 		for i := range spans {
 			lo := uint64(rng.IntN(40))
-			spans[i] = Span{Lo: lo, Hi: lo + 1 + uint64(rng.IntN(8)), Output: rng.IntN(3) == 0}
+			spans[i] = span{Lo: lo, Hi: lo + 1 + uint64(rng.IntN(8)), Output: rng.IntN(3) == 0}
 		}
 		want := false
 		for a, x := range spans {
@@ -94,7 +94,7 @@ func TestOutputOverlapsMatchesEveryPair(t *testing.T) {
 				want = want || (x.Output || y.Output) && x.Lo < y.Hi && y.Lo < x.Hi
 			}
 		}
-		assert.Equal(t, want, OutputOverlaps(slices.Clone(spans)), "case %d: %v", n, spans)
+		assert.Equal(t, want, outputOverlaps(slices.Clone(spans)), "case %d: %v", n, spans)
 	}
 }
 
@@ -104,17 +104,17 @@ func TestPlaceWeightsFollowsModeAndBudget(t *testing.T) {
 	for _, c := range []struct {
 		mode           PagingMode
 		budget, weight uint64
-		want           Placement
+		want           placement
 	}{
-		{PagingOn, 0, 100, Paged},
-		{PagingOn, 0, 0, Resident}, // nothing external: nothing to page
-		{PagingAuto, 0, 1 << 40, Resident},
-		{PagingAuto, 1000, 1000, Resident},
-		{PagingAuto, 1000, 1001, Paged},
-		{PagingOff, 0, 1 << 40, Resident},
-		{PagingOff, 1000, 1001, OverBudget},
+		{PagingOn, 0, 100, placePaged},
+		{PagingOn, 0, 0, placeResident},
+		{PagingAuto, 0, 1 << 40, placeResident},
+		{PagingAuto, 1000, 1000, placeResident},
+		{PagingAuto, 1000, 1001, placePaged},
+		{PagingOff, 0, 1 << 40, placeResident},
+		{PagingOff, 1000, 1001, placeOverBudget},
 	} {
-		assert.Equal(t, c.want, PlaceWeights(c.mode, c.budget, c.weight), "%+v", c)
+		assert.Equal(t, c.want, placeWeights(c.mode, c.budget, c.weight), "%+v", c)
 	}
 }
 

@@ -13,7 +13,7 @@ type Options struct {
 	// and replays it.
 	CUDAGraph bool
 	// Paging says when external-data weights stream through a double buffer during each run
-	// instead of staying resident (see PlaceWeights); WeightBudget is the device bytes a
+	// instead of staying resident (see placeWeights); WeightBudget is the device bytes a
 	// partition's weights may hold (0: no budget).
 	Paging       PagingMode
 	WeightBudget uint64

@@ -21,53 +21,53 @@ const (
 )
 
 // Placement is where a partition's external-data weights live.
-type Placement int
+type placement int
 
 const (
 	// Resident weights are loaded to the device once.
-	Resident Placement = iota
+	placeResident placement = iota
 	// Paged weights stream through a double buffer at every run.
-	Paged
+	placePaged
 	// OverBudget weights neither fit the budget nor may be paged: the partition is refused.
-	OverBudget
+	placeOverBudget
 )
 
-// PlaceWeights decides where a partition with extBytes of external-data weights keeps them,
+// placeWeights decides where a partition with extBytes of external-data weights keeps them,
 // under mode and a device budget of budget bytes (0 for none).
-func PlaceWeights(mode PagingMode, budget, extBytes uint64) Placement {
+func placeWeights(mode PagingMode, budget, extBytes uint64) placement {
 	switch {
 	case extBytes == 0:
-		return Resident
+		return placeResident
 	case mode == PagingOn:
-		return Paged
+		return placePaged
 	case budget == 0 || extBytes <= budget:
-		return Resident
+		return placeResident
 	case mode == PagingOff:
-		return OverBudget
+		return placeOverBudget
 	}
-	return Paged
+	return placePaged
 }
 
-// NodeWeights are the external-data initializers one node reads (by name), and their bytes.
-type NodeWeights struct {
+// nodeWeights are the external-data initializers one node reads (by name), and their bytes.
+type nodeWeights struct {
 	Node  int
 	Names []string
 	Bytes uint64
 }
 
-// LayerAlign is the alignment at which a node's initializers start in a layer shared with the
+// layerAlign is the alignment at which a node's initializers start in a layer shared with the
 // nodes before it (the GEMV reads its matrix in 16-byte loads; cuBLAS prefers 256).
-const LayerAlign = 256
+const layerAlign = 256
 
-// ShareLayers splits groups (in node order) into the groups of each paged layer: consecutive
+// shareLayers splits groups (in node order) into the groups of each paged layer: consecutive
 // groups share a layer while it stays within limit bytes (the largest group's: the slots' size
-// anyway) and each group starts at a multiple of LayerAlign. A layer pays a fence and a copy's
+// anyway) and each group starts at a multiple of layerAlign. A layer pays a fence and a copy's
 // fixed costs, which small layers (a decoder's key and value projections, 2 MB) do not amortize.
-func ShareLayers(groups []NodeWeights, limit uint64) [][]NodeWeights {
-	var layers [][]NodeWeights
+func shareLayers(groups []nodeWeights, limit uint64) [][]nodeWeights {
+	var layers [][]nodeWeights
 	var bytes uint64
 	for i, g := range groups {
-		if i == 0 || bytes+g.Bytes > limit || bytes%LayerAlign != 0 {
+		if i == 0 || bytes+g.Bytes > limit || bytes%layerAlign != 0 {
 			layers, bytes = append(layers, nil), 0
 		}
 		layers[len(layers)-1] = append(layers[len(layers)-1], g)
@@ -199,10 +199,10 @@ func (s *Session) loadWeights(nodes []Node, inits []Initializer) (*weights, erro
 // pages decides whether a partition with extBytes of external-data weights pages them; a
 // partition over the budget with paging off is refused, naming both options.
 func (s *Session) pages(extBytes uint64) (bool, error) {
-	switch PlaceWeights(s.opts.Paging, s.opts.WeightBudget, extBytes) {
-	case Paged:
+	switch placeWeights(s.opts.Paging, s.opts.WeightBudget, extBytes) {
+	case placePaged:
 		return true, nil
-	case OverBudget:
+	case placeOverBudget:
 		return false, fmt.Errorf("%w: the partition's external-data weights take %d bytes, over %s=%d, and %s=off",
 			ep.ErrInvalidArgument, extBytes, s.opts.key("weight_budget_bytes"), s.opts.WeightBudget, s.opts.key("paging"))
 	}
