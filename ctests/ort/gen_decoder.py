@@ -4,7 +4,11 @@ forms with the same weights: plain ONNX (OUTDIR/decoder.onnx, weights in decoder
 and the form ONNX Runtime's transformer optimizer makes of such an export, with contrib ops
 (OUTDIR/decoder_contrib.onnx, weights in decoder_contrib.weights.bin):
 SimplifiedLayerNormalization / com.microsoft SkipSimplifiedLayerNormalization for the RMSNorms
-and residuals, and com.microsoft GroupQueryAttention with the rotary embedding inside.
+and residuals, and com.microsoft GroupQueryAttention with the rotary embedding inside. The
+contrib form comes in two int4 weight-only forms too, as ORT's quantizer writes them: every
+projection a com.microsoft MatMulNBits (block 32), symmetric (OUTDIR/decoder_int4_sym.onnx) and
+with packed zero points (OUTDIR/decoder_int4_asym.onnx), weights in decoder_int4_*.weights.bin
+(ort_host's `nbits` case runs them).
 
 The architecture of the decoders people serve, at toy size: token embedding; per layer RMSNorm,
 grouped-query attention with rotary position embeddings and a key/value cache, and a SiLU-gated
@@ -73,6 +77,14 @@ class Graph:
             self.blob += b"\0"
         self.inits.append(tensor_external(name, dims, self.data, len(self.blob), 4 * len(values)))
         self.blob += pack_floats(values)
+        return name
+
+    def raw_weight(self, name, dims, elem, data):
+        """An external-data weight of another element type, data its little-endian bytes."""
+        while len(self.blob) % 64:
+            self.blob += b"\0"
+        self.inits.append(tensor_external(name, dims, self.data, len(self.blob), len(data), elem))
+        self.blob += data
         return name
 
     def ints(self, name, values):
@@ -184,14 +196,70 @@ def f_varint_key(field, wire):
     return key(field, wire)
 
 
-def build_contrib(rng):
+INT4_BLOCK = 32  # the block size ORT's quantizer and model builder use by default
+UINT8 = 2
+
+
+def quantise_int4(w, k, n, asym):
+    """w [k, n] (x @ w) as MatMulNBits takes it: B uint8 [n, k_blocks, 16] (codes of W's column
+    along k, the first in the low nibble), scales float [n, k_blocks] and, when asym, packed
+    zero points uint8 [n, ceil(k_blocks / 2)]. Symmetric: scale = max|w| / 7, codes
+    round(w / scale) + 8 clamped to [0, 15] (the zero point ORT assumes when there is none).
+    Asymmetric: the block's [min, max] (widened to hold 0) over 15 steps, zero point
+    round(-min / scale)."""
+    kb = (k + INT4_BLOCK - 1) // INT4_BLOCK
+    b, scales, zps = bytearray(), [], []
+    for j in range(n):
+        col = [w[i * n + j] for i in range(k)]
+        row_zp = []
+        for blk in range(kb):
+            vals = col[blk * INT4_BLOCK:(blk + 1) * INT4_BLOCK]
+            if asym:
+                lo, hi = min(min(vals), 0.0), max(max(vals), 0.0)
+                scale = (hi - lo) / 15 or 1.0
+                zp = min(15, max(0, round(-lo / scale)))
+            else:
+                scale = max(abs(v) for v in vals) / 7 or 1.0
+                zp = 8
+            scale = struct.unpack("<f", struct.pack("<f", scale))[0]
+            codes = [min(15, max(0, round(v / scale) + zp)) for v in vals]
+            codes += [zp] * (INT4_BLOCK - len(codes))  # K padding (none at these sizes)
+            b += bytes(codes[i] | codes[i + 1] << 4 for i in range(0, INT4_BLOCK, 2))
+            scales.append(scale)
+            row_zp.append(zp)
+        row_zp += [0] * (len(row_zp) % 2)
+        zps += [row_zp[i] | row_zp[i + 1] << 4 for i in range(0, len(row_zp), 2)]
+    return kb, bytes(b), scales, bytes(zps)
+
+
+def build_contrib(rng, int4=None):
     """The decoder as ORT's transformer optimizer leaves a Llama export: the same weights as
     build (the same random draws, in the same order), the RMSNorms and residual adds fused into
-    (Skip)SimplifiedLayerNormalization, attention with rotary inside GroupQueryAttention."""
-    g = Graph("decoder_contrib.weights.bin")
+    (Skip)SimplifiedLayerNormalization, attention with rotary inside GroupQueryAttention.
+
+    int4 "sym" or "asym" writes the form ORT's int4 quantizer makes of it: every projection
+    (q, k, v, o, gate, up, down and the LM head) a com.microsoft MatMulNBits over the same
+    weights quantised in blocks of 32 (quantise_int4), with packed zero points when "asym"."""
+    data = "decoder_contrib.weights.bin" if int4 is None else f"decoder_int4_{int4}.weights.bin"
+    g = Graph(data)
 
     def rand(name, dims, scale):
-        return g.weight(name, dims, [rng.uniform(-scale, scale) for _ in range(math.prod(dims))])
+        values = [rng.uniform(-scale, scale) for _ in range(math.prod(dims))]
+        if int4 is None or not name.startswith(("w", "lm_head")):
+            return g.weight(name, dims, values)
+        k, n = dims
+        kb, b, scales, zps = quantise_int4(values, k, n, int4 == "asym")
+        inputs = [g.raw_weight(f"{name}_q", [n, kb, INT4_BLOCK // 2], UINT8, b),
+                  g.weight(f"{name}_scales", [n, kb], scales)]
+        if int4 == "asym":
+            inputs.append(g.raw_weight(f"{name}_zp", [n, (kb + 1) // 2], UINT8, zps))
+        return inputs, [attr_int("K", k), attr_int("N", n), attr_int("bits", 4), attr_int("block_size", INT4_BLOCK)]
+
+    def matmul(x, w, outputs=None):
+        if isinstance(w, str):
+            return g.op("MatMul", [x, w], outputs=outputs)
+        inputs, attrs = w
+        return g.op("MatMulNBits", [x] + inputs, attrs, outputs=outputs, domain=MS)
 
     def ones(name, dims):
         return g.weight(name, dims, [1.0 + rng.uniform(-0.1, 0.1) for _ in range(math.prod(dims))])
@@ -211,24 +279,24 @@ def build_contrib(rng):
             h = g.op("SimplifiedLayerNormalization", [x, gamma], [eps, attr_int("axis", -1)])
         else:
             h, residual = g.op("SkipSimplifiedLayerNormalization", [x, residual, gamma], [eps], domain=MS, n_out=4)[0::3]
-        q = g.op("MatMul", [h, rand(f"wq_{l}", [HIDDEN, HEADS * HEAD_DIM], s)])
-        k = g.op("MatMul", [h, rand(f"wk_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s)])
-        v = g.op("MatMul", [h, rand(f"wv_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s)])
+        q = matmul(h, rand(f"wq_{l}", [HIDDEN, HEADS * HEAD_DIM], s))
+        k = matmul(h, rand(f"wk_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s))
+        v = matmul(h, rand(f"wv_{l}", [HIDDEN, KV_HEADS * HEAD_DIM], s))
         attn = g.op("GroupQueryAttention",
                     [q, k, v, f"past_key_{l}", f"past_value_{l}", "seqlens_k", "total_sequence_length",
                      "cos_cache", "sin_cache"],
                     [attr_int("num_heads", HEADS), attr_int("kv_num_heads", KV_HEADS), attr_int("do_rotary", 1)],
                     outputs=[f"attn_{l}", f"present_key_{l}", f"present_value_{l}"], domain=MS)[0]
-        x = g.op("MatMul", [attn, rand(f"wo_{l}", [HEADS * HEAD_DIM, HIDDEN], s)])
+        x = matmul(attn, rand(f"wo_{l}", [HEADS * HEAD_DIM, HIDDEN], s))
         h, residual = g.op("SkipSimplifiedLayerNormalization", [x, residual, ones(f"mlp_norm_{l}", [HIDDEN])], [eps],
                            domain=MS, n_out=4)[0::3]
-        gate = g.op("MatMul", [h, rand(f"wg_{l}", [HIDDEN, INTER], s)])
-        up = g.op("MatMul", [h, rand(f"wu_{l}", [HIDDEN, INTER], s)])
+        gate = matmul(h, rand(f"wg_{l}", [HIDDEN, INTER], s))
+        up = matmul(h, rand(f"wu_{l}", [HIDDEN, INTER], s))
         act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
-        x = g.op("MatMul", [act, rand(f"wd_{l}", [INTER, HIDDEN], 1.0 / math.sqrt(INTER))])
+        x = matmul(act, rand(f"wd_{l}", [INTER, HIDDEN], 1.0 / math.sqrt(INTER)))
     h = g.op("SkipSimplifiedLayerNormalization", [x, residual, ones("final_norm", [HIDDEN])], [eps], domain=MS,
              n_out=4)[0]
-    g.op("MatMul", [h, rand("lm_head", [HIDDEN, VOCAB], s)], outputs=["logits"])
+    matmul(h, rand("lm_head", [HIDDEN, VOCAB], s), outputs=["logits"])
 
     inputs = [value_info("input_ids", [1, "seq"], INT64), value_info("seqlens_k", [1], INT32),
               value_info("total_sequence_length", [], INT32)]
@@ -237,7 +305,7 @@ def build_contrib(rng):
         for kind in ("key", "value"):
             inputs.append(value_info(f"past_{kind}_{l}", [1, KV_HEADS, "past", HEAD_DIM]))
             outputs.append(value_info(f"present_{kind}_{l}", [1, KV_HEADS, "total", HEAD_DIM]))
-    m = model("decoder_contrib", g.nodes, g.inits, inputs, outputs)
+    m = model("decoder_contrib" if int4 is None else f"decoder_int4_{int4}", g.nodes, g.inits, inputs, outputs)
     return g, m + f_bytes(8, f_bytes(1, MS) + f_varint(2, 1))  # opset_import com.microsoft 1
 
 
@@ -248,6 +316,10 @@ def write_decoder(outdir):
     g, m = build_contrib(random.Random(20240604))
     write(os.path.join(outdir, "decoder_contrib.weights.bin"), bytes(g.blob))
     write(os.path.join(outdir, "decoder_contrib.onnx"), m)
+    for int4 in ("sym", "asym"):
+        g, m = build_contrib(random.Random(20240604), int4)
+        write(os.path.join(outdir, f"decoder_int4_{int4}.weights.bin"), bytes(g.blob))
+        write(os.path.join(outdir, f"decoder_int4_{int4}.onnx"), m)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ two runs write identical files (the absolute-path model excepted, which names OU
   OUTDIR/deep.onnx          X[batch,64] -> 6 x (MatMul+Add -> Relu) -> Y[batch,64], every
                             weight in OUTDIR/deep.weights.bin (external data): 6 layers of
                             16,640 bytes, 99,840 in all, for paging under a weight budget.
-  OUTDIR/decoder.onnx       a tiny Llama-style decoder with a key/value cache (gen_decoder.py)
+  OUTDIR/decoder.onnx       a tiny Llama-style decoder with a key/value cache (gen_decoder.py),
+                            also in contrib-op form and in two int4 (MatMulNBits) forms
+  OUTDIR/nbits/             single com.microsoft.MatMulNBits nodes with exact results and error
+                            scales per data set, valid and refused (gen_nbits.py)
   OUTDIR/cache.onnx         a static key and value cache updated at one position:
                             present_k[1,2,8,4] = Where(cond[1,1,8,1], new_k[1,2,1,4], past_k[1,2,8,4]),
                             present_v likewise from new_v and past_v, over the same cond, and
@@ -128,10 +131,10 @@ def tensor_inline(name, dims, values):
     return b + f_bytes(9, pack_floats(values))
 
 
-def tensor_external(name, dims, location, offset, length):
+def tensor_external(name, dims, location, offset, length, elem=FLOAT):
     """TensorProto with data_location = EXTERNAL (14) and external_data entries (13); a length of
     None writes no length entry (valid ONNX: the tensor's size from offset)."""
-    b = b"".join(f_varint(1, d) for d in dims) + f_varint(2, FLOAT) + f_bytes(8, name)
+    b = b"".join(f_varint(1, d) for d in dims) + f_varint(2, elem) + f_bytes(8, name)
     entries = [("location", location), ("offset", str(offset))]
     if length is not None:
         entries.append(("length", str(length)))
@@ -557,6 +560,9 @@ def main():
     from gen_decoder import write_decoder  # it imports this module's helpers
 
     write_decoder(outdir)
+    from gen_nbits import write_nbits  # it imports this module's helpers
+
+    write_nbits(outdir)
     write_cache(outdir)
     write_split(outdir)
     write_misuse(outdir)
