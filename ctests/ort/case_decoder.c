@@ -17,13 +17,11 @@
 #include "cases.h"
 #include "models.h"
 
-/* gen_decoder.py's sizes. */
-#define DEC_VOCAB 128
+/* gen_decoder.py's sizes (DEC_VOCAB and DEC_STEPS are in models.h). */
 #define DEC_KV_HEADS 2
 #define DEC_HEAD_DIM 16
 #define DEC_LAYERS 2
 #define DEC_PROMPT 8
-#define DEC_STEPS 16
 #define DEC_RTOL 1e-3
 #define DEC_ATOL 1e-4
 
@@ -135,10 +133,9 @@ static void gen_close(ort_rt* rt, gen* g) {
   rt_session_release(rt, &g->s);
 }
 
-/* generate runs one form of the decoder through CudaEp and the CPU, checks it, and leaves the
- * CPU session's generated tokens in cpu_tokens. */
-static int generate(ort_rt* rt, const char* dir, const char* file, int64_t* cpu_tokens) {
+int decoder_generate(ort_rt* rt, const char* dir, const char* file, decoder_run* run) {
   char path[4096], what[1400];
+  memset(run, 0, sizeof *run);
   if (join_path(path, sizeof path, dir, file) < 0) return 1;
   printf("  -- %s\n", file);
   rt_session_opts o, plain;
@@ -154,8 +151,11 @@ static int generate(ort_rt* rt, const char* dir, const char* file, int64_t* cpu_
     return 1;
   }
   size_t en = 0, es = 0, on = 0;
-  char mine[1024], other[1024];
-  if (rt->ep_mode && rt_print_assignment(rt, &test.s, 1, &en, &es, &on, mine, sizeof mine, other, sizeof other) == 0) {
+  char* mine = run->ep_ops;
+  char* other = run->other_ops;
+  if (rt->ep_mode && rt_print_assignment(rt, &test.s, 1, &en, &es, &on, mine, sizeof run->ep_ops, other,
+                                         sizeof run->other_ops) == 0) {
+    run->assigned = 1;
     textf(what, sizeof what, "CudaEp runs %zu of the decoder's %zu nodes in %zu partition(s); ORT's CPU EP runs [%s]", en,
           en + on, es, other);
     f += ok(en > 0, what);
@@ -170,6 +170,12 @@ static int generate(ort_rt* rt, const char* dir, const char* file, int64_t* cpu_
     int64_t b = step(rt, &ref, from, to, why, sizeof why);
     if (b < 0) break;
     char d[1024];
+    if (s == 0) {
+      char err[256];
+      if (host_tensor_alloc(&run->cpu_prefill_logits, ref.logits.data_type, ref.logits.dims, ref.logits.ndims, err,
+                            sizeof err) == 0)
+        memcpy(run->cpu_prefill_logits.data, ref.logits.data, ref.logits.count * ref.logits.elem_size);
+    }
     if (compare_tensors(&test.logits, &ref.logits, DEC_RTOL, DEC_ATOL, d, sizeof d) < 0) {
       textf(why, sizeof why, "step %d: logits differ from the CPU session's: %s", s, d);
       break;
@@ -198,7 +204,7 @@ static int generate(ort_rt* rt, const char* dir, const char* file, int64_t* cpu_
   textf(what, sizeof what, "the key/value cache holds %lld positions after the last step (want %d)",
         (long long)test.past[0].dims[2], DEC_PROMPT + DEC_STEPS);
   f += ok(test.past[0].dims[2] == DEC_PROMPT + DEC_STEPS, what);
-  memcpy(cpu_tokens, ref.tokens + DEC_PROMPT, DEC_STEPS * sizeof *cpu_tokens);
+  memcpy(run->cpu_tokens, ref.tokens + DEC_PROMPT, sizeof run->cpu_tokens);
   gen_close(rt, &test);
   gen_close(rt, &ref);
   return f;
@@ -207,12 +213,15 @@ static int generate(ort_rt* rt, const char* dir, const char* file, int64_t* cpu_
 int case_decoder(ort_rt* rt, int argc, char** argv) {
   (void)argc;
   unsigned long mark = rt_log_mark();
-  int64_t plain[DEC_STEPS], contrib[DEC_STEPS];
-  int f = generate(rt, argv[1], "decoder.onnx", plain);
-  f += generate(rt, argv[1], "decoder_contrib.onnx", contrib);
+  static decoder_run plain, contrib;
+  int f = decoder_generate(rt, argv[1], "decoder.onnx", &plain);
+  f += decoder_generate(rt, argv[1], "decoder_contrib.onnx", &contrib);
+  host_tensor_free(&plain.cpu_prefill_logits);
+  host_tensor_free(&contrib.cpu_prefill_logits);
   /* The two forms hold the same weights: ORT's CPU EP must generate the same tokens with both,
    * or one of the generated models is wrong. */
-  f += ok(!memcmp(plain, contrib, sizeof plain), "the plain and the contrib-op forms generate the same tokens on ORT's CPU EP");
+  f += ok(!memcmp(plain.cpu_tokens, contrib.cpu_tokens, sizeof plain.cpu_tokens),
+          "the plain and the contrib-op forms generate the same tokens on ORT's CPU EP");
   char why[2048], what[2200];
   unsigned long n = rt_log_ep_errors_since(mark, why, sizeof why);
   if (n) textf(what, sizeof what, "ORT logged no error naming CudaEp (it logged %lu, the last: %s)", n, why);

@@ -46,6 +46,7 @@ int case_split(ort_rt* rt, int argc, char** argv);
 int case_graph(ort_rt* rt, int argc, char** argv);
 int case_paging(ort_rt* rt, int argc, char** argv);
 int case_decoder(ort_rt* rt, int argc, char** argv);
+int case_nbits(ort_rt* rt, int argc, char** argv);
 int case_exported(ort_rt* rt, int argc, char** argv);
 int case_misuse(ort_rt* rt, int argc, char** argv);
 int case_iobinding(ort_rt* rt, int argc, char** argv);

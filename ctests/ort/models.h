@@ -23,4 +23,24 @@ int run_and_compare(ort_rt* rt, rt_session* test, rt_session* ref, host_tensor* 
 int open_pair(ort_rt* rt, const char* dir, const char* file, const rt_session_opts* test_opts, rt_session* test,
               rt_session* ref);
 
+/* The tiny decoder of gen_decoder.py: its vocabulary, and how many tokens decoder_generate
+ * decodes after its 8-token prompt. */
+#define DEC_VOCAB 128
+#define DEC_STEPS 16
+
+/* decoder_run: what decoder_generate leaves for its caller. */
+typedef struct decoder_run {
+  int64_t cpu_tokens[DEC_STEPS];  /* the tokens the CPU session generated */
+  host_tensor cpu_prefill_logits; /* the CPU session's logits for the prompt (the caller frees) */
+  int assigned;                   /* the node assignment was read (ep_mode, API 24) */
+  char ep_ops[4096];              /* then: the op types on CudaEp, space-separated */
+  char other_ops[4096];           /* and those on other EPs */
+} decoder_run;
+
+/* decoder_generate runs the decoder DIR/file (a form of gen_decoder.py's) through a session
+ * with CudaEp appended (CPU fallback allowed) and a plain CPU session: an 8-token prefill and
+ * DEC_STEPS greedy steps, every step's logits compared, the tokens too. It prints its checks and
+ * returns how many failed; *run is written either way. Not thread-safe (static sessions). */
+int decoder_generate(ort_rt* rt, const char* dir, const char* file, decoder_run* run);
+
 #endif /* CUDAEP_CTESTS_ORT_MODELS_H */

@@ -19,6 +19,9 @@
  *                           what paging refuses, against a CPU session (counters checked)
  *   decoder MODELDIR        greedy generation with a tiny Llama-style decoder and its key/value
  *                           cache, against a CPU session (logits and tokens)
+ *   nbits MODELDIR          int4 weight-only models (com.microsoft.MatMulNBits): single nodes and
+ *                           int4 decoders against a CPU session and the exact result, which EP ran
+ *                           each node, what CudaEp must claim or refuse (CUDAEP_ORT_NBITS_CLAIMS)
  *   two_devices MODELDIR    a session on each of two CudaEp devices running at once, and
  *                           CopyTensors between the devices' memories (needs two devices:
  *                           CUDAEP_SIM_DEVICES=2 on the simulator)
@@ -32,7 +35,8 @@
  * library is registered; scripts/run-ort-tests.sh sets sim), CUDAEP_TEST_BACKEND (sim|cuda:
  * passed as ep.cudaep.backend, which must be the device's, and checked by `devices`), CUDAEP_ORT_LOG (ORT's log level: verbose, info, warning, error, fatal),
  * CUDAEP_ORT_NODE_FILTER (node_tests: only tests whose name contains it), CUDAEP_ORT_PROGRESS_EVERY
- * (node_tests: a progress line on stderr every N tests, default 100; 0: none).
+ * (node_tests: a progress line on stderr every N tests, default 100; 0: none), CUDAEP_ORT_NBITS_CLAIMS
+ * (nbits: all (default), none, or a comma-separated list of the models CudaEp must claim).
  *
  * --help (or -h) prints the usage on stdout; --version prints the cudaep.h ABI the host was built
  * against, the ORT API it asks for and, when CUDAEP_ORT_LIBRARY and CUDAEP_LIBRARY are set, the
@@ -105,6 +109,7 @@ static const host_case cases[] = {
     {"devices", case_devices, 0},  {"node_tests", case_node_tests, 0}, {"mlp", case_mlp, 1},
     {"split", case_split, 1},      {"graph", case_graph, 1},           {"misuse", case_misuse, 1},
     {"iobinding", case_iobinding, 1}, {"paging", case_paging, 1},     {"decoder", case_decoder, 1},
+    {"nbits", case_nbits, 1},
     {"two_devices", case_two_devices, 1}, {"exported", case_exported, 1}, {"weight_reads", case_weight_reads, 1},
 };
 
@@ -113,7 +118,7 @@ static int usage(FILE* to, int code) {
   fprintf(to,
           "usage: ort_host [--cpu-only] CASE [ARGS]\n"
           "       ort_host --help | --version\n"
-          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | two_devices MODELDIR | exported EXPORTDIR | weight_reads MODELDIR\n"
+          "  cases: devices | node_tests [--all-ops] [--allow-fallback] [--strict] [DIR] | mlp MODELDIR | split MODELDIR | graph MODELDIR | misuse MODELDIR | iobinding MODELDIR | paging MODELDIR | decoder MODELDIR | nbits MODELDIR | two_devices MODELDIR | exported EXPORTDIR | weight_reads MODELDIR\n"
           "  environment: CUDAEP_ORT_LIBRARY=libonnxruntime.so.1, CUDAEP_LIBRARY=libcudaep.so\n");
   return code;
 }
