@@ -48,6 +48,9 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		{Op: "cudaep.MatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1024, 64), f32Info(1024, 32)}},
 		{Op: "cudaep.SkipNormMatMulGroup", Opset: 1, NumOutputs: 3, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1, 1024), f32Info(1024), f32Info(1024, 64), f32Info(1024, 32)}},
 		{Op: "cudaep.SiluMulMatMulGroup", Opset: 1, Inputs: []kernels.TensorInfo{f32Info(1, 1024), f32Info(1, 1024), f32Info(1024, 64)}},
+		// MatMulNBits' decode kernel and its prefill (bias broadcast, dequantization, cuBLAS).
+		nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 1024, n: 64, lead: []int64{1}, zp: "packed", bias: true}.spec(),
+		nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 256, n: 64, lead: []int64{32}, zp: "packed", bias: true}.spec(),
 		// The kernels that record data faults: their two more arguments allocate nothing either
 		// (the zeros their integer inputs hold here are bad data for Div and GroupQueryAttention).
 		{Op: "Div", Opset: 14, Inputs: []kernels.TensorInfo{{DType: kernels.Int64, Shape: []int64{64, 32}}, {DType: kernels.Int64, Shape: []int64{32}}}},

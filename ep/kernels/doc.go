@@ -26,7 +26,8 @@
 //
 // "float" is float32, float16 and bfloat16 (bfloat16 from opset 13): 16-bit data is computed
 // in float32 and rounded to nearest, ties to even, on store. "any" is every dtype the package
-// knows: float32, float16, bfloat16, float64, int32, int64 and bool.
+// knows but uint8: float32, float16, bfloat16, float64, int32, int64 and bool (uint8 is
+// MatMulNBits' packed weights and zero points only).
 //
 //	op                        dtypes                       opsets  notes
 //	MatMul                    float                        >= 1    numpy matmul: 1-D operands, batch broadcasting (at most 4096 GEMM calls); float16 and bfloat16 through cublasGemmEx, float32 accumulation, tensor cores; one row of A against a 2-D B (decode's M = 1) through a GEMV kernel of its own; see # MatMul
@@ -57,6 +58,7 @@
 //	com.microsoft.SkipSimplifiedLayerNormalization float   >= 1    the same as RMSNorm with inputs input, skip, gamma, bias; the mean output is 0
 //	com.microsoft.FastGelu    float                        >= 1    Gelu's tanh approximation of X + bias (bias optional, over the last dimension)
 //	com.microsoft.RotaryEmbedding float                    >= 1    input [B,S,H·D] or [B,H,S,D]; int64 position_ids, a start position ([] or [1]) or [B,S]; cos_cache and sin_cache [max_pos, R/2]; interleaved, num_heads, rotary_embedding_dim (R < D rotates part of each head), scale (no effect); is_packed_batching 0 only; see # Attention
+//	com.microsoft.MatMulNBits float; uint8 B              >= 1    Y = A·Wᵀ (+ bias), W [N,K] quantized to 4 or 8 bits in blocks of 16 to 256 (a power of two) along K, ONNX Runtime's layout; A [...,K]; scales [N,k_blocks] or flattened; zero_points absent, packed uint8 or unpacked in A's dtype; bias [N]; accuracy_level 0–4 (a hint); g_idx and weight_prepacked refused; see # MatMul
 //	com.microsoft.GroupQueryAttention float                >= 1    query [B,S,H·D], key and value [B,S,KVH·D], past_key and past_value [B,KVH,P,D], int32 seqlens_k and total_sequence_length, cos_cache and sin_cache with do_rotary; num_heads, kv_num_heads, scale, do_rotary, rotary_interleaved; local_window_size -1, softcap 0 only; D <= 256; see # Attention
 //	cudaep.RotateHalf         float (all inputs alike)     >= 1    Y = X·cos + rotate_half(X)·sin (Hugging Face's rotary embedding, rotate_half(X) = [−X₂, X₁] over the halves of the last dimension); X of rank >= 1 with an even last dimension, cos and sin of X's last dimension broadcasting to X's shape
 //	cudaep.RotateHalfPair     float (all inputs alike)     >= 1    Y0, Y1 = RotateHalf of X0 and of X1 (one last dimension) with cos and sin of one row (a decode step's query and key), one launch
@@ -145,6 +147,20 @@
 // host synchronization, results bit-identical from run to run and in CUDA graph replays.
 // Execute falls back to cuBLAS for a B that is not 16-byte aligned. Get takes the scratch and
 // counters of a split (see [Library.Get]).
+//
+// com.microsoft.MatMulNBits multiplies A by block-quantized weights (ONNX Runtime's
+// MatMulNBits layout: cuda/matmul_nbits.cu). Fewer than 16 rows of A (A's dimensions but the
+// last flattened: a decode step, a short verify) run a decode kernel that streams B once for
+// every 8 rows, 16-byte loads, dequantizing in registers and summing in float32 in a fixed
+// order (each column's chunks shared by up to 8 warps of a block, no scratch), with the bias
+// added before the one rounding on store. More rows dequantize B, in tiles of columns of at
+// most 64 MiB of Library scratch (taken at Get), into A's dtype and multiply each tile with
+// cuBLAS (float32 accumulation), as ONNX Runtime's CUDA kernel does; the bias is broadcast
+// into Y first and the GEMMs add onto it. Both capture into CUDA graphs. No value of B, a
+// packed zero point or a scale is invalid, so MatMulNBits records no data faults. Its PTX
+// (ptx/matmul_nbits.ptx) is generated with nvcc like the others; a Library whose PTX lacks an
+// entry of it refuses the MatMulNBits nodes that need that entry, naming it, and loads every
+// other op as before.
 //
 // Ops whose output shape depends on an input's values read that input from [Spec.Consts]. Ops
 // of another domain than ONNX's are named "<domain>.<op>" in [Spec.Op], and their opset is

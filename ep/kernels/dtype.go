@@ -9,6 +9,7 @@ type DType int32
 // in the package documentation's support matrix.
 const (
 	Float32  DType = 1  // TensorProto.FLOAT
+	Uint8    DType = 2  // TensorProto.UINT8 (MatMulNBits' packed weights and zero points only)
 	Int32    DType = 6  // TensorProto.INT32
 	Int64    DType = 7  // TensorProto.INT64
 	Bool     DType = 9  // TensorProto.BOOL, one byte per element
@@ -20,7 +21,7 @@ const (
 // Size returns the size of one element in bytes, or 0 for a type the package does not know.
 func (d DType) Size() int {
 	switch d {
-	case Bool:
+	case Bool, Uint8:
 		return 1
 	case Float16, BFloat16:
 		return 2
@@ -41,6 +42,8 @@ func (d DType) String() string {
 	switch d {
 	case Float32:
 		return "float32"
+	case Uint8:
+		return "uint8"
 	case Int32:
 		return "int32"
 	case Int64:
@@ -82,6 +85,8 @@ func (d DType) suffix() string {
 		return "i64"
 	case Bool:
 		return "b8"
+	case Uint8:
+		return "u8"
 	}
 	return "f64"
 }

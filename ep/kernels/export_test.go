@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"io/fs"
 	"os"
 
 	"github.com/cudaep/cudaep/cudadrv"
@@ -71,10 +72,10 @@ func LaunchVariant(k Kernel, inputs, outputs []Tensor) string {
 // NormBlock returns a normalization kernel's block width (threads per row) for aligned tensors.
 func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 
-// KernelVariant returns the variant a Transpose, normalization, same-shape float binary or
-// MatMul kernel runs: "nd" for the general tiled transpose, the batched 2-D transpose's
-// variant, the normalization's variant, the binary's grid ("flat", "stride"), MatMul's "gemv"
-// or "cublas"; "" for other kernels.
+// KernelVariant returns the variant a Transpose, normalization, same-shape float binary,
+// MatMul or MatMulNBits kernel runs: "nd" for the general tiled transpose, the batched 2-D
+// transpose's variant, the normalization's variant, the binary's grid ("flat", "stride"),
+// MatMul's "gemv" or "cublas", MatMulNBits' "gemv" or "dequant"; "" for other kernels.
 func KernelVariant(k Kernel) string {
 	switch k := k.(type) {
 	case *transposeKernel:
@@ -87,9 +88,35 @@ func KernelVariant(k Kernel) string {
 		return k.variant
 	case *matmulKernel:
 		return k.variant
+	case *nbitsKernel:
+		return k.variant
 	}
 	return ""
 }
+
+// NBitsPlan returns a MatMulNBits kernel's decode geometry (its grid and warps a column) and
+// prefill tiling (columns a tile, GEMM calls); zeros for what its path does not use.
+func NBitsPlan(k Kernel) (grid cudadrv.Dim3, wpc, tile uint64, gemms int) {
+	n := k.(*nbitsKernel)
+	return n.grid, n.wpc, n.tile, len(n.calls)
+}
+
+// WithNBitsTileBytes runs fn with the MatMulNBits prefill's tiles bounded by n bytes of
+// scratch instead of nbitsTileBytes. No test may run Get concurrently.
+func WithNBitsTileBytes(n int64, fn func()) {
+	defer func(old int64) { nbitsTileBytes = old }(nbitsTileBytes)
+	nbitsTileBytes = n
+	fn()
+}
+
+// NBitsWarpsPerColumn is nbitsWarpsPerColumn.
+func NBitsWarpsPerColumn(k, bits int64) int64 { return nbitsWarpsPerColumn(k, bits) }
+
+// RefNBitsWeights and RefMatMulNBits are the MatMulNBits references (reference.go).
+var (
+	RefNBitsWeights = refNBitsWeights
+	RefMatMulNBits  = refMatMulNBits
+)
 
 // GemvGrid returns a MatMul kernel's GEMV grid: column tiles, chunks of K and rows a chunk;
 // zeros for a kernel without the GEMV path.
@@ -189,6 +216,40 @@ func ElementwisePath(k Kernel) string {
 // dir/ptx/*.ptx instead of the embedded files, so that PTX generated on a GPU machine can be
 // tested there before it is committed (main_test.go reads CUDAEP_KERNELS_PTX_DIR).
 func UsePTXDir(dir string) { ptxSource = os.DirFS(dir) }
+
+// UsePTXSource makes every later NewLibrary of this test binary load its modules (ptx/*.ptx)
+// from fsys, and returns the source used before. No test may run NewLibrary concurrently.
+func UsePTXSource(fsys fs.FS) (previous fs.FS) {
+	previous, ptxSource = ptxSource, fsys
+	return previous
+}
+
+// EmbeddedPTXFS is the embedded PTX modules, ptx/*.ptx.
+func EmbeddedPTXFS() fs.FS { return ptxFiles }
+
+// PendingModules returns the entry lists of the pending modules (CUDA sources newer than their
+// committed PTX: see pendingPTX), by PTX file.
+func PendingModules() map[string][]string {
+	m := map[string][]string{}
+	for _, mod := range modules {
+		if pendingPTX[mod.file] {
+			m[mod.file] = append([]string{}, mod.entries...)
+		}
+	}
+	return m
+}
+
+// AvailableModules returns how many of the built-in PTX files the current PTX source holds
+// (all of them but a pending module's missing file): the modules NewLibrary loads.
+func AvailableModules() int {
+	n := 0
+	for _, mod := range modules {
+		if _, err := fs.Stat(ptxSource, mod.file); err == nil {
+			n++
+		}
+	}
+	return n
+}
 
 // ReducePath returns "rows" or "strided" for a Reduce kernel, "copy" for a copy, "" for
 // others.

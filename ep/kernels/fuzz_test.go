@@ -56,7 +56,7 @@ func FuzzGet(f *testing.F) {
 // fuzzBaseSpecs are FuzzGet's base seeds: a spec of each op with constant inputs or integer
 // attributes, and a few more.
 func fuzzBaseSpecs() []kernels.Spec {
-	f32, i64 := kernels.Float32, kernels.Int64
+	f32, i64, u8 := kernels.Float32, kernels.Int64, kernels.Uint8
 	attrs := func(kv ...any) map[string]kernels.Attribute {
 		m := map[string]kernels.Attribute{}
 		for i := 0; i < len(kv); i += 2 {
@@ -114,6 +114,17 @@ func fuzzBaseSpecs() []kernels.Spec {
 		{Op: "com.microsoft.RotaryEmbedding", Opset: 1, Inputs: []kernels.TensorInfo{info(f32, 1, 2, 4), info(i64, 1), info(f32, 4, 2), info(f32, 4, 2)},
 			Attrs: attrs("num_heads", kernels.IntAttr(1), "rotary_embedding_dim", kernels.IntAttr(4), "interleaved", kernels.IntAttr(1))},
 		{Op: "NonZero", Opset: 13, Inputs: []kernels.TensorInfo{info(i64, 1<<40, 1, 1)}},
+		// MatMulNBits (4 bits, the default: a seed has at most 3 attributes): K a block, K padded
+		// in one block with packed zero points, unpacked zero points through the prefill, and an
+		// absent zero_points before a g_idx (refused).
+		{Op: "com.microsoft.MatMulNBits", Opset: 1, Inputs: []kernels.TensorInfo{info(f32, 2, 16), info(u8, 4, 1, 8), info(f32, 4, 1)},
+			Attrs: attrs("K", kernels.IntAttr(16), "N", kernels.IntAttr(4), "block_size", kernels.IntAttr(16))},
+		{Op: "com.microsoft.MatMulNBits", Opset: 1, Inputs: []kernels.TensorInfo{info(f32, 1, 6), info(u8, 3, 1, 8), info(f32, 3), info(u8, 3, 1)},
+			Attrs: attrs("K", kernels.IntAttr(6), "N", kernels.IntAttr(3), "block_size", kernels.IntAttr(16))},
+		{Op: "com.microsoft.MatMulNBits", Opset: 1, Inputs: []kernels.TensorInfo{info(f32, 16, 6), info(u8, 2, 1, 8), info(f32, 2, 1), info(f32, 2, 1)},
+			Attrs: attrs("K", kernels.IntAttr(6), "N", kernels.IntAttr(2), "block_size", kernels.IntAttr(16))},
+		{Op: "com.microsoft.MatMulNBits", Opset: 1, Inputs: []kernels.TensorInfo{info(f32, 1, 16), info(u8, 4, 1, 8), info(f32, 4, 1), {}, info(kernels.Int32, 16)},
+			Attrs: attrs("K", kernels.IntAttr(16), "N", kernels.IntAttr(4), "block_size", kernels.IntAttr(16))},
 	}
 }
 
@@ -177,7 +188,7 @@ var fuzzAttrs = []string{"axis", "axes", "perm", "to", "keepdims", "epsilon", "s
 	"rotary_embedding_dim", "softcap", "local_window_size", "split", "num_outputs", "starts", "ends",
 	"value", "alpha", "beta", "approximate", "allowzero", "noop_with_empty_axes", "upper", "stash_type",
 	"qk_matmul_output_mode", "softmax_precision", "smooth_softmax", "mask_filter_value", "start", "end",
-	"transA", "transB"}
+	"transA", "transB", "K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked"}
 
 // fuzzSpecial maps the signed bytes from 117 to 127 and from -128 to -122 to the integers
 // overflow hides in, which fuzzInt reads them as: the int64 extremes and their neighbours,
@@ -271,11 +282,11 @@ var fuzzStrings = []string{"", "tanh", "none", "linear", "\x00"}
 
 // fuzzDTypes are the dtypes an input may take: every known one, none and an unknown number.
 var fuzzDTypes = []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16, kernels.Float64,
-	kernels.Int64, kernels.Int32, kernels.Bool, 0, 99}
+	kernels.Int64, kernels.Int32, kernels.Bool, 0, 99, kernels.Uint8}
 
 // fuzzSpec reads a Spec from prog, a byte at a time (a missing byte reads as 0): op, opset,
-// input count, then per input its dtype, rank, dimensions (251: 2^62, 252: MaxInt64, 253: 0,
-// 254: 2^40, 255: -1, else 1 to 6) and whether it is constant (then its values, a byte each (fuzzInt), with one too
+// input count, then per input its dtype, rank, dimensions (249: 8, 250: 16, 251: 2^62, 252:
+// MaxInt64, 253: 0, 254: 2^40, 255: -1, else 1 to 6) and whether it is constant (then its values, a byte each (fuzzInt), with one too
 // many when the next byte says so); then the attributes (name, kind, value) and the output
 // count.
 func fuzzSpec(prog []byte, ops []string) kernels.Spec {
@@ -286,6 +297,10 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 		ti := kernels.TensorInfo{DType: fuzzDTypes[next()%len(fuzzDTypes)], Shape: []int64{}}
 		for range next() % 5 {
 			switch d := next(); d {
+			case 249:
+				ti.Shape = append(ti.Shape, 8)
+			case 250:
+				ti.Shape = append(ti.Shape, 16)
 			case 251:
 				ti.Shape = append(ti.Shape, 1<<62)
 			case 252:
@@ -314,7 +329,7 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 		var c kernels.Const
 		for range n {
 			v := fuzzInt(next())
-			if ti.DType == kernels.Int64 || ti.DType == kernels.Int32 || ti.DType == kernels.Bool {
+			if ti.DType == kernels.Int64 || ti.DType == kernels.Int32 || ti.DType == kernels.Bool || ti.DType == kernels.Uint8 {
 				c.Ints = append(c.Ints, v)
 			} else {
 				c.Floats = append(c.Floats, float64(v)/4)
@@ -347,9 +362,10 @@ func fuzzSpec(prog []byte, ops []string) kernels.Spec {
 
 // fuzzProg writes the program fuzzSpec reads back as spec, for the seeds. The spec must be one
 // fuzzSpec can write: an op of ops, opset 1 to 25, up to 5 inputs of fuzzDTypes with ranks up
-// to 4 and dimensions 0, 1 to 6, 2^40, 2^62 or MaxInt64, constants of at most 64 values (integers fuzzInt
-// makes, floats in quarters of [-32, 31]), up to 3 attributes of fuzzAttrs (integers fuzzInt
-// makes, up to 4 of them, floats in quarters, or fuzzStrings), and up to 3 outputs.
+// to 4 and dimensions 0, 1 to 6, 8, 16, 2^40, 2^62 or MaxInt64, constants of at most 64
+// values (integers fuzzInt makes, floats in quarters of [-32, 31]), up to 3 attributes of
+// fuzzAttrs (integers fuzzInt makes, up to 4 of them, floats in quarters, or fuzzStrings), and
+// up to 3 outputs.
 func fuzzProg(spec kernels.Spec, ops []string) []byte {
 	var p []byte
 	put := func(v int) { p = append(p, byte(v)) }
@@ -361,6 +377,10 @@ func fuzzProg(spec kernels.Spec, ops []string) []byte {
 		put(len(ti.Shape))
 		for _, d := range ti.Shape {
 			switch d {
+			case 8:
+				put(249)
+			case 16:
+				put(250)
 			case 1 << 62:
 				put(251)
 			case math.MaxInt64:

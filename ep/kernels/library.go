@@ -30,6 +30,15 @@ type ptxModule struct {
 	entries []string
 }
 
+// pendingPTX names the pending modules: those whose CUDA source is newer than its committed
+// PTX (the PTX is generated with nvcc on a machine that has it; see mkptx.sh), so that the
+// file may be missing or lack some of the entries. NewLibrary loads what there is and records
+// each entry it could not resolve with the reason, and the builders of the ops that need such
+// an entry refuse them (Library.entry), naming it, so that a node is declined rather than run
+// by a kernel that does not exist. Every other module must load and resolve every entry, or
+// NewLibrary fails. Files that add a pending module enter it from an init function.
+var pendingPTX = map[string]bool{}
+
 // modules lists every built-in PTX module. The names are the extern "C" kernels of
 // cuda/<module>.cu and the names SimKernels registers. Files that add a module of their own
 // append it from an init function.
@@ -69,11 +78,12 @@ type Runtime struct {
 // Get is safe for concurrent use. Kernels from one Library all queue work on its one stream;
 // a Kernel itself is not safe for concurrent use.
 type Library struct {
-	rt     Runtime
-	mods   []*cudadrv.Module
-	fns    map[string]*cudadrv.Function
-	closed atomic.Bool
-	mu     sync.Mutex // serializes Close
+	rt      Runtime
+	mods    []*cudadrv.Module
+	fns     map[string]*cudadrv.Function
+	missing map[string]string // entries of pending modules NewLibrary could not resolve, and why
+	closed  atomic.Bool
+	mu      sync.Mutex // serializes Close
 
 	scratchMu sync.Mutex
 	scratch   []*cudadrv.DeviceBuffer // see scratchBuffer; freed by Close
@@ -102,7 +112,8 @@ var ErrClosed = errors.New("kernels: library closed")
 //
 // A nil Context or Stream is an error; a module that fails to load or lacks an entry point is
 // returned as the driver's error wrapped with the module's name, after unloading what was
-// loaded.
+// loaded. A pending module (see pendingPTX) is the exception: its missing file or entries are
+// recorded, and Get refuses the ops that need them.
 func NewLibrary(rt Runtime) (*Library, error) {
 	if rt.Context == nil || rt.Stream == nil {
 		return nil, errors.New("kernels: NewLibrary needs a Runtime with a Context and a Stream")
@@ -116,9 +127,15 @@ func NewLibrary(rt Runtime) (*Library, error) {
 			return nil, fmt.Errorf("kernels: set the cuBLAS math mode: %w", err)
 		}
 	}
-	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}}
+	l := &Library{rt: rt, fns: map[string]*cudadrv.Function{}, missing: map[string]string{}}
 	for _, m := range modules {
 		image, err := fs.ReadFile(ptxSource, m.file)
+		if err != nil && pendingPTX[m.file] && errors.Is(err, fs.ErrNotExist) {
+			for _, name := range m.entries {
+				l.missing[name] = fmt.Sprintf("the library's PTX has no %s: %s is newer than the committed PTX (regenerate it with ep/kernels/mkptx.sh)", m.file, moduleSource(m.file))
+			}
+			continue
+		}
 		if err != nil {
 			l.unload()
 			return nil, fmt.Errorf("kernels: embedded %s: %w", m.file, err)
@@ -131,6 +148,10 @@ func NewLibrary(rt Runtime) (*Library, error) {
 		l.mods = append(l.mods, mod)
 		for _, name := range m.entries {
 			fn, err := mod.Function(name)
+			if err != nil && pendingPTX[m.file] && errors.Is(err, cudadrv.ErrorNotFound) {
+				l.missing[name] = fmt.Sprintf("%s has no entry point %s: %s is newer than that PTX (regenerate it with ep/kernels/mkptx.sh): %v", m.file, name, moduleSource(m.file), err)
+				continue
+			}
 			if err != nil {
 				l.unload()
 				return nil, fmt.Errorf("kernels: %s: entry point %s: %w", m.file, name, err)
@@ -139,6 +160,11 @@ func NewLibrary(rt Runtime) (*Library, error) {
 		}
 	}
 	return l, nil
+}
+
+// moduleSource names the CUDA source of a module's PTX file: "ptx/x.ptx" is cuda/x.cu's.
+func moduleSource(file string) string {
+	return "cuda/" + strings.TrimSuffix(strings.TrimPrefix(file, "ptx/"), ".ptx") + ".cu"
 }
 
 // unload unloads every loaded module and frees the fault word, and returns the first error.
@@ -199,11 +225,12 @@ const minScratch = 1 << 16
 
 // scratchBuffer returns the address of a device buffer of at least size bytes for a kernel's
 // intermediate results (the split-K partials of GroupQueryAttention, Attention and the
-// GEMV). Buffers belong to the Library and live until Close, so that a CUDA graph captured
-// from a kernel never holds a freed address; kernels share them, which is safe because every
-// kernel of a Library runs on its one stream, in order (a graph captured from them must be
-// replayed on that stream, or ordered with it). The context must be bound on the calling OS thread: Get calls it for the
-// kernels that need scratch, before any capture.
+// GEMV, MatMulNBits' dequantized tiles). Buffers belong to the Library and live until Close,
+// so that a CUDA graph captured from a kernel never holds a freed address; kernels share them,
+// which is safe because every kernel of a Library runs on its one stream, in order (a graph
+// captured from them must be replayed on that stream, or ordered with it). The context must
+// be bound on the calling OS thread: Get calls it for the kernels that need scratch, before
+// any capture.
 func (l *Library) scratchBuffer(size uint64) (cudadrv.DevicePtr, error) {
 	l.scratchMu.Lock()
 	defer l.scratchMu.Unlock()
@@ -317,9 +344,12 @@ func InPlace(k Kernel, output, input int) bool {
 	return ok && ip.inPlace(output, input)
 }
 
-// builder makes the kernel for one op from a validated-by-the-builder spec.
+// builder makes the kernel for one op from a validated-by-the-builder spec. optional lists
+// the inputs that may be absent (the zero TensorInfo, see Spec.Inputs) before a present one;
+// Get refuses an absent input anywhere else.
 type builder struct {
 	inputNames []string
+	optional   []int
 	build      func(l *Library, s opSpec) (Kernel, error)
 }
 
@@ -340,12 +370,13 @@ func SupportedOps() []string {
 // Get returns the kernel for spec, with its output dtypes and shapes inferred. It is safe for
 // concurrent use and does not touch the device, except that a kernel that needs scratch
 // memory (GroupQueryAttention and Attention with one query token: their split-K partial
-// results; MatMul with one row of A when it splits K: its partial sums and arrival counters)
-// gets it here, from buffers the Library owns until Close: the Library's context must be
-// bound on the calling OS thread then, and no capture may be live on it (new counters are
-// zeroed on the Library's stream). Get gives the kernel its FaultID, and a kernel that records
-// data faults keeps what TakeFault needs to describe them (the node's name, the op, the input
-// names) for as long as the kernel is reachable.
+// results; MatMul with one row of A when it splits K: its partial sums and arrival counters;
+// MatMulNBits with 16 rows or more: its dequantized tile) gets it here, from buffers the
+// Library owns until Close: the Library's context must be bound on the calling OS thread then,
+// and no capture may be live on it (new counters are zeroed on the Library's stream). Get
+// gives the kernel its FaultID, and a kernel that records data faults keeps what TakeFault
+// needs to describe them (the node's name, the op, the input names) for as long as the kernel
+// is reachable.
 //
 // # Errors
 //
@@ -378,6 +409,9 @@ func (l *Library) Get(spec Spec) (k Kernel, err error) {
 		return nil, s.errorf("opset %d is not an ONNX opset version (they start at 1)", spec.Opset)
 	}
 	for i, in := range spec.Inputs {
+		if absent(in) && slices.Contains(b.optional, i) {
+			continue
+		}
 		if !in.DType.Valid() {
 			return nil, s.errorf("%s has unknown dtype number %d", s.input(i), int32(in.DType))
 		}
@@ -388,8 +422,22 @@ func (l *Library) Get(spec Spec) (k Kernel, err error) {
 	return b.build(l, s)
 }
 
-// function returns a resolved entry point; NewLibrary resolved them all.
+// function returns a resolved entry point; NewLibrary resolved them all but the missing
+// entries of pending modules, which builders take with entry instead.
 func (l *Library) function(name string) *cudadrv.Function { return l.fns[name] }
+
+// entry returns the entry point name for the kernel of s, or, when the Library's PTX lacks it
+// (an entry of a pending module: see pendingPTX), an error wrapping ErrUnsupported that refuses
+// s and names the entry, the PTX file and why.
+func (l *Library) entry(s opSpec, name string) (*cudadrv.Function, error) {
+	if fn := l.fns[name]; fn != nil {
+		return fn, nil
+	}
+	if why, ok := l.missing[name]; ok {
+		return nil, s.errorf("the kernel's entry point %s is not available: %s", name, why)
+	}
+	return nil, s.errorf("the kernel's entry point %s is not among the library's (please report it)", name)
+}
 
 // kernelBase holds what every kernel shares: its Library, name, and the tensors it was built
 // for.
@@ -410,6 +458,9 @@ func newBase(l *Library, s opSpec, outs ...TensorInfo) kernelBase {
 	for i, in := range s.Inputs {
 		ins[i] = cloneInfo(in)
 		parts[i] = in.String()
+		if absent(in) {
+			parts[i] = "absent"
+		}
 	}
 	return kernelBase{lib: l, name: s.Op + "(" + strings.Join(parts, ", ") + ")", ins: ins, outs: outs, id: s.id, node: s.Name, op: s.Op}
 }

@@ -415,3 +415,61 @@ func refReduceStart(op string) float64 {
 	}
 	return math.Inf(-1)
 }
+
+// refNBitsWeights dequantizes com.microsoft.MatMulNBits' B into W [N, K] in float64, from the
+// bytes as ONNX Runtime lays them out: B [N, k_blocks, block_size·bits/8] with weight k of
+// column n in block k / block_size at position k % block_size of its blob (4 bits: byte
+// position/2, the low nibble for an even position; 8 bits: a byte each); scales [N·k_blocks];
+// the zero point of a block packed in zpPacked ([N, ceil(k_blocks·bits/8)] bytes, packed as B
+// is along the blocks), else in zpTyped ([N·k_blocks] values), else 2^(bits−1). W[n, k] = (q −
+// zp) · scale; the blocks' padding past K is never read.
+func refNBitsWeights(k, n, bits, blockSize int64, b []byte, scales []float64, zpPacked []byte, zpTyped []float64) []float64 {
+	kBlocks := (k + blockSize - 1) / blockSize
+	blob := blockSize * bits / 8
+	zpRow := (kBlocks*bits + 7) / 8
+	unpack := func(bytes []byte, index int64) float64 { // element index of a packed run
+		if bits == 8 {
+			return float64(bytes[index])
+		}
+		v := bytes[index/2]
+		if index%2 == 1 {
+			v >>= 4
+		}
+		return float64(v & 15)
+	}
+	w := make([]float64, n*k)
+	for col := int64(0); col < n; col++ {
+		for kk := int64(0); kk < k; kk++ {
+			kb, pos := kk/blockSize, kk%blockSize
+			q := unpack(b[(col*kBlocks+kb)*blob:(col*kBlocks+kb+1)*blob], pos)
+			zp := float64(int64(1) << (bits - 1))
+			switch {
+			case zpPacked != nil:
+				zp = unpack(zpPacked[col*zpRow:(col+1)*zpRow], kb)
+			case zpTyped != nil:
+				zp = zpTyped[col*kBlocks+kb]
+			}
+			w[col*k+kk] = (q - zp) * scales[col*kBlocks+kb]
+		}
+	}
+	return w
+}
+
+// refMatMulNBits is Y = A · Wᵀ (+ bias) for rows of A [rows, K] and W [N, K] (refNBitsWeights),
+// bias [N] or nil, summed in float64.
+func refMatMulNBits(a []float64, rows, k, n int64, w, bias []float64) []float64 {
+	y := make([]float64, rows*n)
+	for m := int64(0); m < rows; m++ {
+		for col := int64(0); col < n; col++ {
+			var s float64
+			for kk := int64(0); kk < k; kk++ {
+				s += a[m*k+kk] * w[col*k+kk]
+			}
+			if bias != nil {
+				s += bias[col]
+			}
+			y[m*n+col] = s
+		}
+	}
+	return y
+}

@@ -16,9 +16,14 @@ import (
 type Spec struct {
 	// Name is the ONNX node's name (optional): every error Get returns for the spec names it,
 	// and so does a DataFault of the kernel.
-	Name   string
-	Op     string
-	Opset  int
+	Name  string
+	Op    string
+	Opset int
+	// Inputs are the input tensors in ONNX order. An optional input the node leaves out before
+	// one it gives (ONNX's empty input name) is the zero TensorInfo, and the zero Tensor at
+	// Execute; only the inputs the support matrix calls optional may be absent so
+	// (MatMulNBits' zero_points and g_idx), and trailing ones the node leaves out are simply
+	// not listed.
 	Inputs []TensorInfo
 	Attrs  map[string]Attribute
 	// Consts holds, by input index, the values of inputs known when the kernel is built (ONNX
@@ -30,8 +35,8 @@ type Spec struct {
 	// input as a tensor, and a constant one must hold the values given here.
 	//
 	// Get checks every entry: the index names an input, and the Const holds one value per
-	// element of that input, in Ints for an int32, int64 or bool input and in Floats for a
-	// floating-point one (see Const).
+	// element of that input, in Ints for an integer (uint8, int32, int64) or bool input and in
+	// Floats for a floating-point one (see Const).
 	Consts map[int]Const
 	// NumOutputs is the number of outputs the node declares, for the ops whose output count
 	// nothing else gives (Split without a split input or num_outputs attribute); 0 means
@@ -40,9 +45,9 @@ type Spec struct {
 }
 
 // Const is the value of a constant input, row-major, one entry per element: integer and bool
-// inputs (int32, int64, bool as 0 or 1) fill Ints, floating-point inputs (float32, float16,
-// bfloat16, float64) fill Floats, converted exactly to float64. The other field stays nil.
-// Make one with IntsConst or FloatsConst.
+// inputs (uint8, int32, int64, bool as 0 or 1) fill Ints, floating-point inputs (float32,
+// float16, bfloat16, float64) fill Floats, converted exactly to float64. The other field
+// stays nil. Make one with IntsConst or FloatsConst.
 type Const struct {
 	Ints   []int64
 	Floats []float64
@@ -53,6 +58,9 @@ func IntsConst(v ...int64) Const { return Const{Ints: append([]int64{}, v...)} }
 
 // FloatsConst returns the Const of a floating-point input holding a copy of v.
 func FloatsConst(v ...float64) Const { return Const{Floats: append([]float64{}, v...)} }
+
+// absent reports whether in is an optional input the node leaves out: the zero TensorInfo.
+func absent(in TensorInfo) bool { return in.DType == 0 && len(in.Shape) == 0 }
 
 // isFloat reports whether d is a floating-point type.
 func isFloat(d DType) bool { return d == Float32 || d == Float16 || d == BFloat16 || d == Float64 }
@@ -65,6 +73,9 @@ func (s opSpec) checkConsts() error {
 			return s.errorf("Consts has an entry for input %d, but the op has %d inputs", i, len(s.Inputs))
 		}
 		in := s.Inputs[i]
+		if absent(in) {
+			return s.errorf("Consts has an entry for %s, which is absent", s.input(i))
+		}
 		for _, d := range in.Shape {
 			if d < 0 {
 				return s.errorf("%s is constant but has the dynamic shape %s", s.input(i), shapeString(in.Shape))

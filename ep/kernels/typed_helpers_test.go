@@ -65,6 +65,8 @@ func encode(dt kernels.DType, vals []float64) []byte {
 			binary.LittleEndian.PutUint64(p, uint64(int64(v)))
 		case kernels.Bool:
 			p[0] = byte(roundTo(kernels.Bool, v))
+		case kernels.Uint8:
+			p[0] = byte(v)
 		}
 	}
 	return b
@@ -89,7 +91,7 @@ func decode(dt kernels.DType, b []byte) []float64 {
 			out[i] = float64(int32(binary.LittleEndian.Uint32(p)))
 		case kernels.Int64:
 			out[i] = float64(int64(binary.LittleEndian.Uint64(p)))
-		case kernels.Bool:
+		case kernels.Bool, kernels.Uint8:
 			out[i] = float64(p[0])
 		}
 	}

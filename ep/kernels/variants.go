@@ -27,6 +27,10 @@ import "sync"
 //     gemv.go): "gemv", cudaep_gemv_<t> (see cuda/gemv.cu). Baseline "cublas": the cuBLAS
 //     GEMM every other MatMul runs (cublasGemmEx for float16 and bfloat16, cublasSgemm for
 //     float32), which a B the GEMV cannot load from also gets.
+//   - "matmulnbits" (com.microsoft.MatMulNBits; see matmul_nbits.go): "gemv", the decode kernel
+//     cudaep_mmnb_gemv_q<bits>_<t>, for fewer than 16 rows of A; "dequant", the prefill's
+//     cudaep_mmnb_dequant_q<bits>_<t> and cuBLAS, for more. Either may be forced for any row
+//     count (tests check each path on the other's shapes).
 
 // forced holds the variant forced per family; see forceVariant.
 var forced struct {
@@ -35,7 +39,8 @@ var forced struct {
 }
 
 // forceVariant makes later Gets of family build baseline v ("nd" for "transpose2d", "old" for
-// "layernorm", "stride" for "elementwise", "cublas" for "matmul"; "" goes back to the rule) and returns what was
+// "layernorm", "stride" for "elementwise", "cublas" for "matmul", "gemv" or "dequant" for
+// "matmulnbits"; "" goes back to the rule) and returns what was
 // forced before; other names are ignored. For tests and the op benchmark only
 // (export_test.go); safe for concurrent use, but it affects every Library of the process.
 func forceVariant(family, v string) (previous string) {

@@ -24,6 +24,7 @@ __device__ unsigned long long __shfl_xor_sync(unsigned, unsigned long long, int)
 __device__ unsigned __ballot_sync(unsigned, int);
 __device__ int __popc(unsigned);
 __device__ float powf(float, float);
+__device__ float fmaf(float, float, float);
 __device__ float fabsf(float);
 __device__ float sqrtf(float);
 __device__ float logf(float);

@@ -1,0 +1,404 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cudaep/cudaep/cudadrv"
+)
+
+func init() {
+	builders["com.microsoft.MatMulNBits"] = builder{inputNames: nbitsInputs, optional: []int{3, 4}, build: buildMatMulNBits}
+	modules = append(modules, ptxModule{"ptx/matmul_nbits.ptx", nbitsEntries()})
+	pendingPTX["ptx/matmul_nbits.ptx"] = true // the PTX is regenerated with nvcc next
+}
+
+// nbitsInputs are MatMulNBits' inputs in ONNX Runtime's order.
+var nbitsInputs = []string{"A", "B", "scales", "zero_points", "g_idx", "bias"}
+
+// nbitsAttrs are the attributes MatMulNBits reads.
+var nbitsAttrs = map[string]AttrKind{"K": AttrInt, "N": AttrInt, "bits": AttrInt, "block_size": AttrInt,
+	"accuracy_level": AttrInt, "weight_prepacked": AttrInt}
+
+// Geometry and limits of the MatMulNBits kernels (cuda/matmul_nbits.cu).
+const (
+	nbitsThreads = 256 // NB_THREADS: a decode block
+	nbitsWarps   = nbitsThreads / 32
+	nbitsRows    = 8 // NB_ROWS: rows of A a decode block multiplies
+	nbitsGroup   = 3 // NB_GROUP: matrices one decode launch takes
+	// nbitsPrefillRows is the row count of A from which MatMulNBits dequantizes B into tiles
+	// for cuBLAS instead of streaming it through the decode kernel, which reads B once for every
+	// nbitsRows rows.
+	nbitsPrefillRows = 16
+	nbitsMinBlock    = 16
+	nbitsMaxBlock    = 256
+	nbitsMaxGridX    = math.MaxInt32
+	nbitsMaxGridY    = 65535
+)
+
+// nbitsTileBytes bounds the Library scratch a prefill's dequantized tile of B takes (a
+// variable so that tests can make tiles small).
+var nbitsTileBytes int64 = 64 << 20
+
+// nbitsZP is where the zero points come from (cuda/matmul_nbits.cu's NB_ZP_*).
+type nbitsZP uint64
+
+const (
+	nbitsZPNone   nbitsZP = iota // 2^(bits−1)
+	nbitsZPPacked                // uint8, packed along the blocks as B is
+	nbitsZPTyped                 // A's dtype, one a block
+)
+
+// nbitsEntry is the kernel of stage ("gemv" or "dequant") for weights of bits over data of dt.
+func nbitsEntry(stage string, bits int64, dt DType) string {
+	return fmt.Sprintf("cudaep_mmnb_%s_q%d_%s", stage, bits, dt.suffix())
+}
+
+// nbitsEntries lists the entry points of ptx/matmul_nbits.ptx.
+func nbitsEntries() []string {
+	var e []string
+	for _, bits := range []int64{4, 8} {
+		for _, dt := range floatTypes {
+			e = append(e, nbitsEntry("gemv", bits, dt), nbitsEntry("dequant", bits, dt))
+		}
+	}
+	return e
+}
+
+// nbitsQuant is the quantization a MatMulNBits node declares: K, N, bits and block_size, and
+// what follows from them (ONNX Runtime's layout: k_blocks = ceil(K / block_size) blocks a
+// column of blob = block_size·bits/8 bytes each, and zpRow = ceil(k_blocks·bits/8) bytes of
+// packed zero points a column).
+type nbitsQuant struct {
+	k, n, bits, bs       int64
+	kBlocks, blob, zpRow int64
+}
+
+// nbitsQuantOf reads and checks s's attributes.
+func nbitsQuantOf(s opSpec) (nbitsQuant, error) {
+	var q nbitsQuant
+	if err := s.checkAttrs(nbitsAttrs); err != nil {
+		return q, err
+	}
+	for _, name := range []string{"K", "N", "block_size"} {
+		if _, ok := s.Attrs[name]; !ok {
+			return q, s.errorf("attribute %q is required", name)
+		}
+	}
+	q.k, q.n, q.bits, q.bs = s.intAttr("K", 0), s.intAttr("N", 0), s.intAttr("bits", 4), s.intAttr("block_size", 0)
+	switch {
+	case q.k < 1:
+		return q, s.errorf(`attribute "K" is %d; it must be positive`, q.k)
+	case q.n < 1:
+		return q, s.errorf(`attribute "N" is %d; it must be positive`, q.n)
+	case q.bits == 2:
+		return q, s.errorf(`attribute "bits" is 2: 2-bit weights are not supported (4 and 8 are)`)
+	case q.bits != 4 && q.bits != 8:
+		return q, s.errorf(`attribute "bits" is %d; ONNX Runtime defines 2, 4 and 8, and 4 and 8 are supported`, q.bits)
+	case q.bs < nbitsMinBlock || q.bs > nbitsMaxBlock || q.bs&(q.bs-1) != 0:
+		return q, s.errorf(`attribute "block_size" is %d; it must be a power of two from %d to %d`, q.bs, nbitsMinBlock, nbitsMaxBlock)
+	}
+	if v := s.intAttr("accuracy_level", 0); v < 0 || v > 4 {
+		return q, s.errorf(`attribute "accuracy_level" is %d; it must be 0 to 4`, v)
+	}
+	if v := s.intAttr("weight_prepacked", 0); v != 0 {
+		return q, s.errorf(`attribute "weight_prepacked" is %d; only 0 (B in ONNX Runtime's MatMulNBits layout, not a prepacked one) is supported`, v)
+	}
+	q.kBlocks = (q.k-1)/q.bs + 1
+	q.blob = q.bs * q.bits / 8
+	q.zpRow = (q.kBlocks*q.bits + 7) / 8 // kBlocks <= 2^59: no overflow
+	return q, nil
+}
+
+// nbitsMatrix is one validated quantized weight of a MatMulNBits: its quantization, where its
+// zero points come from and whether it has a bias.
+type nbitsMatrix struct {
+	nbitsQuant
+	zp   nbitsZP
+	bias bool
+}
+
+// checkNBitsMatrix validates the inputs b, scales, zp and bias (indices into s.Inputs; zp and
+// bias -1 or an absent input when not given) of a weight quantized as q, for A of dtype dt.
+func checkNBitsMatrix(s opSpec, q nbitsQuant, dt DType, b, scales, zp, bias int) (nbitsMatrix, error) {
+	m := nbitsMatrix{nbitsQuant: q}
+	if err := s.checkInput(b, []DType{Uint8}, 3, 3); err != nil {
+		return m, err
+	}
+	if sh := s.Inputs[b].Shape; sh[0] != q.n || sh[1] != q.kBlocks || sh[2] != q.blob {
+		return m, s.errorf("%s has shape %s; for K %d, N %d, %d bits and block_size %d it must be [N %d, k_blocks %d, block_size·bits/8 %d]",
+			s.input(b), shapeString(sh), q.k, q.n, q.bits, q.bs, q.n, q.kBlocks, q.blob)
+	}
+	// B's shape is bounded (checkInput), so N·k_blocks and N·zpRow cannot overflow.
+	perBlock := func(i int, what string, cols int64) error {
+		sh := s.Inputs[i].Shape
+		if (len(sh) == 2 && sh[0] == q.n && sh[1] == cols) || (len(sh) == 1 && sh[0] == q.n*cols) {
+			return nil
+		}
+		return s.errorf("%s has shape %s; %s it must be [N %d, %d] or [%d]", s.input(i), shapeString(sh), what, q.n, cols, q.n*cols)
+	}
+	if s.Inputs[scales].DType != dt {
+		return m, s.errorf("%s is %s; it must have %s's dtype, %s", s.input(scales), s.Inputs[scales].DType, s.input(0), dt)
+	}
+	if err := s.checkInput(scales, floatTypes, 1, 2); err != nil {
+		return m, err
+	}
+	if err := perBlock(scales, "with one scale a block", q.kBlocks); err != nil {
+		return m, err
+	}
+	if zp >= 0 && zp < len(s.Inputs) && !absent(s.Inputs[zp]) {
+		switch s.Inputs[zp].DType {
+		case Uint8:
+			m.zp = nbitsZPPacked
+			if err := s.checkInput(zp, []DType{Uint8}, 1, 2); err != nil {
+				return m, err
+			}
+			if err := perBlock(zp, fmt.Sprintf("packed (uint8, %d-bit zero points, ceil(k_blocks·bits/8) bytes a column)", q.bits), q.zpRow); err != nil {
+				return m, err
+			}
+		case dt:
+			m.zp = nbitsZPTyped
+			if err := s.checkInput(zp, floatTypes, 1, 2); err != nil {
+				return m, err
+			}
+			if err := perBlock(zp, fmt.Sprintf("unpacked (%s, one zero point a block)", dt), q.kBlocks); err != nil {
+				return m, err
+			}
+		default:
+			return m, s.errorf("%s is %s; it must be uint8 (packed) or %s's dtype %s (unpacked)", s.input(zp), s.Inputs[zp].DType, s.input(0), dt)
+		}
+	}
+	if bias >= 0 && bias < len(s.Inputs) && !absent(s.Inputs[bias]) {
+		if s.Inputs[bias].DType != dt {
+			return m, s.errorf("%s is %s; it must have %s's dtype, %s", s.input(bias), s.Inputs[bias].DType, s.input(0), dt)
+		}
+		if err := s.checkInput(bias, floatTypes, 1, 1); err != nil {
+			return m, err
+		}
+		if sh := s.Inputs[bias].Shape; sh[0] != q.n {
+			return m, s.errorf("%s has shape %s; it must be [N %d]", s.input(bias), shapeString(sh), q.n)
+		}
+		m.bias = true
+	}
+	return m, nil
+}
+
+// nbitsWarpsPerColumn is the decode kernel's wpc for K weights of bits: the most warps, a
+// power of two up to 8, that each get a warp step (32 chunks of 16 bytes, the last one maybe
+// partial) of a column's row, so that a column's row is read by as many warps in parallel as
+// it has steps. The block's 8 warps then take 8 / wpc columns.
+func nbitsWarpsPerColumn(k, bits int64) int64 {
+	chunks := (k + 128/bits - 1) / (128 / bits)
+	steps := (chunks + 31) / 32
+	w := int64(1)
+	for w < nbitsWarps && 2*w <= steps {
+		w *= 2
+	}
+	return w
+}
+
+// nbitsKernel is com.microsoft.MatMulNBits: Y = A · dequant(B)ᵀ (+ bias), with A's leading
+// dimensions flattened into rows. Fewer than nbitsPrefillRows rows run the decode kernel,
+// cudaep_mmnb_gemv_q<bits>_<t>, once (a group of one matrix); more run, per tile of columns,
+// cudaep_mmnb_dequant_q<bits>_<t> into Library scratch and a cuBLAS GEMM of A by the tile,
+// after the bias, if any, is broadcast into Y (the GEMMs then add onto it, beta 1).
+type nbitsKernel struct {
+	kernelBase
+	m       nbitsMatrix
+	dt      DType
+	rows    uint64
+	variant string // "gemv" or "dequant" (variants.go, family "matmulnbits")
+
+	fn   *cudadrv.Function // the decode kernel, or the dequantization
+	grid cudadrv.Dim3
+	wpc  uint64 // decode
+
+	scratch cudadrv.DevicePtr // prefill: the dequantized tile
+	tile    uint64            // prefill: columns a tile
+	calls   []gemmCall        // prefill: one GEMM a tile
+	expand  *cudadrv.Function // prefill with bias: the broadcast of the bias into Y
+	dims    [maxBroadcastDims]int64
+	strides [maxBroadcastDims]int64
+	args    cudadrv.KernelArgs
+}
+
+// buildMatMulNBits builds com.microsoft.MatMulNBits (opset 1 of that domain) as ONNX Runtime
+// defines it:
+//
+//   - Attributes: K, N and block_size (required; block_size a power of two from 16 to 256),
+//     bits (4, the default, or 8), accuracy_level (0 to 4, a hint: the kernels always compute
+//     in float32 from A as given), weight_prepacked (0 only).
+//   - Inputs: A (float32, float16 or bfloat16, [..., K]), B (uint8 [N, ceil(K/block_size),
+//     block_size·bits/8], each column's weights packed along K, the low nibble first for 4
+//     bits; the last block's weights past K are padding and ignored), scales (A's dtype, [N,
+//     k_blocks] or flattened), zero_points (optional: packed uint8 [N, ceil(k_blocks·bits/8)]
+//     or flattened, or unpacked in A's dtype [N, k_blocks] or flattened; absent, 2^(bits−1)),
+//     g_idx (refused when given), bias (optional, A's dtype, [N]). zero_points and g_idx may
+//     be absent before a given bias (the zero TensorInfo, see Spec.Inputs).
+//   - Output: Y, A's dtype, [..., N].
+//
+// W[n, k] = (q[n, k] − zp[n, k / block_size]) · scale[n, k / block_size] and Y = A · Wᵀ +
+// bias, computed in float32 and rounded once on store by the decode kernel; the prefill path
+// rounds the dequantized weights to A's dtype for cuBLAS (float32 accumulation, TF32 when the
+// Library's Runtime asks for it), as ONNX Runtime's CUDA kernel does. Neither records a data
+// fault: no value of B, a packed zero point or a scale is invalid. Both capture into CUDA
+// graphs. More than nbitsPrefillRows - 1 rows need the Runtime's cuBLAS handle.
+func buildMatMulNBits(l *Library, s opSpec) (Kernel, error) {
+	if err := s.checkInputCount(3, 6); err != nil {
+		return nil, err
+	}
+	q, err := nbitsQuantOf(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkInput(0, floatTypes, 1, anyRank); err != nil {
+		return nil, err
+	}
+	a := s.Inputs[0]
+	dt := a.DType
+	if last := a.Shape[len(a.Shape)-1]; last != q.k {
+		return nil, s.errorf("%s has shape %s; its last dimension %d must be attribute \"K\" = %d", s.input(0), shapeString(a.Shape), last, q.k)
+	}
+	if len(s.Inputs) > 4 && !absent(s.Inputs[4]) {
+		return nil, s.errorf("%s is given (%s): act-order group indices, deprecated in ONNX Runtime, are not supported; quantize the weights without g_idx", s.input(4), s.Inputs[4])
+	}
+	m, err := checkNBitsMatrix(s, q, dt, 1, 2, 3, 5)
+	if err != nil {
+		return nil, err
+	}
+	out := append(append([]int64{}, a.Shape[:len(a.Shape)-1]...), q.n)
+	if err := s.checkOutput(out); err != nil {
+		return nil, err
+	}
+	rows := product(a.Shape[:len(a.Shape)-1])
+	k := &nbitsKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), m: m, dt: dt, rows: uint64(rows), variant: "gemv"}
+	if rows >= nbitsPrefillRows {
+		k.variant = "dequant"
+	}
+	if v := forcedVariant("matmulnbits"); v == "gemv" || v == "dequant" {
+		k.variant = v
+	}
+	if k.variant == "gemv" {
+		if k.fn, err = l.entry(s, nbitsEntry("gemv", q.bits, dt)); err != nil {
+			return nil, err
+		}
+		k.wpc = uint64(nbitsWarpsPerColumn(q.k, q.bits))
+		tiles, groups := nbitsTiles(q.n, int64(k.wpc)), (rows+nbitsRows-1)/nbitsRows
+		if tiles > nbitsMaxGridX || groups > nbitsMaxGridY {
+			return nil, s.errorf("N %d and %d rows of %s need a grid of %d × %d blocks; at most %d × %d fit one launch",
+				q.n, rows, s.input(0), tiles, groups, nbitsMaxGridX, nbitsMaxGridY)
+		}
+		k.grid = cudadrv.Dim3{X: uint32(tiles), Y: uint32(groups), Z: 1}
+		return k, nil
+	}
+	return k, k.planPrefill(l, s)
+}
+
+// nbitsTiles is the decode grid's blocks for n columns at wpc warps a column.
+func nbitsTiles(n, wpc int64) int64 {
+	cols := nbitsWarps / wpc
+	return (n + cols - 1) / cols
+}
+
+// planPrefill plans the prefill path: tiles of columns small enough for nbitsTileBytes of
+// scratch, each dequantized and multiplied by one GEMM.
+func (k *nbitsKernel) planPrefill(l *Library, s opSpec) error {
+	if err := checkBLAS(l, s); err != nil {
+		return err
+	}
+	q, rows, size := k.m.nbitsQuant, int64(k.rows), int64(k.dt.Size())
+	if err := checkBLASSizes(s, rows, q.k, q.n); err != nil {
+		return err
+	}
+	var err error
+	if k.fn, err = l.entry(s, nbitsEntry("dequant", q.bits, k.dt)); err != nil {
+		return err
+	}
+	colBytes := q.k * size
+	if colBytes > nbitsTileBytes {
+		return s.errorf("attribute \"K\" is %d: a dequantized column (%d bytes) exceeds the %d bytes of scratch a tile of the prefill path may take", q.k, colBytes, nbitsTileBytes)
+	}
+	tile := min(q.n, nbitsTileBytes/colBytes)
+	tiles := (q.n + tile - 1) / tile
+	if tiles > maxGemmCalls {
+		return s.errorf("N %d in tiles of %d columns needs %d GEMM calls; at most %d are supported", q.n, tile, tiles, maxGemmCalls)
+	}
+	if k.scratch, err = l.scratchBuffer(uint64(tile * colBytes)); err != nil {
+		return err
+	}
+	k.tile = uint64(tile)
+	beta := float32(0)
+	if k.m.bias {
+		beta = 1
+		k.expand = l.function("cudaep_expand_" + k.dt.sizeSuffix())
+		y := []int64{rows, q.n}
+		k.dims, k.strides = mergeDims(y, broadcastStrides([]int64{q.n}, y)).padded(0)
+	}
+	for n0 := int64(0); n0 < q.n; n0 += tile {
+		nt := min(tile, q.n-n0)
+		k.calls = append(k.calls, gemmCall{
+			p: cudadrv.GemmParams{TransA: cudadrv.OpT, TransB: cudadrv.OpN, M: int(nt), N: int(rows), K: int(q.k),
+				Alpha: 1, Beta: beta, LDA: int(q.k), LDB: int(q.k), LDC: int(q.n), Type: blasType(k.dt)},
+			yOff: cudadrv.DevicePtr(n0 * size),
+		})
+	}
+	return nil
+}
+
+// Execute queues the decode kernel, or the prefill's bias broadcast, dequantizations and
+// GEMMs.
+func (k *nbitsKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	zp, bias := nbitsOptional(inputs, 3), nbitsOptional(inputs, 5)
+	y := outputs[0].Ptr
+	st := k.lib.rt.Stream
+	a := &k.args
+	q := k.m.nbitsQuant
+	if k.variant == "gemv" {
+		a.Reset()
+		a.Ptr(inputs[0].Ptr).U64(k.rows).U64(uint64(q.k)).U64(uint64(q.bs)).U64(uint64(k.m.zp)).U64(k.wpc)
+		a.Ptr(y).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).Ptr(zp).Ptr(bias).U64(uint64(q.n))
+		for range nbitsGroup - 1 {
+			a.Ptr(0).Ptr(0).Ptr(0).Ptr(0).Ptr(0).U64(0)
+		}
+		return st.Launch(k.fn, k.grid, cudadrv.Dim3{X: nbitsThreads, Y: 1, Z: 1}, 0, a)
+	}
+	if k.m.bias {
+		n := k.rows * uint64(q.n)
+		a.Reset()
+		a.Ptr(y).Ptr(bias).U64(n)
+		for _, d := range k.dims {
+			a.I64(d)
+		}
+		for _, s := range k.strides {
+			a.I64(s)
+		}
+		if err := st.Launch(k.expand, linearGrid(n), linearBlock, 0, a); err != nil {
+			return err
+		}
+	}
+	nc := uint64((q.k + 128/q.bits - 1) / (128 / q.bits))
+	for i := range k.calls {
+		n0 := uint64(i) * k.tile
+		nt := uint64(k.calls[i].p.M)
+		a.Reset()
+		a.Ptr(k.scratch).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).Ptr(zp).U64(uint64(q.k)).U64(uint64(q.bs)).U64(uint64(k.m.zp)).U64(n0).U64(nt)
+		if err := st.Launch(k.fn, linearGrid(nt*nc), linearBlock, 0, a); err != nil {
+			return err
+		}
+		if err := k.calls[i].run(k.lib.rt.BLAS, inputs[0].Ptr, k.scratch, y); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nbitsOptional is the address of optional input i, 0 when it is absent or not given.
+func nbitsOptional(inputs []Tensor, i int) cudadrv.DevicePtr {
+	if i < len(inputs) {
+		return inputs[i].Ptr
+	}
+	return 0
+}

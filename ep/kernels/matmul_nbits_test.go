@@ -1,0 +1,559 @@
+package kernels_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/ep/kernels"
+	"github.com/cudaep/cudaep/graphs"
+)
+
+const opNBits = "com.microsoft.MatMulNBits"
+
+// nbitsCase is one com.microsoft.MatMulNBits to build and run.
+type nbitsCase struct {
+	dt               kernels.DType
+	bits, bs, k, n   int64
+	lead             []int64 // A's dimensions before K
+	zp               string  // "" (absent), "packed" (uint8) or "typed" (A's dtype)
+	bias             bool
+	flatScales       bool // scales (and zero points) [N·k_blocks] instead of [N, k_blocks]
+	absentBeforeEnd  bool // zero_points and g_idx absent (the zero TensorInfo) before the bias
+	offsetA, offsetB int  // bytes the tensors start past a 16-byte boundary
+}
+
+func (c nbitsCase) String() string {
+	return fmt.Sprintf("%s/q%d/bs%d/%v×%d×%d/zp=%s/bias=%v/flat=%v", c.dt, c.bits, c.bs, c.lead, c.k, c.n, c.zp, c.bias, c.flatScales)
+}
+
+func (c nbitsCase) rows() int64 { return numel(c.lead) }
+
+func (c nbitsCase) kBlocks() int64 { return (c.k + c.bs - 1) / c.bs }
+
+// spec returns the case's Spec: attributes K, N, bits and block_size (and accuracy_level, a
+// hint), inputs A, B, scales and the optional ones the case gives.
+func (c nbitsCase) spec() kernels.Spec {
+	kb := c.kBlocks()
+	perBlock := func(dt kernels.DType, cols int64) kernels.TensorInfo {
+		if c.flatScales {
+			return info(dt, c.n*cols)
+		}
+		return info(dt, c.n, cols)
+	}
+	ins := []kernels.TensorInfo{info(c.dt, append(append([]int64{}, c.lead...), c.k)...),
+		info(kernels.Uint8, c.n, kb, c.bs*c.bits/8), perBlock(c.dt, kb)}
+	switch c.zp {
+	case "packed":
+		ins = append(ins, perBlock(kernels.Uint8, (kb*c.bits+7)/8))
+	case "typed":
+		ins = append(ins, perBlock(c.dt, kb))
+	}
+	if c.bias || c.absentBeforeEnd {
+		for len(ins) < 5 {
+			ins = append(ins, kernels.TensorInfo{})
+		}
+	}
+	if c.bias {
+		ins = append(ins, info(c.dt, c.n))
+	}
+	return kernels.Spec{Name: "mmnb", Op: opNBits, Opset: 1, Inputs: ins, Attrs: map[string]kernels.Attribute{
+		"K": kernels.IntAttr(c.k), "N": kernels.IntAttr(c.n), "bits": kernels.IntAttr(c.bits),
+		"block_size": kernels.IntAttr(c.bs), "accuracy_level": kernels.IntAttr(4)}}
+}
+
+// nbitsData is a case's random inputs, as values and as the bytes uploaded, and the reference
+// output.
+type nbitsData struct {
+	vals [][]float64 // by input; nil for absent ones
+	b    []byte
+	ref  []float64
+}
+
+// data returns random inputs for c: A and the bias in ±[0.1, 2), B's bytes (every value is
+// a valid weight), scales in ±[0.005, 0.1), packed zero points of any value, unpacked ones in
+// [0, 2^bits) with fractions, all rounded to their dtypes; and the float64 reference.
+func (f *fixture) nbitsData(c nbitsCase) nbitsData {
+	kb := c.kBlocks()
+	var d nbitsData
+	d.vals = make([][]float64, 6)
+	d.vals[0] = f.randomTyped(c.dt, c.rows()*c.k)
+	d.b = make([]byte, c.n*kb*c.bs*c.bits/8)
+	for i := range d.b {
+		d.b[i] = byte(f.rng.IntN(256))
+	}
+	d.vals[1] = make([]float64, len(d.b))
+	for i, v := range d.b {
+		d.vals[1][i] = float64(v)
+	}
+	scales := f.randomTyped(kernels.Float32, c.n*kb)
+	for i := range scales {
+		scales[i] = roundTo(c.dt, scales[i]/20)
+	}
+	d.vals[2] = scales
+	var zpPacked []byte
+	var zpTyped []float64
+	switch c.zp {
+	case "packed":
+		zpPacked = make([]byte, c.n*((kb*c.bits+7)/8))
+		d.vals[3] = make([]float64, len(zpPacked))
+		for i := range zpPacked {
+			zpPacked[i] = byte(f.rng.IntN(256))
+			d.vals[3][i] = float64(zpPacked[i])
+		}
+	case "typed":
+		zpTyped = make([]float64, c.n*kb)
+		for i := range zpTyped {
+			zpTyped[i] = roundTo(c.dt, float64(f.rng.IntN(1<<c.bits))+0.25*float64(f.rng.IntN(4)))
+		}
+		d.vals[3] = zpTyped
+	}
+	var bias []float64
+	if c.bias {
+		bias = f.randomTyped(c.dt, c.n)
+		d.vals[5] = bias
+	}
+	w := kernels.RefNBitsWeights(c.k, c.n, c.bits, c.bs, d.b, scales, zpPacked, zpTyped)
+	d.ref = kernels.RefMatMulNBits(d.vals[0], c.rows(), c.k, c.n, w, bias)
+	return d
+}
+
+// uploadAt returns a device tensor of info holding vals (in info's dtype), offset bytes past
+// a 16-byte boundary.
+func (f *fixture) uploadAt(ti kernels.TensorInfo, vals []float64, offset int) kernels.Tensor {
+	f.t.Helper()
+	buf := f.alloc(kernels.TensorInfo{DType: kernels.Uint8, Shape: []int64{ti.Bytes() + 16}})
+	t := kernels.Tensor{TensorInfo: ti, Ptr: buf.Ptr + cudadrv.DevicePtr(offset)}
+	require.NoError(f.t, f.env.Context.CopyHtoD(t.Ptr, encode(ti.DType, vals)))
+	return t
+}
+
+// nbitsInputs uploads d's inputs for spec (absent ones are the zero Tensor).
+func (f *fixture) nbitsInputs(c nbitsCase, spec kernels.Spec, d nbitsData) []kernels.Tensor {
+	ins := make([]kernels.Tensor, len(spec.Inputs))
+	for i, ti := range spec.Inputs {
+		if ti.DType == 0 {
+			continue
+		}
+		off := 0
+		switch i {
+		case 0:
+			off = c.offsetA
+		case 1:
+			off = c.offsetB
+		}
+		ins[i] = f.uploadAt(ti, d.vals[i], off)
+	}
+	return ins
+}
+
+// runNBits builds c (forcing variant when not ""), runs it on fresh random data and checks it
+// against the reference; it returns the kernel.
+func (f *fixture) runNBits(c nbitsCase, variant string) kernels.Kernel {
+	f.t.Helper()
+	spec := c.spec()
+	prev := kernels.ForceVariant("matmulnbits", variant)
+	k, err := f.lib.Get(spec)
+	kernels.ForceVariant("matmulnbits", prev)
+	require.NoError(f.t, err)
+	out := append(append([]int64{}, c.lead...), c.n)
+	require.Equal(f.t, []kernels.TensorInfo{info(c.dt, out...)}, k.Outputs())
+	d := f.nbitsData(c)
+	outs := f.outputs(k)
+	require.NoError(f.t, k.Execute(f.nbitsInputs(c, spec, d), outs))
+	got := f.downloadTyped(outs[0])
+	bound := boundFor(c.dt)
+	if kernels.KernelVariant(k) == "dequant" {
+		bound = gemmBoundFor(c.dt) // the weights are rounded to the dtype for cuBLAS
+		if c.dt == kernels.Float32 {
+			bound = boundGemm
+		}
+	}
+	requireClose64(f.t, got, d.ref, bound, c.String()+"/"+kernels.KernelVariant(k))
+	return k
+}
+
+// TestMatMulNBitsAgainstReference runs MatMulNBits over its attribute and input space against
+// the float64 reference: every dtype, 4 and 8 bits, every block size, K a multiple of the
+// block size and not (the last block padded), zero points absent, packed and unpacked, with
+// and without a bias, scales 2-D and flattened, and 1, 3 and 8 rows through the decode kernel
+// and 17 through the prefill's dequantization and cuBLAS.
+func TestMatMulNBitsAgainstReference(t *testing.T) {
+	f := newFixture(t)
+	i := 0
+	for _, dt := range []kernels.DType{kernels.Float32, kernels.Float16, kernels.BFloat16} {
+		for _, bits := range []int64{4, 8} {
+			for _, bs := range []int64{16, 32, 64, 128, 256} {
+				for _, zp := range []string{"", "packed", "typed"} {
+					i++
+					k := 2*bs + 5 // padded
+					if i%2 == 0 {
+						k = 3 * bs
+					}
+					lead := [][]int64{{1}, {3}, {1, 8}}[i%3]
+					c := nbitsCase{dt: dt, bits: bits, bs: bs, k: k, n: 19, lead: lead, zp: zp, bias: i%4 < 2, flatScales: i%5 == 0}
+					t.Run(c.String(), func(t *testing.T) {
+						f := f.sub(t)
+						assert.Equal(t, "gemv", kernels.KernelVariant(f.runNBits(c, "")))
+						c.lead = []int64{17}
+						assert.Equal(t, "dequant", kernels.KernelVariant(f.runNBits(c, "")))
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulNBitsPaths runs the shapes that pick the kernels' other paths: rows of A in
+// several row groups of the decode kernel and few rows through the prefill, the decode's
+// warps a column from 1 to 8, B's chunks loaded as 8-byte halves (4-bit blocks of 16, an odd
+// count a column) and as bytes (B unaligned), A loaded element by element (K not whole packs,
+// or A not 16-byte aligned), A of rank 1 and 3, and a prefill of several tiles.
+func TestMatMulNBitsPaths(t *testing.T) {
+	f := newFixture(t)
+	bf, h, fl := kernels.BFloat16, kernels.Float16, kernels.Float32
+	cases := []struct {
+		name    string
+		c       nbitsCase
+		variant string
+		wpc     uint64
+	}{
+		{"17 rows, 3 row groups", nbitsCase{dt: bf, bits: 4, bs: 32, k: 96, n: 21, lead: []int64{17}, zp: "packed", bias: true}, "gemv", 1},
+		{"15 rows decode", nbitsCase{dt: h, bits: 4, bs: 64, k: 128, n: 9, lead: []int64{3, 5}}, "", 1},
+		{"3 rows prefill", nbitsCase{dt: bf, bits: 8, bs: 16, k: 40, n: 10, lead: []int64{3}, zp: "typed", bias: true}, "dequant", 0},
+		{"wpc 2", nbitsCase{dt: bf, bits: 4, bs: 128, k: 2048, n: 20, lead: []int64{1}, zp: "packed"}, "", 2},
+		{"wpc 4", nbitsCase{dt: fl, bits: 4, bs: 64, k: 4096, n: 9, lead: []int64{1}, bias: true}, "", 4},
+		{"wpc 8", nbitsCase{dt: h, bits: 8, bs: 256, k: 4096, n: 5, lead: []int64{2}, zp: "typed"}, "", 8},
+		{"wpc 8, K past 8 warp steps", nbitsCase{dt: bf, bits: 4, bs: 32, k: 8192 + 48, n: 3, lead: []int64{1}, zp: "packed", bias: true}, "", 8},
+		{"8-byte chunk halves", nbitsCase{dt: bf, bits: 4, bs: 16, k: 48, n: 13, lead: []int64{2}, zp: "packed"}, "", 1},
+		{"8-byte halves, K padded", nbitsCase{dt: fl, bits: 4, bs: 16, k: 37, n: 13, lead: []int64{1}}, "", 1},
+		{"8-byte halves prefill", nbitsCase{dt: h, bits: 4, bs: 16, k: 80, n: 6, lead: []int64{16}, zp: "packed", bias: true}, "", 0},
+		{"B unaligned", nbitsCase{dt: bf, bits: 4, bs: 32, k: 200, n: 11, lead: []int64{4}, zp: "packed", offsetB: 3}, "", 1},
+		{"B unaligned prefill", nbitsCase{dt: fl, bits: 8, bs: 64, k: 200, n: 11, lead: []int64{16}, offsetB: 5}, "", 0},
+		{"A unaligned", nbitsCase{dt: h, bits: 4, bs: 32, k: 128, n: 7, lead: []int64{3}, offsetA: 6}, "", 1},
+		{"K not whole packs", nbitsCase{dt: bf, bits: 8, bs: 16, k: 43, n: 7, lead: []int64{5}, zp: "typed", bias: true}, "", 1},
+		{"A of rank 1", nbitsCase{dt: fl, bits: 4, bs: 32, k: 64, n: 30, lead: nil, bias: true}, "", 1},
+		{"A of rank 3", nbitsCase{dt: bf, bits: 4, bs: 64, k: 64, n: 30, lead: []int64{2, 3}, zp: "typed"}, "", 1},
+		{"A of rank 3 prefill", nbitsCase{dt: bf, bits: 4, bs: 64, k: 64, n: 30, lead: []int64{2, 9}, zp: "packed", bias: true}, "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := f.sub(t)
+			k := f.runNBits(tc.c, tc.variant)
+			grid, wpc, _, _ := kernels.NBitsPlan(k)
+			if kernels.KernelVariant(k) == "gemv" {
+				assert.Equal(t, tc.wpc, wpc)
+				cols := int64(8 / wpc)
+				assert.Equal(t, cudadrv.Dim3{X: uint32((tc.c.n + cols - 1) / cols), Y: uint32((max(tc.c.rows(), 1) + 7) / 8), Z: 1}, grid)
+			}
+		})
+	}
+	t.Run("prefill in tiles", func(t *testing.T) {
+		f := f.sub(t)
+		c := nbitsCase{dt: fl, bits: 4, bs: 32, k: 64, n: 40, lead: []int64{20}, zp: "packed", bias: true}
+		kernels.WithNBitsTileBytes(16*64*4, func() {
+			k := f.runNBits(c, "")
+			_, _, tile, gemms := kernels.NBitsPlan(k)
+			assert.Equal(t, uint64(16), tile)
+			assert.Equal(t, 3, gemms, "tiles of 16, 16 and 8 columns")
+		})
+	})
+}
+
+// TestMatMulNBitsWarpsPerColumn: the decode kernel gives a column as many warps (1, 2, 4 or 8)
+// as its row has warp steps (32 chunks of 16 bytes: 1024 4-bit or 512 8-bit weights, the last
+// step maybe partial), and no more: every warp reads part of the row.
+func TestMatMulNBitsWarpsPerColumn(t *testing.T) {
+	for _, c := range []struct{ k, bits, wpc int64 }{
+		{16, 4, 1}, {1024, 4, 1}, {1025, 4, 2}, {2048, 4, 2}, {3072, 4, 2}, {3073, 4, 4}, {4096, 4, 4}, {8192, 4, 8}, {1 << 20, 4, 8},
+		{512, 8, 1}, {1024, 8, 2}, {2048, 8, 4}, {4096, 8, 8},
+	} {
+		assert.Equal(t, c.wpc, kernels.NBitsWarpsPerColumn(c.k, c.bits), "K %d, %d bits", c.k, c.bits)
+	}
+	for _, bits := range []int64{4, 8} {
+		for k := int64(1); k < 1<<16; k += 97 {
+			w := kernels.NBitsWarpsPerColumn(k, bits)
+			steps := ((k+128/bits-1)/(128/bits) + 31) / 32
+			assert.True(t, w == 1 || w <= steps, "K %d: %d warps, %d steps", k, w, steps)
+			assert.True(t, w == 8 || 2*w > steps, "K %d: %d warps, %d steps", k, w, steps)
+		}
+	}
+}
+
+// TestMatMulNBitsAbsentOptionalInputs gives zero_points and g_idx as absent inputs (the zero
+// TensorInfo at Get, the zero Tensor at Execute) before a bias, as a node that leaves them
+// out but gives a bias is read; and zero points given with g_idx absent before the bias.
+func TestMatMulNBitsAbsentOptionalInputs(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []nbitsCase{
+		{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 12, lead: []int64{1}, bias: true, absentBeforeEnd: true},
+		{dt: kernels.Float16, bits: 4, bs: 32, k: 64, n: 12, lead: []int64{16}, bias: true, absentBeforeEnd: true},
+		{dt: kernels.Float32, bits: 8, bs: 16, k: 40, n: 12, lead: []int64{2}, zp: "typed", bias: true},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			f := f.sub(t)
+			spec := c.spec()
+			require.Len(t, spec.Inputs, 6)
+			assert.Equal(t, kernels.TensorInfo{}, spec.Inputs[4], "g_idx absent")
+			k := f.runNBits(c, "")
+			assert.Contains(t, k.Name(), "absent")
+		})
+	}
+	t.Run("refused elsewhere", func(t *testing.T) {
+		spec := nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 64, n: 12, lead: []int64{1}, bias: true, absentBeforeEnd: true}.spec()
+		spec.Inputs[2] = kernels.TensorInfo{}
+		_, err := f.lib.Get(spec)
+		require.ErrorIs(t, err, kernels.ErrUnsupported)
+		assert.Contains(t, err.Error(), "input 2 (scales) has unknown dtype number 0")
+	})
+}
+
+// TestMatMulNBitsRefusals: every attribute and input the kernels cannot take is refused at Get
+// with an error wrapping ErrUnsupported that names the node, the op, the attribute or input
+// and the bad value.
+func TestMatMulNBitsRefusals(t *testing.T) {
+	f := newFixture(t)
+	base := nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{1}}
+	with := func(mod func(s *kernels.Spec)) kernels.Spec {
+		s := base.spec()
+		mod(&s)
+		return s
+	}
+	attr := func(name string, v int64) kernels.Spec {
+		return with(func(s *kernels.Spec) { s.Attrs[name] = kernels.IntAttr(v) })
+	}
+	input := func(i int, ti kernels.TensorInfo) kernels.Spec {
+		return with(func(s *kernels.Spec) {
+			for len(s.Inputs) <= i {
+				s.Inputs = append(s.Inputs, kernels.TensorInfo{})
+			}
+			s.Inputs[i] = ti
+		})
+	}
+	f32, u8 := kernels.Float32, kernels.Uint8
+	cases := []struct {
+		name string
+		spec kernels.Spec
+		want []string
+	}{
+		{"bits 3", attr("bits", 3), []string{`"bits" is 3`, "4 and 8 are supported"}},
+		{"bits 2", attr("bits", 2), []string{`"bits" is 2`, "2-bit weights are not supported"}},
+		{"bits 16", attr("bits", 16), []string{`"bits" is 16`}},
+		{"block 8", attr("block_size", 8), []string{`"block_size" is 8`, "power of two from 16 to 256"}},
+		{"block 48", attr("block_size", 48), []string{`"block_size" is 48`}},
+		{"block 512", attr("block_size", 512), []string{`"block_size" is 512`}},
+		{"weight_prepacked 1", attr("weight_prepacked", 1), []string{`"weight_prepacked" is 1`, "only 0"}},
+		{"accuracy_level 5", attr("accuracy_level", 5), []string{`"accuracy_level" is 5`}},
+		{"accuracy_level -1", attr("accuracy_level", -1), []string{`"accuracy_level" is -1`}},
+		{"K 0", attr("K", 0), []string{`"K" is 0`}},
+		{"N -3", attr("N", -3), []string{`"N" is -3`}},
+		{"K missing", with(func(s *kernels.Spec) { delete(s.Attrs, "K") }), []string{`attribute "K" is required`}},
+		{"block_size missing", with(func(s *kernels.Spec) { delete(s.Attrs, "block_size") }), []string{`attribute "block_size" is required`}},
+		{"unknown attribute", attr("column_wise_blocking", 1), []string{`"column_wise_blocking" is not supported`}},
+		{"bits as a float", with(func(s *kernels.Spec) { s.Attrs["bits"] = kernels.FloatAttr(4) }), []string{`"bits" is float(4)`}},
+		{"K not A's", attr("K", 96), []string{"input 0 (A) has shape [1,64]", `"K" = 96`}},
+		{"A int32", input(0, info(kernels.Int32, 1, 64)), []string{"input 0 (A) has dtype int32"}},
+		{"B float32", input(1, info(f32, 8, 2, 16)), []string{"input 1 (B) has dtype float32"}},
+		{"B of N 9", input(1, info(u8, 9, 2, 16)), []string{"input 1 (B) has shape [9,2,16]", "[N 8, k_blocks 2, block_size·bits/8 16]"}},
+		{"B blob of 8 bits", input(1, info(u8, 8, 2, 32)), []string{"input 1 (B) has shape [8,2,32]"}},
+		{"B 2-D", input(1, info(u8, 8, 32)), []string{"input 1 (B) has rank 2"}},
+		{"scales float16", input(2, info(kernels.Float16, 8, 2)), []string{"input 2 (scales) is float16", "float32"}},
+		{"scales uint8", input(2, info(u8, 8, 2)), []string{"input 2 (scales) is uint8"}},
+		{"scales [8,3]", input(2, info(f32, 8, 3)), []string{"input 2 (scales) has shape [8,3]", "[N 8, 2] or [16]"}},
+		{"scales [15]", input(2, info(f32, 15)), []string{"input 2 (scales) has shape [15]"}},
+		{"zero points int32", input(3, info(kernels.Int32, 8, 1)), []string{"input 3 (zero_points) is int32", "uint8 (packed) or"}},
+		{"zero points float16", input(3, info(kernels.Float16, 8, 2)), []string{"input 3 (zero_points) is float16"}},
+		{"packed zero points [8,2]", input(3, info(u8, 8, 2)), []string{"input 3 (zero_points) has shape [8,2]", "[N 8, 1] or [8]"}},
+		{"typed zero points [8,1]", input(3, info(f32, 8, 1)), []string{"input 3 (zero_points) has shape [8,1]", "[N 8, 2] or [16]"}},
+		{"g_idx", input(4, info(kernels.Int32, 64)), []string{"input 4 (g_idx) is given", "not supported"}},
+		{"bias [9]", input(5, info(f32, 9)), []string{"input 5 (bias) has shape [9]", "[N 8]"}},
+		{"bias float16", input(5, info(kernels.Float16, 8)), []string{"input 5 (bias) is float16"}},
+		{"2 inputs", with(func(s *kernels.Spec) { s.Inputs = s.Inputs[:2] }), []string{"got 2 inputs"}},
+		{"7 inputs", with(func(s *kernels.Spec) {
+			s.Inputs = append(s.Inputs, info(u8, 8, 1), info(kernels.Int32, 64), info(f32, 8), info(f32, 8))
+		}), []string{"got 7 inputs", "A, B, scales, zero_points, g_idx, bias"}},
+		{"a constant absent input", with(func(s *kernels.Spec) {
+			s.Inputs = append(s.Inputs, kernels.TensorInfo{}, kernels.TensorInfo{}, info(f32, 8))
+			s.Consts = map[int]kernels.Const{3: kernels.IntsConst(1)}
+		}), []string{"Consts has an entry for input 3 (zero_points), which is absent"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var k kernels.Kernel
+			var err error
+			require.NotPanics(t, func() { k, err = f.lib.Get(c.spec) })
+			require.Error(t, err)
+			assert.Nil(t, k)
+			assert.ErrorIs(t, err, kernels.ErrUnsupported)
+			assert.Contains(t, err.Error(), "node 'mmnb': com.microsoft.MatMulNBits (opset 1)")
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+	t.Run("prefill without cuBLAS", func(t *testing.T) {
+		nb := f.sub(t).variant(fixtureOpts{noBLAS: true})
+		c := base
+		c.lead = []int64{16}
+		_, err := nb.lib.Get(c.spec())
+		require.ErrorIs(t, err, kernels.ErrUnsupported)
+		assert.Contains(t, err.Error(), "no cuBLAS handle")
+		_, err = nb.lib.Get(base.spec())
+		assert.NoError(t, err, "the decode kernel needs no cuBLAS")
+	})
+}
+
+// TestMatMulNBitsRefusesOverflowingValues gives MatMulNBits attributes and shapes at the int64
+// extremes: each is refused with a message naming the value, never a panic, never a kernel
+// built from a wrapped-around size.
+func TestMatMulNBitsRefusesOverflowingValues(t *testing.T) {
+	f := newFixture(t)
+	base := nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{1}}
+	attr := func(name string, v int64) kernels.Spec {
+		s := base.spec()
+		s.Attrs[name] = kernels.IntAttr(v)
+		return s
+	}
+	huge := func(k, n int64, lead ...int64) kernels.Spec {
+		c := base
+		c.k, c.n, c.lead = k, n, lead
+		return c.spec()
+	}
+	for _, c := range []struct {
+		name string
+		spec kernels.Spec
+		want []string
+	}{
+		{"K MaxInt64", attr("K", math.MaxInt64), []string{`"K" = 9223372036854775807`}},
+		{"K MinInt64", attr("K", math.MinInt64), []string{`"K" is -9223372036854775808`}},
+		{"N MaxInt64", attr("N", math.MaxInt64), []string{"input 1 (B) has shape [8,2,16]", "N 9223372036854775807"}},
+		{"bits MaxInt64", attr("bits", math.MaxInt64), []string{`"bits" is 9223372036854775807`}},
+		{"bits MinInt64", attr("bits", math.MinInt64), []string{`"bits" is -9223372036854775808`}},
+		{"block_size 2^62", attr("block_size", 1<<62), []string{`"block_size" is 4611686018427387904`}},
+		{"block_size MinInt64", attr("block_size", math.MinInt64), []string{`"block_size" is -9223372036854775808`}},
+		{"accuracy_level MaxInt64", attr("accuracy_level", math.MaxInt64), []string{`"accuracy_level" is 9223372036854775807`}},
+		{"weight_prepacked MinInt64", attr("weight_prepacked", math.MinInt64), []string{`"weight_prepacked" is -9223372036854775808`}},
+		{"B of 2^62 columns", huge(64, 1<<62, 1), []string{"input 1 (B) has shape [4611686018427387904,2,16]", "more than 2^40 elements"}},
+		{"A of 2^62 rows", huge(64, 8, 1<<62), []string{"input 0 (A) has shape [4611686018427387904,64]", "more than 2^40 elements"}},
+		{"Y past 2^40", huge(64, 1<<33, 1<<10), []string{"the output has shape [1024,8589934592]", "more than 2^40"}},
+		{"K 2^40 prefill", huge(1<<40, 1, 16), []string{"input 0 (A) has shape [16,1099511627776]", "more than 2^40 elements"}},
+		{"K 2^25 prefill", huge(1<<25, 1, 16), []string{`"K" is 33554432`, "exceeds the 67108864 bytes"}},
+		{"decode grid past 2^31 blocks", huge(16, 1<<34, 1), []string{"N 17179869184", "at most 2147483647"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			require.NotPanics(t, func() { _, err = f.lib.Get(c.spec) })
+			require.ErrorIs(t, err, kernels.ErrUnsupported)
+			for _, w := range c.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestMatMulNBitsCaptures: both paths are capturable (the audit admits them, the graph records
+// instead of running), and a graph's replays give the eager run's bytes: the decode kernel's
+// sums have a fixed order, and the prefill's dequantized tile is rewritten before each GEMM.
+func TestMatMulNBitsCaptures(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []nbitsCase{
+		{dt: kernels.BFloat16, bits: 4, bs: 32, k: 2048, n: 24, lead: []int64{1}, zp: "packed", bias: true},
+		{dt: kernels.Float16, bits: 4, bs: 64, k: 256, n: 24, lead: []int64{32}, zp: "typed", bias: true},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			f := f.sub(t)
+			spec := c.spec()
+			k := f.get(spec)
+			require.True(t, k.CaptureSupport().IsSupported())
+			require.NoError(t, graphs.Audit([]graphs.Node{k}))
+			d := f.nbitsData(c)
+			ins := f.nbitsInputs(c, spec, d)
+			outs := f.outputs(k)
+			require.NoError(t, k.Execute(ins, outs))
+			eager := f.download(outs[0])
+			f.poison(outs[0])
+			exec := f.capture(func() { require.NoError(t, k.Execute(ins, outs)) })
+			assert.Equal(t, []byte{0xff, 0xff}, f.download(outs[0])[:2], "the capture recorded instead of running")
+			for range 2 {
+				f.poison(outs[0])
+				require.NoError(t, exec.Launch(f.stream))
+				assert.Equal(t, eager, f.download(outs[0]), "a replay gives the eager run's bytes")
+			}
+		})
+	}
+}
+
+// TestMatMulNBitsWithoutItsPTX: on a Library whose PTX lacks the MatMulNBits kernels (the
+// committed PTX predates cuda/matmul_nbits.cu: the module's file is missing, or it lacks an
+// entry), NewLibrary still succeeds, Get refuses MatMulNBits naming the missing entry and the
+// PTX file and saying how to regenerate it, and every other op builds as before.
+func TestMatMulNBitsWithoutItsPTX(t *testing.T) {
+	const file = "ptx/matmul_nbits.ptx"
+	require.Contains(t, kernels.PendingModules(), file, "MatMulNBits' module is pending until its PTX is regenerated")
+	full, _, err := simPendingPTX(kernels.EmbeddedPTXFS(), "cuda")
+	require.NoError(t, err)
+	withoutFile, withoutGemv := fstest.MapFS{}, fstest.MapFS{}
+	for name, f := range full {
+		if name != file {
+			withoutFile[name] = f
+			withoutGemv[name] = f
+		}
+	}
+	// Only the dequantization entries (declared as the simulator needs them; run nowhere).
+	var dequant string
+	for _, bits := range []int{4, 8} {
+		for _, sfx := range []string{"f32", "f16", "bf16"} {
+			dequant += fmt.Sprintf(".visible .entry cudaep_mmnb_dequant_q%d_%s(", bits, sfx)
+			for i := range 9 {
+				if i > 0 {
+					dequant += ", "
+				}
+				dequant += fmt.Sprintf(".param .u64 p%d", i)
+			}
+			dequant += ")\n{\n\tret;\n}\n"
+		}
+	}
+	withoutGemv[file] = &fstest.MapFile{Data: []byte(".version 7.0\n.target sm_75\n.address_size 64\n" + dequant)}
+
+	decode := nbitsCase{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{1}}.spec()
+	prefill := nbitsCase{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{16}}.spec()
+	for _, c := range []struct {
+		name    string
+		src     fstest.MapFS
+		refused map[*kernels.Spec][]string
+		built   []*kernels.Spec
+	}{
+		{"no module", withoutFile, map[*kernels.Spec][]string{
+			&decode:  {"entry point cudaep_mmnb_gemv_q4_bf16 is not available", "the library's PTX has no ptx/matmul_nbits.ptx", "cuda/matmul_nbits.cu is newer", "mkptx.sh"},
+			&prefill: {"entry point cudaep_mmnb_dequant_q4_bf16 is not available"},
+		}, nil},
+		{"no decode entry", withoutGemv, map[*kernels.Spec][]string{
+			&decode: {"entry point cudaep_mmnb_gemv_q4_bf16 is not available", "ptx/matmul_nbits.ptx has no entry point cudaep_mmnb_gemv_q4_bf16", "mkptx.sh", "CUDA_ERROR_NOT_FOUND"},
+		}, []*kernels.Spec{&prefill}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prev := kernels.UsePTXSource(c.src)
+			defer kernels.UsePTXSource(prev)
+			f := newFixture(t)
+			for spec, want := range c.refused {
+				_, err := f.lib.Get(*spec)
+				require.ErrorIs(t, err, kernels.ErrUnsupported)
+				assert.Contains(t, err.Error(), "node 'mmnb': com.microsoft.MatMulNBits (opset 1)")
+				for _, w := range want {
+					assert.Contains(t, err.Error(), w)
+				}
+			}
+			for _, spec := range c.built {
+				_, err := f.lib.Get(*spec)
+				assert.NoError(t, err)
+			}
+			_, got := f.runF32(kernels.Spec{Op: "Relu", Opset: 14, Inputs: []kernels.TensorInfo{f32Info(3)}}, []float32{-1, 2, -3})
+			assert.Equal(t, []float32{0, 2, 0}, got, "the other modules load and run")
+		})
+	}
+}
