@@ -64,6 +64,7 @@
 //	cudaep.RotateHalfPair     float (all inputs alike)     >= 1    Y0, Y1 = RotateHalf of X0 and of X1 (one last dimension) with cos and sin of one row (a decode step's query and key), one launch
 //	cudaep.SiluMul            float (both inputs alike)    >= 1    Y = A·sigmoid(A)·B, same shapes
 //	cudaep.MatMulGroup        float (all inputs alike)     >= 1    Y_i = MatMul(A, B_i) for 1 to 4 matrices in one GEMV launch; A with one row, each B_i [K, N_i] with whole 16-byte rows
+//	cudaep.MatMulNBitsGroup   float; uint8 B_i             >= 1    Y_i = MatMulNBits(A, B_i, scales_i, zero_points_i, bias_i) for 1 to 3 matrices (inputs A, then four a matrix, absent ones the zero TensorInfo; attributes K, bits, block_size, accuracy_level, and N as ints, one a matrix); one kind of zero points; fewer than 16 rows in one decode launch
 //	cudaep.NormMatMulGroup    float (all inputs alike)     >= 1    the same over A = SimplifiedLayerNormalization(X, scale) (attribute epsilon), computed in the launch; inputs X, scale, B0…
 //	cudaep.SkipNormMatMulGroup float (all inputs alike)    >= 1    the same over A = SimplifiedLayerNormalization(X + skip, scale); inputs X, skip, scale, B0…; an optional last output X + skip
 //	cudaep.SiluMulMatMulGroup float (all inputs alike)     >= 1    the same over A = SiluMul(A, B); inputs A, B, W0…

@@ -90,6 +90,8 @@ func KernelVariant(k Kernel) string {
 		return k.variant
 	case *nbitsKernel:
 		return k.variant
+	case *nbitsGroupKernel:
+		return k.subs[0].variant
 	}
 	return ""
 }
@@ -97,6 +99,9 @@ func KernelVariant(k Kernel) string {
 // NBitsPlan returns a MatMulNBits kernel's decode geometry (its grid and warps a column) and
 // prefill tiling (columns a tile, GEMM calls); zeros for what its path does not use.
 func NBitsPlan(k Kernel) (grid cudadrv.Dim3, wpc, tile uint64, gemms int) {
+	if g, ok := k.(*nbitsGroupKernel); ok {
+		return g.grid, g.subs[0].wpc, 0, 0
+	}
 	n := k.(*nbitsKernel)
 	return n.grid, n.wpc, n.tile, len(n.calls)
 }

@@ -238,7 +238,7 @@ func TestOutputsAndNameDescribeTheKernel(t *testing.T) {
 		"ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "SimplifiedLayerNormalization", "Sin", "Slice", "Softmax",
 		"Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Trilu", "Unsqueeze", "Where",
 		"com.microsoft.FastGelu", "com.microsoft.GroupQueryAttention", "com.microsoft.MatMulNBits", "com.microsoft.RotaryEmbedding", "com.microsoft.SkipLayerNormalization",
-		"com.microsoft.SkipSimplifiedLayerNormalization", "cudaep.MatMulGroup", "cudaep.NormMatMulGroup", "cudaep.RotateHalf",
+		"com.microsoft.SkipSimplifiedLayerNormalization", "cudaep.MatMulGroup", "cudaep.MatMulNBitsGroup", "cudaep.NormMatMulGroup", "cudaep.RotateHalf",
 		"cudaep.RotateHalfPair", "cudaep.SiluMul", "cudaep.SiluMulMatMulGroup", "cudaep.SkipNormMatMulGroup", "cudaep.WherePair"}, kernels.SupportedOps())
 }
 

@@ -402,3 +402,141 @@ func nbitsOptional(inputs []Tensor, i int) cudadrv.DevicePtr {
 	}
 	return 0
 }
+
+func init() {
+	builders["cudaep.MatMulNBitsGroup"] = builder{inputNames: nbitsGroupInputs, optional: nbitsGroupOptional(), build: buildMatMulNBitsGroup}
+}
+
+// nbitsGroupInputs are cudaep.MatMulNBitsGroup's inputs: A, then four a matrix.
+var nbitsGroupInputs = func() []string {
+	names := []string{"A"}
+	for i := range nbitsGroup {
+		for _, in := range []string{"B", "scales", "zero_points", "bias"} {
+			names = append(names, fmt.Sprintf("%s%d", in, i))
+		}
+	}
+	return names
+}()
+
+// nbitsGroupOptional are the indices of the group's zero points and biases.
+func nbitsGroupOptional() []int {
+	var o []int
+	for i := range nbitsGroup {
+		o = append(o, 3+4*i, 4+4*i)
+	}
+	return o
+}
+
+// nbitsGroupKernel is cudaep.MatMulNBitsGroup: the MatMulNBits of one A with each of up to
+// nbitsGroup quantized matrices (a decoder's q, k and v projections), one MatMulNBits kernel
+// each (subs), and for fewer than nbitsPrefillRows rows one launch of the decode kernel for
+// all of them instead, whose grid is the matrices' column tiles one after the other.
+type nbitsGroupKernel struct {
+	kernelBase
+	subs []*nbitsKernel
+	grid cudadrv.Dim3          // decode: the group's launch
+	ins  [nbitsGroup][6]Tensor // each MatMulNBits' inputs (scratch)
+	outs [nbitsGroup][1]Tensor // and output
+	args cudadrv.KernelArgs
+}
+
+// buildMatMulNBitsGroup builds cudaep.MatMulNBitsGroup (any opset of the cudaep domain): A,
+// then for each of 1 to 3 matrices B_i, scales_i, zero_points_i and bias_i as MatMulNBits takes
+// them (zero_points_i and bias_i may be absent: the zero TensorInfo); attributes K, bits,
+// block_size and accuracy_level as MatMulNBits', and N, one value a matrix (ints). Outputs Y_i
+// as MatMulNBits' Y. Every matrix is validated as the MatMulNBits node it replaces, and the
+// matrices must agree in where their zero points come from (absent, packed or unpacked: the
+// decode kernel takes one kind). Fewer than 16 rows of A run one decode launch for the group,
+// each output bit-identical to its MatMulNBits'; more run each MatMulNBits' prefill.
+func buildMatMulNBitsGroup(l *Library, s opSpec) (Kernel, error) {
+	g := (len(s.Inputs) - 1) / 4
+	if g < 1 || g > nbitsGroup || len(s.Inputs) != 1+4*g {
+		return nil, s.errorf("got %d inputs; a group takes A and four inputs (B, scales, zero_points, bias; absent ones the zero TensorInfo) for each of 1 to %d matrices", len(s.Inputs), nbitsGroup)
+	}
+	attrs := map[string]AttrKind{"K": AttrInt, "N": AttrInts, "bits": AttrInt, "block_size": AttrInt, "accuracy_level": AttrInt}
+	if err := s.checkAttrs(attrs); err != nil {
+		return nil, err
+	}
+	ns := s.Attrs["N"].Ints()
+	if len(ns) != g {
+		return nil, s.errorf(`attribute "N" has %d values (%v); the group has %d matrices`, len(ns), ns, g)
+	}
+	k := &nbitsGroupKernel{}
+	var outs []TensorInfo
+	for i := range g {
+		sub := Spec{Op: "com.microsoft.MatMulNBits", Opset: 1, Attrs: map[string]Attribute{"N": IntAttr(ns[i])},
+			Inputs: []TensorInfo{s.Inputs[0], s.Inputs[1+4*i], s.Inputs[2+4*i], s.Inputs[3+4*i], {}, s.Inputs[4+4*i]}}
+		for name, a := range s.Attrs {
+			if name != "N" {
+				sub.Attrs[name] = a
+			}
+		}
+		kern, err := buildMatMulNBits(l, opSpec{Spec: &sub, inputNames: nbitsInputs, id: s.id})
+		if err != nil {
+			return nil, s.errorf("matrix %d of the group: %v", i, err)
+		}
+		nk := kern.(*nbitsKernel)
+		if i > 0 && nk.m.zp != k.subs[0].m.zp {
+			return nil, s.errorf("matrix %d's zero points are %s and matrix 0's %s; a group takes one kind", i, nk.m.zp, k.subs[0].m.zp)
+		}
+		k.subs = append(k.subs, nk)
+		outs = append(outs, nk.Outputs()[0])
+	}
+	k.kernelBase = newBase(l, s, outs...)
+	if k.subs[0].variant == "gemv" {
+		tiles := int64(0)
+		for _, sub := range k.subs {
+			tiles += int64(sub.grid.X)
+		}
+		if tiles > nbitsMaxGridX {
+			return nil, s.errorf("the group's %d column tiles exceed a launch's %d blocks", tiles, nbitsMaxGridX)
+		}
+		k.grid = k.subs[0].grid
+		k.grid.X = uint32(tiles)
+	}
+	return k, nil
+}
+
+// String names where the zero points come from.
+func (z nbitsZP) String() string {
+	switch z {
+	case nbitsZPPacked:
+		return "packed (uint8)"
+	case nbitsZPTyped:
+		return "unpacked"
+	}
+	return "absent"
+}
+
+// Execute queues the group's decode launch, or each MatMulNBits' prefill.
+func (k *nbitsGroupKernel) Execute(inputs, outputs []Tensor) error {
+	if err := k.check(inputs, outputs); err != nil {
+		return err
+	}
+	for i := range k.subs {
+		k.ins[i] = [6]Tensor{inputs[0], inputs[1+4*i], inputs[2+4*i], inputs[3+4*i], {}, inputs[4+4*i]}
+		k.outs[i] = [1]Tensor{outputs[i]}
+	}
+	s0 := k.subs[0]
+	if s0.variant != "gemv" {
+		for i, sub := range k.subs {
+			if err := sub.Execute(k.ins[i][:], k.outs[i][:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	q := s0.m.nbitsQuant
+	a := &k.args
+	a.Reset()
+	a.Ptr(inputs[0].Ptr).U64(s0.rows).U64(uint64(q.k)).U64(uint64(q.bs)).U64(uint64(s0.m.zp)).U64(s0.wpc)
+	for i := range nbitsGroup {
+		if i >= len(k.subs) {
+			a.Ptr(0).Ptr(0).Ptr(0).Ptr(0).Ptr(0).U64(0)
+			continue
+		}
+		in := &k.ins[i]
+		a.Ptr(outputs[i].Ptr).Ptr(in[1].Ptr).Ptr(in[2].Ptr).Ptr(in[3].Ptr).Ptr(in[5].Ptr).U64(uint64(k.subs[i].m.n))
+	}
+	return k.lib.rt.Stream.Launch(s0.fn, k.grid, cudadrv.Dim3{X: nbitsThreads, Y: 1, Z: 1}, 0, a)
+}

@@ -557,3 +557,166 @@ func TestMatMulNBitsWithoutItsPTX(t *testing.T) {
 		})
 	}
 }
+
+// nbitsGroupSpec is the cudaep.MatMulNBitsGroup of cases (one A, K, bits and block size; each
+// case's N, zero points and bias), named "qkv".
+func nbitsGroupSpec(cs []nbitsCase) kernels.Spec {
+	spec := kernels.Spec{Name: "qkv", Op: "cudaep.MatMulNBitsGroup", Opset: 1, Attrs: map[string]kernels.Attribute{}}
+	var ns []int64
+	for i, c := range cs {
+		one := c.spec()
+		if i == 0 {
+			spec.Inputs = append(spec.Inputs, one.Inputs[0])
+			for _, name := range []string{"K", "bits", "block_size"} {
+				spec.Attrs[name] = one.Attrs[name]
+			}
+		}
+		for len(one.Inputs) < 6 {
+			one.Inputs = append(one.Inputs, kernels.TensorInfo{})
+		}
+		spec.Inputs = append(spec.Inputs, one.Inputs[1], one.Inputs[2], one.Inputs[3], one.Inputs[5])
+		ns = append(ns, c.n)
+	}
+	spec.Attrs["N"] = kernels.IntsAttr(ns...)
+	return spec
+}
+
+// TestMatMulNBitsGroupMatchesItsMatMulNBits runs groups of 1 to 3 matrices sharing A (a
+// decoder's q, k and v projections: N 64, 16 and 16; with and without biases) and checks each
+// output against the reference, and bit for bit against the MatMulNBits kernel of its matrix
+// alone: one decode launch over the group's column tiles for few rows, each matrix's prefill
+// for many.
+func TestMatMulNBitsGroupMatchesItsMatMulNBits(t *testing.T) {
+	f := newFixture(t)
+	for _, g := range []struct {
+		name string
+		dt   kernels.DType
+		bits int64
+		zp   string
+		ns   []int64
+		bias []bool
+		lead []int64
+	}{
+		{"q k v bfloat16 packed", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{1, 1}},
+		{"q k v float16 no zero points", kernels.Float16, 4, "", []int64{64, 16, 16}, []bool{false, false, false}, []int64{3}},
+		{"two float32 8-bit typed", kernels.Float32, 8, "typed", []int64{20, 12}, []bool{true, true}, []int64{8}},
+		{"one", kernels.BFloat16, 4, "packed", []int64{24}, []bool{false}, []int64{1}},
+		{"q k v prefill", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{16}},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			f := f.sub(t)
+			var cs []nbitsCase
+			for i, n := range g.ns {
+				cs = append(cs, nbitsCase{dt: g.dt, bits: g.bits, bs: 32, k: 1100, n: n, lead: g.lead, zp: g.zp, bias: g.bias[i]})
+			}
+			spec := nbitsGroupSpec(cs)
+			k := f.get(spec)
+			require.Len(t, k.Outputs(), len(cs))
+			var ins []kernels.Tensor
+			var singles [][]byte
+			var refs [][]float64
+			a := f.randomTyped(g.dt, cs[0].rows()*cs[0].k)
+			for i, c := range cs {
+				d := f.nbitsData(c)
+				// The reference again for the group's one A.
+				var packed []byte
+				var typed []float64
+				switch c.zp {
+				case "packed":
+					packed = make([]byte, len(d.vals[3]))
+					for j, v := range d.vals[3] {
+						packed[j] = byte(v)
+					}
+				case "typed":
+					typed = d.vals[3]
+				}
+				w := kernels.RefNBitsWeights(c.k, c.n, c.bits, c.bs, d.b, d.vals[2], packed, typed)
+				d.vals[0] = a
+				refs = append(refs, kernels.RefMatMulNBits(a, c.rows(), c.k, c.n, w, d.vals[5]))
+				one := c.spec()
+				oneIns := f.nbitsInputs(c, one, d)
+				if i == 0 {
+					ins = append(ins, oneIns[0])
+				}
+				for len(oneIns) < 6 {
+					oneIns = append(oneIns, kernels.Tensor{})
+				}
+				ins = append(ins, oneIns[1], oneIns[2], oneIns[3], oneIns[5])
+				single := f.get(one)
+				out := f.outputs(single)
+				require.NoError(t, single.Execute(f.nbitsInputs(c, one, d)[:len(one.Inputs)], out))
+				singles = append(singles, f.download(out[0]))
+			}
+			outs := f.outputs(k)
+			require.NoError(t, k.Execute(ins, outs))
+			bound := boundFor(g.dt)
+			if kernels.KernelVariant(k) == "dequant" {
+				bound = gemmBoundFor(g.dt)
+			}
+			for i := range cs {
+				assert.Equal(t, singles[i], f.download(outs[i]), "matrix %d: the group's output is its MatMulNBits'", i)
+				requireClose64(t, f.downloadTyped(outs[i]), refs[i], bound, fmt.Sprintf("matrix %d", i))
+			}
+			if kernels.KernelVariant(k) == "gemv" {
+				grid, wpc, _, _ := kernels.NBitsPlan(k)
+				tiles := uint32(0)
+				for _, n := range g.ns {
+					tiles += uint32((n + int64(8/wpc) - 1) / int64(8/wpc))
+				}
+				assert.Equal(t, tiles, grid.X, "one launch over every matrix's column tiles")
+			} else {
+				assert.Equal(t, "dequant", kernels.KernelVariant(k))
+			}
+		})
+	}
+}
+
+// TestMatMulNBitsGroupRefusals: a group the decode launch cannot take is refused at Get,
+// naming the matrix and the value.
+func TestMatMulNBitsGroupRefusals(t *testing.T) {
+	f := newFixture(t)
+	c := nbitsCase{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 16, lead: []int64{1}, zp: "packed"}
+	other := c
+	other.zp = ""
+	for _, tc := range []struct {
+		name string
+		spec kernels.Spec
+		want []string
+	}{
+		{"mixed zero points", nbitsGroupSpec([]nbitsCase{c, other}), []string{"matrix 1's zero points are absent and matrix 0's packed (uint8)"}},
+		{"four matrices", func() kernels.Spec {
+			b := c
+			b.bias = true
+			return nbitsGroupSpec([]nbitsCase{b, b, b, b})
+		}(), []string{"got 17 inputs", "1 to 3 matrices"}},
+		{"N of the wrong count", func() kernels.Spec {
+			s := nbitsGroupSpec([]nbitsCase{c, c})
+			s.Attrs["N"] = kernels.IntsAttr(16)
+			return s
+		}(), []string{`attribute "N" has 1 values`}},
+		{"a matrix of another N", func() kernels.Spec {
+			s := nbitsGroupSpec([]nbitsCase{c, c})
+			s.Attrs["N"] = kernels.IntsAttr(16, 24)
+			return s
+		}(), []string{"matrix 1 of the group", "input 1 (B) has shape [16,2,16]", "N 24"}},
+		{"a matrix's g_idx-like extra input", func() kernels.Spec {
+			s := nbitsGroupSpec([]nbitsCase{c})
+			s.Inputs = append(s.Inputs, info(kernels.Int32, 64))
+			return s
+		}(), []string{"got 6 inputs"}},
+		{"weight_prepacked", func() kernels.Spec {
+			s := nbitsGroupSpec([]nbitsCase{c})
+			s.Attrs["weight_prepacked"] = kernels.IntAttr(0)
+			return s
+		}(), []string{`attribute "weight_prepacked" is not supported`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.lib.Get(tc.spec)
+			require.ErrorIs(t, err, kernels.ErrUnsupported)
+			assert.Contains(t, err.Error(), "node 'qkv': cudaep.MatMulNBitsGroup (opset 1)")
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
