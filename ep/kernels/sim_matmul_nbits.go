@@ -83,7 +83,7 @@ func (lay simNBitsLayout) column(row []byte, scales simTensor, zpMode nbitsZP, z
 	return c
 }
 
-// simNBitsViews returns the views of a matrix's scales and zero points for cols columns from
+// views returns the views of a matrix's scales and zero points for cols columns from
 // column first (ptr arguments scalesArg and zpArg).
 func (lay simNBitsLayout) views(l *cudadrv.KernelLaunch, dt DType, scalesArg, zpArg int, zpMode nbitsZP, first, cols uint64) (scales simTensor, zpBytes []byte, zpTyped simTensor, err error) {
 	size := uint64(dt.Size())
