@@ -170,6 +170,11 @@ func (pt *Partition) newPlan(ins []ep.TensorInfo) (*plan, error) {
 			st.layer = li
 		}
 		for i, v := range ins {
+			if v.Name == "" { // an optional input the node leaves out: absent to the kernel
+				spec.Inputs = append(spec.Inputs, ep.TensorInfo{})
+				st.ins = append(st.ins, ep.Tensor{})
+				continue
+			}
 			if v.Const != nil {
 				if spec.Consts == nil {
 					spec.Consts = map[int]ep.Const{}

@@ -97,7 +97,7 @@ func (s *session) supports(nd *node, opset int64) error {
 	case nd.Op == "":
 		return fmt.Errorf("cudaep has no kernels in domain %q", nd.domain)
 	case !nd.tensors:
-		return errors.New("an input or output is not a tensor, or a required input is missing")
+		return errors.New("an input or output is not a tensor")
 	}
 	k, err := s.p.GetKernel(specOf(nd.Node, 1))
 	if err != nil {
@@ -125,12 +125,15 @@ func domainPrefix(domain string) string {
 }
 
 // specOf is the kernel spec of n with symbolic dimensions set to d, its constant inputs'
-// values in Consts.
+// values in Consts, and an optional input the node leaves out as the zero TensorInfo.
 func specOf(n partition.Node, d int64) ep.Spec {
 	ins, outs := partition.Present(n.Inputs), partition.Present(n.Outputs)
 	spec := ep.Spec{Name: n.Name, Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, Inputs: make([]ep.TensorInfo, len(ins)),
 		NumOutputs: len(outs)}
 	for i, v := range ins {
+		if v.Name == "" { // an optional input the node leaves out: absent
+			continue
+		}
 		shape := make([]int64, len(v.Info.Shape))
 		for j, x := range v.Info.Shape {
 			if x < 0 {

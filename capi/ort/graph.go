@@ -39,8 +39,9 @@ type node struct {
 	domain  string
 	ep      string // the EP ORT assigned the node to, or ""
 	badAttr string // an attribute of a kind ep cannot take (graph, tensor), or ""
-	// tensors reports that every input the node names and every output it names is a tensor
-	// of at most maxRank dimensions, and no input before a named one is missing.
+	// tensors reports that every input and output the node names is a tensor of at most
+	// maxRank dimensions (an optional input it leaves out before one it names is the zero
+	// Value, which the kernels take as absent, or refuse).
 	tensors bool
 }
 
@@ -97,10 +98,9 @@ func readNode(p *C.OrtNode, opset int64) (node, error) {
 		return nd, err
 	}
 	nd.tensors = true
-	present := len(presentValues(ins))
-	for i, v := range ins {
+	for _, v := range ins {
 		nd.Inputs = append(nd.Inputs, v.partitionValue())
-		if i < present && (v.name == "" || !v.tensor) {
+		if v.name != "" && !v.tensor {
 			nd.tensors = false
 		}
 	}
@@ -112,15 +112,6 @@ func readNode(p *C.OrtNode, opset int64) (node, error) {
 	}
 	nd.Attrs, nd.badAttr, err = readAttrs(p)
 	return nd, err
-}
-
-// presentValues are a node's values without the trailing optional ones it leaves out (ONNX
-// marks a missing optional value with an empty name).
-func presentValues(vs []value) []value {
-	for len(vs) > 0 && vs[len(vs)-1].name == "" {
-		vs = vs[:len(vs)-1]
-	}
-	return vs
 }
 
 // readValues reads a node's inputs (outputs=0) or outputs; a missing optional value has an
