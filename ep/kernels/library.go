@@ -409,8 +409,11 @@ func (l *Library) Get(spec Spec) (k Kernel, err error) {
 		return nil, s.errorf("opset %d is not an ONNX opset version (they start at 1)", spec.Opset)
 	}
 	for i, in := range spec.Inputs {
-		if absent(in) && slices.Contains(b.optional, i) {
-			continue
+		if absent(in) {
+			if slices.Contains(b.optional, i) {
+				continue
+			}
+			return nil, s.errorf("%s is absent (the node leaves it out with an empty name), and the op requires it", s.input(i))
 		}
 		if !in.DType.Valid() {
 			return nil, s.errorf("%s has unknown dtype number %d", s.input(i), int32(in.DType))
