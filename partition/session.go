@@ -63,12 +63,6 @@ func NewSession(p *ep.Provider, opts Options, mem *Memory, info func(msg string)
 	return &Session{p: p, opts: opts, mem: mem, info: info}, nil
 }
 
-// Provider is the provider the session runs on.
-func (s *Session) Provider() *ep.Provider { return s.p }
-
-// Options are the session's options.
-func (s *Session) Options() Options { return s.opts }
-
 // slotFor hands out a fresh keyed slot for a partition's captured graph.
 func (s *Session) slotFor() ep.Slot {
 	s.mu.Lock()
