@@ -62,6 +62,51 @@ Benchmarks (printed as one table, same weights and dtype, one process; --bench p
     check and time in results["torch_compiled"];
   * prefill tokens/s for a 512-token prompt, PyTorch and ORT + CudaEp;
   * prefill with paging=on and weight_budget_bytes at 25 % of the weights.
+
+The int4 section (--int4 SCHEMES, and the int4 rows of --bench, which default to --int4 sym,asym),
+weight-only int4, the form most LLM ONNX models ship in:
+  * the models: the same weights exported in float16 (--int4-dtype; ORT's quantizer takes float16
+    and float32 MatMul weights, not bfloat16), each graph quantised by ORT's own
+    MatMulNBitsQuantizer (onnxruntime.quantization.matmul_nbits_quantizer, its default
+    algorithm, block_size 32), symmetric (sym: is_symmetric=True, no zero points) and with zero
+    points (asym): every MatMul with a constant weight, the LM head included, becomes
+    com.microsoft.MatMulNBits; the embedding stays float. Saved with external data in
+    WORK/int4_<scheme>_<dtype>_<graph>/ (kept by --reuse-exports); logged: the MatMulNBits
+    nodes, the bytes of packed weights, scales and zero points, whether the LM head is
+    quantised, and the bytes a decode step reads (those, the norms, one embedding row and the
+    cache: the bandwidth column's);
+  * where they run: each model on CudaEp alone first (session.disable_cpu_ep_fallback=1); when
+    that fails, CudaEp's declines are logged (OrtRunner.declines) and the model runs with CPU
+    fallback, its labels saying "MatMulNBits on ORT's CPU EP (CudaEp declined them)" and its
+    decode rows given neither bandwidth nor ratios (the time is not cudaep's); each row says
+    matmulnbits_ep, results["int4"]["placement"] why. While the MatMulNBits PTX is pending
+    that is the library's expected state, not a failure of the check (any other decline is);
+  * the check (with --int4, unless --skip-check), per scheme at the check's cache size: prefill
+    logits of ORT + CudaEp against ORT's CPU EP on the same int4 model and against float32
+    PyTorch with the int4 weights dequantised (tolerance 3x PyTorch float16's own distance from
+    float32 on those weights, at least 0.05), and against float32 PyTorch with the unquantised
+    weights beside the bf16 model's own distance (the quantisation's error: information); then
+    the bf16 check's PyTorch tokens teacher-forced through both EPs: each next token the CPU
+    EP's but at measured ties (the CPU EP's two logits, or the dequantised float32 model's,
+    closer than the EPs' difference at that step);
+  * int4decode128, int4decode2048: decode ms/token, ORT eager and with enable_cuda_graph=1
+    (IOBinding, as the decode rows), and the int4 anchor: FastLlamaInt4, the gpt-fast-style
+    model on the same quantised weights through PyTorch's own int4 weight-only matmul
+    (torch.ops.aten._weight_int4pack_mm; ORT's B, scales and zero points converted to its
+    layout, verified on layer 0's q/k/v and on the LM head against a dequantised bf16 matmul,
+    the model checked against transformers with the weights dequantised) under torch.compile
+    in each of --int4-torch-modes (default reduce-overhead); logged plainly, and NaN, where
+    torch has none. Ratios: vs_best_int4_torch (over the fastest int4 PyTorch arm),
+    vs_best_bf16_torch (over the fastest bf16 compiled PyTorch arm of the same run's
+    decode<ctx> row: put it in --bench too), vs_best_torch (over the faster of the two: below
+    1 beats both), vs_torch_graph;
+  * int4prefill512: the 512-token prefill, weights resident, and with paging=auto at 25 % of
+    the int4 model's weights (only where CudaEp runs every node); vs_bf16_prefill, the bf16
+    resident arm's time (the same run's prefill512) over it.
+The whole of it in one run:
+  llama_decode.py LIB WORK --int4 sym,asym --json out.json \
+      --bench decode128,decode2048,prefill512,int4decode128,int4decode2048,int4prefill512
+
 --arms REGEX keeps only the decode and prefill arms whose label it matches (re.search), e.g. one
 ORT arm for an A/B of two library builds in two processes:
   llama_decode.py LIB WORK --skip-check --reuse-exports --bench decode128 \
@@ -75,6 +120,7 @@ import copy
 from collections import Counter
 import gc
 import json
+import logging
 import os
 import re
 import sys
@@ -324,16 +370,19 @@ class OrtDecoder:
     present becoming the next step's past (swapped)."""
 
     def __init__(self, runner, cfg, prefill_path, decode_path, m, graph, prefill_options=None, decode_options=None,
-                 decode_profile=None, shared=True, kv_type=BF16):
+                 decode_profile=None, shared=True, kv_type=BF16, fallback=False):
         """Either path may be None (a decoder that only prefills, or only decodes);
         prefill_options and decode_options are the sessions' further CudaEp options;
         decode_profile, when given, profiles the decode session (OrtRunner.session's profile);
         shared picks one set of cache buffers (past and present alike) over two swapped;
-        kv_type is the cache's ONNX element type (BF16, or FLOAT16 for the contrib-op form)."""
-        self.r, self.cfg, self.m = runner, cfg, m
-        self.prefill = runner.session(prefill_path, **(prefill_options or {})) if prefill_path else None
-        self.decode = (runner.session(decode_path, profile=decode_profile, enable_cuda_graph=int(graph),
-                                      **(decode_options or {}))
+        kv_type is the cache's ONNX element type (BF16, or FLOAT16 for the contrib-op form and
+        the int4 models, FLOAT32 for a float32 int4 model); fallback lets ORT's CPU EP take the
+        nodes CudaEp declines (OrtRunner.session)."""
+        self.r, self.cfg, self.m, self.kv_type = runner, cfg, m, kv_type
+        self.prefill = (runner.session(prefill_path, fallback=fallback, **(prefill_options or {}))
+                        if prefill_path else None)
+        self.decode = (runner.session(decode_path, fallback=fallback, profile=decode_profile,
+                                      enable_cuda_graph=int(graph), **(decode_options or {}))
                        if decode_path else None)
         hd = cfg.hidden_size // cfg.num_attention_heads
         shape = (1, cfg.num_key_value_heads, m, hd)
@@ -359,13 +408,17 @@ class OrtDecoder:
         return b.get_outputs()[0].numpy() if logits is None else None
 
     def fill_random(self, seed):
-        """For timing at a long context without a prefill: random cache contents (both sets)."""
+        """For timing at a long context without a prefill: random cache contents (both sets), in
+        the cache's element type."""
         rng = np.random.default_rng(seed)
         ort = self.r.ort
         for v in sum(self.sets, []):
             host = rng.standard_normal(v.shape()).astype(np.float32) * 0.5
-            bits = (host.view(np.uint32) >> 16).astype(np.uint16)
-            ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, BF16)], [v])
+            if self.kv_type == BF16:
+                src = ort.OrtValue.ortvalue_from_numpy_with_onnx_type((host.view(np.uint32) >> 16).astype(np.uint16), BF16)
+            else:
+                src = ort.OrtValue.ortvalue_from_numpy(host.astype(np.float16 if self.kv_type == FLOAT16 else np.float32))
+            ort.copy_tensors([src], [v])
         self.cur = 0
 
     def step_binding(self, ids, pos):
@@ -488,6 +541,123 @@ def decode_rows(ctx, m, timed, step_bytes):
     return rows, t_best, t_graph
 
 
+# ---------------------------------------------------------------- the int4 section: names and rows
+
+BENCH_ROWS = ("decode128", "decode2048", "prefill512", "int4decode128", "int4decode2048", "int4prefill512")
+INT4_SCHEMES = ("sym", "asym")  # --int4: MatMulNBitsQuantizer's is_symmetric=True (no zero points) and False
+INT4_BLOCK = 32  # the quantizer's block_size: 4-bit values in blocks of 32 along K, one scale (and zero point) each
+INT4_PENDING = "matmul_nbits.ptx"  # what CudaEp's decline of MatMulNBits names while that PTX is pending
+INT4_TORCH_LABEL = "PyTorch gpt-fast-style int4 {scheme} (_weight_int4pack_mm), torch.compile {mode}"
+INT4_DECODE_ROW = "int4 decode ms/token, context {ctx} (cache {m})"
+INT4_PREFILL_ROW = "int4 prefill {p} tokens"
+
+
+def is_int4_torch(label):
+    """Whether label names an int4 PyTorch arm (the baselines of vs_best_int4_torch)."""
+    return label.startswith("PyTorch gpt-fast-style int4 ")
+
+
+def int4_ort_label(scheme, placement, what, binding=True):
+    """The label of an ORT arm of the int4 model of scheme: what is "eager", "enable_cuda_graph=1"
+    or a prefill's weight setting; placement is int4_placement's record (None or one with
+    on_ep: CudaEp took every node alone). An arm whose MatMulNBits nodes ran on ORT's CPU EP says
+    so in its label: its time is not cudaep's."""
+    where = ""
+    if placement is not None and not placement.get("on_ep"):
+        where = (", MatMulNBits on ORT's CPU EP (CudaEp declined them)" if placement.get("matmulnbits")
+                 else ", CPU EP fallback allowed (CudaEp alone failed)")
+    return f"ORT int4 {scheme} + CudaEp{where}, {what}" + (" (IOBinding)" if binding else "")
+
+
+def nbits_declines(lines):
+    """What CudaEp's INFO lines ('CudaEp leaves node "N" (OP) to another EP: WHY', as
+    OrtRunner.declines' log holds them) say about an int4 model: matmulnbits, how many
+    MatMulNBits nodes it declined; pending, whether every one of them was declined because the
+    MatMulNBits PTX is pending (the reason names INT4_PENDING: the library's known state until the
+    PTX is generated on a GPU, not a fault); reasons, up to 3 distinct reasons, node names
+    elided; others and other_count, the other nodes declined (a fault of the int4 model's float
+    part)."""
+    nb, pending, reasons, others = 0, True, [], []
+    for line in lines:
+        at = line.find("leaves node")
+        if at < 0:
+            continue
+        line = line[at:]
+        why = line.split("to another EP:", 1)[1].strip() if "to another EP:" in line else line
+        if re.search(r"\([\w.]*MatMulNBits[,)]", line):
+            nb += 1
+            pending = pending and INT4_PENDING in why
+            short = re.sub(r'"[^"]*"', '"…"', why)[:300]
+            if short not in reasons and len(reasons) < 3:
+                reasons.append(short)
+        else:
+            others.append(line[:300])
+    return dict(matmulnbits=nb, pending=nb > 0 and pending, reasons=reasons, others=others[:6], other_count=len(others))
+
+
+def int4_bytes(sizes, nodes, vocab):
+    """The bytes of an int4 model by role, from sizes (initializer name -> (bytes, first dimension))
+    and nodes ((op_type, input names, attributes) triples): packed (MatMulNBits' B), scales,
+    zero_points, gather_tables (the initializers a Gather reads rows of: the embedding) and other
+    (every other initializer: the norms, a MatMul left unquantised); total; step_weights, what a
+    decode step reads of them (a Gather table counts one row); matmulnbits (nodes), zero_point_nodes,
+    block_sizes, and lm_head_quantised (a MatMulNBits node has N = vocab)."""
+    role = {}
+    nb = [(ins, at) for op, ins, at in nodes if op == "MatMulNBits"]
+    for ins, _ in nb:
+        for i, r in ((1, "packed"), (2, "scales"), (3, "zero_points")):
+            if len(ins) > i and ins[i] in sizes:
+                role[ins[i]] = r
+    for op, ins, _ in nodes:
+        if op == "Gather" and ins and ins[0] in sizes and ins[0] not in role and sizes[ins[0]][1] > 1:
+            role[ins[0]] = "gather_tables"
+    out = {r: 0 for r in ("packed", "scales", "zero_points", "gather_tables", "other")}
+    rows_read = 0
+    for name, (nbytes, first) in sizes.items():
+        r = role.get(name, "other")
+        out[r] += nbytes
+        if r == "gather_tables":
+            rows_read += nbytes // max(first, 1)
+    out["total"] = sum(out[r] for r in ("packed", "scales", "zero_points", "gather_tables", "other"))
+    out["step_weights"] = out["total"] - out["gather_tables"] + rows_read
+    out["matmulnbits"] = len(nb)
+    out["zero_point_nodes"] = sum(1 for ins, _ in nb if len(ins) > 3 and ins[3])
+    out["block_sizes"] = sorted({at.get("block_size") for _, at in nb if at.get("block_size") is not None})
+    out["lm_head_quantised"] = any(at.get("N") == vocab for _, at in nb)
+    return out
+
+
+def int4_decode_rows(ctx, m, timed, step_bytes, fallback, t_bf16, t_graph):
+    """The table rows of one context's int4 decode arms from timed, (label, ms) pairs in table
+    order, NaN for an arm that failed: ms; matmulnbits_ep (for an ORT arm "CudaEp", or for one in
+    fallback its value there, "CPUExecutionProvider" or "unknown"; None for PyTorch's); bw_eff,
+    the bytes a step of the arm's model reads (step_bytes[label], its scheme's) over its time as
+    a share of PEAK_BYTES_PER_S;
+    vs_best_int4_torch, the time over the fastest int4 PyTorch arm's (is_int4_torch);
+    vs_best_bf16_torch, over t_bf16, the fastest bf16 compiled PyTorch arm of the same context
+    (None when that did not run); vs_best_torch, over the faster of the two (the headline: below
+    1 when the arm beats both); vs_torch_graph, over t_graph (the bf16 static-cache CUDAGraph
+    arm). An ORT arm in fallback (label -> where its MatMulNBits nodes ran) ran with ORT's CPU EP
+    taking what CudaEp declined: its ms is shown, but neither bandwidth nor ratios (its time is not
+    cudaep's). Returns (rows, the fastest int4 PyTorch ms or None)."""
+    ts = [t for label, t in timed if is_int4_torch(label) and t == t]
+    t_int4 = min(ts) if ts else None
+    both = [t for t in (t_int4, t_bf16) if t]
+    t_any = min(both) if both else None
+    rows = []
+    for label, t in timed:
+        ok = t == t and label not in fallback
+        sb = step_bytes.get(label)
+        ep = None if label.startswith("PyTorch") else fallback.get(label, "CudaEp")
+        rows.append(dict(row=INT4_DECODE_ROW.format(ctx=ctx, m=m), arm=label, ms=t, matmulnbits_ep=ep,
+                         bw_eff=sb / (t * 1e-3) / PEAK_BYTES_PER_S if ok and sb else None,
+                         vs_best_int4_torch=t / t_int4 if ok and t_int4 else None,
+                         vs_best_bf16_torch=t / t_bf16 if ok and t_bf16 else None,
+                         vs_best_torch=t / t_any if ok and t_any else None,
+                         vs_torch_graph=t / t_graph if ok and t_graph else None))
+    return rows, t_int4
+
+
 def head_dim(cfg):
     return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
@@ -567,16 +737,27 @@ def fast_weights(model):
                 lm_head=par(model.lm_head.weight), layers=layers)
 
 
+def keep_tensor(module, name, t):
+    """module.<name> = t: a parameter as a parameter, any other tensor (the int4 model's packed
+    weights) as a buffer, so that module.buffers() and mark_static see it."""
+    if isinstance(t, torch.nn.Parameter):
+        setattr(module, name, t)
+    else:
+        module.register_buffer(name, t)
+
+
 class FastLayer(torch.nn.Module):
-    """One decoder layer of FastLlama: its weights (fast_weights' per-layer dict) and its key and
-    value caches [1, KV, m, D], allocated once and written in place."""
+    """One decoder layer of FastLlama: its weights (fast_weights' per-layer dict, or
+    fast_int4_weights') and its key and value caches [1, KV, m, D] in the dtype of its norm's
+    weight, allocated once and written in place."""
 
     def __init__(self, w, kv_shape):
         super().__init__()
-        for name, p in w.items():
-            setattr(self, name, p)
-        self.register_buffer("k_cache", torch.zeros(kv_shape, dtype=w["wqkv"].dtype, device=w["wqkv"].device))
-        self.register_buffer("v_cache", torch.zeros(kv_shape, dtype=w["wqkv"].dtype, device=w["wqkv"].device))
+        for name, t in w.items():
+            keep_tensor(self, name, t)
+        norm = w["attn_norm"]
+        self.register_buffer("k_cache", torch.zeros(kv_shape, dtype=norm.dtype, device=norm.device))
+        self.register_buffer("v_cache", torch.zeros(kv_shape, dtype=norm.dtype, device=norm.device))
 
 
 class FastLlama(torch.nn.Module):
@@ -594,11 +775,18 @@ class FastLlama(torch.nn.Module):
         self.n_heads, self.n_kv, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, head_dim(cfg)
         self.eps = float(cfg.rms_norm_eps)
         self.gqa = True  # SDPA's enable_gqa; False repeats the key/value heads (gpt-fast's own way)
-        self.embed, self.norm, self.lm_head = w["embed"], w["norm"], w["lm_head"]
+        for name, t in w.items():
+            if name != "layers":
+                keep_tensor(self, name, t)  # embed, norm, and lm_head (or its int4 form)
         self.layers = torch.nn.ModuleList(FastLayer(lw, (1, self.n_kv, m, self.head_dim)) for lw in w["layers"])
         self.register_buffer("cos", cos)
         self.register_buffer("sin", sin)
         self.register_buffer("key_positions", torch.arange(m, device=cos.device))
+
+    def linear(self, x, owner, name):
+        """x times the weight `name` of owner (a layer, or the model for lm_head) transposed:
+        F.linear; FastLlamaInt4 multiplies its int4 weights instead."""
+        return F.linear(x, getattr(owner, name))
 
     def reset(self):
         """Zeroes every cache in place (the addresses stay)."""
@@ -613,7 +801,8 @@ class FastLlama(torch.nn.Module):
         cos, sin = self.cos[input_pos], self.sin[input_pos]
         mask = (self.key_positions.view(1, -1) <= input_pos.view(-1, 1)).view(1, 1, s, -1)
         for layer in self.layers:
-            q, k, v = F.linear(rms_norm(x, layer.attn_norm, self.eps), layer.wqkv).split([nh * d, nkv * d, nkv * d], dim=-1)
+            q, k, v = self.linear(rms_norm(x, layer.attn_norm, self.eps), layer, "wqkv").split(
+                [nh * d, nkv * d, nkv * d], dim=-1)
             q = rotate(q.view(1, s, nh, d).transpose(1, 2), cos, sin)
             k = rotate(k.view(1, s, nkv, d).transpose(1, 2), cos, sin)
             layer.k_cache.index_copy_(2, input_pos, k)
@@ -624,10 +813,10 @@ class FastLlama(torch.nn.Module):
                 r = nh // nkv
                 y = F.scaled_dot_product_attention(q, layer.k_cache.repeat_interleave(r, dim=1),
                                                    layer.v_cache.repeat_interleave(r, dim=1), attn_mask=mask)
-            x = x + F.linear(y.transpose(1, 2).reshape(1, s, nh * d), layer.wo)
-            g, u = F.linear(rms_norm(x, layer.mlp_norm, self.eps), layer.w13).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(g) * u, layer.w2)
-        return F.linear(rms_norm(x, self.norm, self.eps), self.lm_head)
+            x = x + self.linear(y.transpose(1, 2).reshape(1, s, nh * d), layer, "wo")
+            g, u = self.linear(rms_norm(x, layer.mlp_norm, self.eps), layer, "w13").chunk(2, dim=-1)
+            x = x + self.linear(F.silu(g) * u, layer, "w2")
+        return self.linear(rms_norm(x, self.norm, self.eps), self, "lm_head")
 
 
 def mark_static(*tensors):
@@ -956,6 +1145,917 @@ def median_ms(fn, n, warm=3):
     return float(np.median(ts) * 1e3)
 
 
+# ---------------------------------------------------------------- the int4 section (MatMulNBits)
+
+ONNX_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 16: 2}
+INT4_PACKINGS = ("uint8 [N, K/2], even k in the high nibble (torch >= 2.5, as torchao packs it)",
+                 "uint8 [N, K/2], even k in the low nibble",
+                 "int32 [N, K] (torch < 2.5)")
+
+
+def float_ulp(v, mantissa):
+    """The spacing of floating-point numbers with mantissa explicit bits at v (float16: 10)."""
+    v = abs(v)
+    return 2.0 ** (np.floor(np.log2(v)) - mantissa) if v > 0 else 2.0 ** -(mantissa + 14)
+
+
+def int4_state(args, schemes):
+    """What the int4 section keeps between its check and its rows: the schemes, the dtype the
+    quantizer takes (--int4-dtype), the cache's ONNX type and element size, and caches filled on
+    first use: the float copy of the model (src_model), the float graphs (sources), the int4
+    graphs (paths) and their contents, where each runs (placement), the quantised weights matched
+    to the model's parameters (matched), the int4 PyTorch models' weights and references
+    (torch_prep). Not thread-safe."""
+    dtype = getattr(torch, args.int4_dtype)
+    half = dtype == torch.float16
+    return dict(schemes=list(schemes), dtype=dtype, dtype_name=args.int4_dtype, kv_type=FLOAT16 if half else FLOAT32,
+                elem=2 if half else 4, mantissa=10 if half else 23, src_model=None, sources={}, paths={}, contents={},
+                placement={}, matched={}, torch_prep={})
+
+
+def int4_release(state):
+    """Drops what the int4 section holds in memory (the float copy of the model, the int4 PyTorch
+    weights, the quantised weights read back); the graphs on disk stay."""
+    state["src_model"] = None
+    state["torch_prep"].clear()
+    state["matched"].clear()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def to_dtype_keep_rope(src, dtype):
+    """A copy of the transformers model src in dtype whose rotary inv_freq buffers keep src's values
+    in float32 (float16 would round the lowest frequencies, which fall below its normal range)."""
+    m = copy.deepcopy(src).to(dtype)
+    for name, buf in src.named_buffers():
+        if name.endswith("inv_freq"):
+            owner, _, attr = name.rpartition(".")
+            setattr(m.get_submodule(owner), attr, buf.detach().float().clone())
+    return m.eval()
+
+
+def int4_source(args, cfg, model, state, kind, s, m):
+    """The float graph ORT's quantizer starts from: the prefill (kind "prefill", s tokens) or decode
+    (s = 1) graph at cache size m of the model in the int4 section's dtype (the same weights as
+    the bf16 model, cast), exported as the plain form is, into
+    WORK/int4src_<dtype>_<kind>_<s>_<m>/model.onnx (kept by --reuse-exports). Returns its path."""
+    key = (kind, s, m)
+    if key in state["sources"]:
+        return state["sources"][key]
+    name = f"int4src_{state['dtype_name']}_{kind}_{s}_{m}"
+    d = os.path.join(args.work, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    if not (REUSE and os.path.exists(path)):
+        if state["src_model"] is None:
+            state["src_model"] = to_dtype_keep_rope(model, state["dtype"])
+        fm, dt = state["src_model"], state["dtype"]
+        outs = ["logits"] + kv_names(cfg, "present")
+        if kind == "prefill":
+            mod, inputs, ins = Prefill(fm, cfg, m, dt), (torch.zeros(1, s, dtype=torch.long, device="cuda"),), ["input_ids"]
+        else:
+            kv = [torch.zeros(1, cfg.num_key_value_heads, m, head_dim(cfg), dtype=dt, device="cuda")
+                  for _ in range(2 * cfg.num_hidden_layers)]
+            mod = Decode(fm, cfg, m, dt)
+            inputs = (torch.zeros(1, 1, dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"),
+                      *kv)
+            ins = ["input_ids", "cache_position"] + kv_names(cfg, "past")
+        secs, how = export(mod, inputs, ins, outs, path, args.exporter)
+        log(f"int4 source {name}: exported with {how} in {secs:.1f} s")
+    state["sources"][key] = path
+    return path
+
+
+def fold_weight_transposes(mp):
+    """Folds each Transpose of a 2-D initializer that feeds only a MatMul's weight input into a
+    transposed initializer of the Transpose's output name (ORT's quantizer quantises only a
+    MatMul whose weight is an initializer). Returns how many it folded."""
+    from onnx import numpy_helper
+
+    g = mp.graph
+    inits = {t.name: t for t in g.initializer}
+    uses = Counter(i for n in g.node for i in n.input)
+    producer = {o: n for n in g.node for o in n.output}
+    drop = []
+    for n in g.node:
+        if n.op_type != "MatMul" or len(n.input) < 2 or n.input[1] in inits:
+            continue
+        t = producer.get(n.input[1])
+        if t is None or t.op_type != "Transpose" or t.input[0] not in inits or uses[n.input[1]] != 1:
+            continue
+        perm = [list(a.ints) for a in t.attribute if a.name == "perm"]
+        a = numpy_helper.to_array(inits[t.input[0]])
+        if a.ndim != 2 or (perm and perm[0] != [1, 0]):
+            continue
+        g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(a.T), t.output[0]))
+        drop.append(t)
+    for t in drop:
+        g.node.remove(t)
+    return len(drop)
+
+
+def quantize_int4(src, dst, symmetric, block=INT4_BLOCK):
+    """ORT's own int4 quantizer (onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer,
+    its default algorithm: round to nearest, block-wise along K) over the float graph at src: every
+    MatMul whose weight is a 2-D initializer (q/k/v/o, gate/up/down, the LM head) becomes a
+    com.microsoft.MatMulNBits of 4 bits in blocks of block, symmetric (is_symmetric=True: no zero
+    points, 8) or with zero points; the rest is untouched (the embedding's Gather stays float).
+    Written to dst with every tensor over 1 KiB as external data (dst + ".data"). Returns
+    (seconds, the weight transposes folded first)."""
+    import onnx
+
+    root = logging.getLogger()
+    level = root.level
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    root.setLevel(level)  # importing it sets the root logger to INFO (logging.basicConfig)
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    t0 = time.perf_counter()
+    mp = onnx.load(src)  # the weights too
+    folded = fold_weight_transposes(mp)
+    q = MatMulNBitsQuantizer(mp, block_size=block, is_symmetric=symmetric)
+    q.process()
+    out = q.model.model if hasattr(q.model, "model") else q.model
+    d = os.path.dirname(dst)
+    os.makedirs(d, exist_ok=True)
+    data = os.path.basename(dst) + ".data"
+    for f in (dst, os.path.join(d, data)):
+        if os.path.exists(f):
+            os.remove(f)  # onnx appends to a data file that is there
+    onnx.save_model(out, dst, save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                    size_threshold=1024)
+    return time.perf_counter() - t0, folded
+
+
+def int4_contents(path, cfg):
+    """int4_bytes of the model at path from its initializers' shapes and types (the external data is
+    not read), and its op counts (ops)."""
+    import onnx
+
+    mp = onnx.load(path, load_external_data=False)
+    sizes = {}
+    for t in mp.graph.initializer:
+        count = 1
+        for d in t.dims:
+            count *= d
+        sizes[t.name] = (count * ONNX_ITEMSIZE.get(t.data_type, 4), int(t.dims[0]) if len(t.dims) > 1 else 1)
+    nodes = [(n.op_type, list(n.input), {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute
+                                         if a.type == onnx.AttributeProto.INT})
+             for n in mp.graph.node]
+    out = int4_bytes(sizes, nodes, cfg.vocab_size)
+    out["ops"] = dict(Counter((n.domain + "." if n.domain else "") + n.op_type for n in mp.graph.node))
+    return out
+
+
+def int4_graph(args, cfg, model, state, kind, s, m, scheme, results):
+    """The int4 model of scheme for int4_source's graph (kind, s, m): quantize_int4 of it into
+    WORK/int4_<scheme>_<dtype>_<kind>_<s>_<m>/model.onnx (kept by --reuse-exports), its contents
+    (int4_contents) logged and stored in results["int4"]["graphs"]. Returns its path; raises when
+    the quantizer made no MatMulNBits node."""
+    key = (kind, s, m, scheme)
+    if key in state["paths"]:
+        return state["paths"][key]
+    name = f"int4_{scheme}_{state['dtype_name']}_{kind}_{s}_{m}"
+    path = os.path.join(args.work, name, "model.onnx")
+    if REUSE and os.path.exists(path):
+        how = "reused from an earlier run"
+    else:
+        src = int4_source(args, cfg, model, state, kind, s, m)
+        secs, folded = quantize_int4(src, path, scheme == "sym")
+        how = f"quantised in {secs:.1f} s" + (f" ({folded} weight transposes folded first)" if folded else "")
+    c = int4_contents(path, cfg)
+    results.setdefault("int4", {}).setdefault("graphs", {})[name] = dict(c, how=how)
+    MB = 1e6
+    log(f"int4 {name} ({how}; ORT's MatMulNBitsQuantizer, block_size {INT4_BLOCK}, is_symmetric={scheme == 'sym'}, "
+        f"over the {state['dtype_name']} export): {c['matmulnbits']} MatMulNBits nodes (block sizes {c['block_sizes']}, "
+        f"{c['zero_point_nodes']} with zero points); packed weights {c['packed'] / MB:.1f} MB, scales "
+        f"{c['scales'] / MB:.1f} MB, zero points {c['zero_points'] / MB:.1f} MB; the LM head "
+        f"{'quantised' if c['lm_head_quantised'] else 'not quantised'}; embedding table {c['gather_tables'] / MB:.1f} MB "
+        f"(a step reads a row), other initializers {c['other'] / MB:.1f} MB; {c['total'] / MB:.1f} MB in all, "
+        f"{c['step_weights'] / MB:.1f} MB of it read by a decode step")
+    log(f"  ops: {json.dumps(c['ops'], sort_keys=True)}")
+    if not c["matmulnbits"]:
+        raise RuntimeError(f"{name}: the quantizer made no MatMulNBits node (are the MatMul weights initializers?)")
+    state["contents"][path] = c
+    state["paths"][key] = path
+    return path
+
+
+def int4_placement(state, runner, path, work, results):
+    """Where the int4 model at path runs (found once per path): on_ep when a session on CudaEp
+    alone opens (session.disable_cpu_ep_fallback=1: every node, its MatMulNBits included, is
+    CudaEp's); otherwise CudaEp's declines (OrtRunner.declines at INFO, the log in
+    WORK/declines_<graph>.log) as nbits_declines reads them, ep "CPUExecutionProvider" when
+    MatMulNBits nodes are among them (ORT's CPU EP runs what CudaEp leaves), "unknown" when not.
+    Logged loudly unless on_ep; stored in results["int4"]["placement"][graph]. Returns the
+    record."""
+    if path in state["placement"]:
+        return state["placement"][path]
+    name = os.path.basename(os.path.dirname(path))
+    nodes = state["contents"].get(path, {}).get("matmulnbits", "?")
+    try:
+        s = runner.session(path)
+        del s
+        rec = dict(on_ep=True, ep="CudaEp", matmulnbits=0, pending=False, reasons=[], others=[], other_count=0)
+        log(f"int4 {name}: a session on CudaEp alone opens: CudaEp runs every node, its {nodes} MatMulNBits included")
+    except Exception as e:
+        logfile = os.path.join(work, f"declines_{name}.log")
+        lines = []
+        try:
+            runner.declines(path, logfile)
+            lines = open(logfile, errors="replace").read().splitlines()
+        except Exception as e2:  # the placement is still reported, without reasons
+            log(f"(CudaEp's declines of {name} not read: {str(e2)[:200]})")
+        rec = dict(on_ep=False, alone_error=str(e)[:400], **nbits_declines(lines))
+        rec["ep"] = "CPUExecutionProvider" if rec["matmulnbits"] else "unknown"
+        if rec["matmulnbits"]:
+            why = ("because its MatMulNBits PTX is pending (the library's state until the PTX is generated on a GPU)"
+                   if rec["pending"] else "for another reason: " + " | ".join(rec["reasons"]))
+            log(f"!!!!! int4 {name}: CudaEp declines {rec['matmulnbits']} of its {nodes} MatMulNBits nodes {why}; ORT's "
+                f"CPU EP runs them. The arms of this model are labelled so; their times are not cudaep's !!!!!")
+        else:
+            log(f"!!!!! int4 {name}: a session on CudaEp alone fails ({str(e)[:300]}), and CudaEp's log declines no "
+                f"MatMulNBits node; the arms of this model run with CPU fallback allowed, labelled so !!!!!")
+        if rec["other_count"]:
+            log(f"!!!!! int4 {name}: CudaEp also leaves {rec['other_count']} other node(s): " + "; ".join(rec["others"][:3]))
+    state["placement"][path] = rec
+    results.setdefault("int4", {}).setdefault("placement", {})[name] = rec
+    return rec
+
+
+def int4_weights(path):
+    """The quantised weights of the int4 model at path as ORT's quantizer wrote them, unpacked: for
+    each MatMulNBits node in graph order a dict of node, K, N, block, q (uint8 [N, K], the 4-bit
+    values: B is [N, k_blocks, block / 2] bytes packed along K, the low nibble first), scales
+    (float32 [N, k_blocks]) and zero (float32 [N, k_blocks]: the packed uint8 zero points
+    unpacked the same way, or zero points in A's type, or 8 where the node has none)."""
+    import onnx
+    from onnx import numpy_helper
+
+    mp = onnx.load(path)
+    inits = {t.name: t for t in mp.graph.initializer}
+    out = []
+    for n in mp.graph.node:
+        if n.op_type != "MatMulNBits":
+            continue
+        at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute if a.type == onnx.AttributeProto.INT}
+        k, nn, bits, bs = int(at["K"]), int(at["N"]), int(at.get("bits", 4)), int(at["block_size"])
+        if bits != 4:
+            raise ValueError(f"{n.name}: bits={bits}; the int4 section reads 4-bit weights only")
+        kb = (k + bs - 1) // bs
+        b = numpy_helper.to_array(inits[n.input[1]]).reshape(nn, kb * bs // 2)
+        q = np.empty((nn, kb * bs), np.uint8)
+        q[:, 0::2], q[:, 1::2] = b & 0xF, b >> 4
+        s = numpy_helper.to_array(inits[n.input[2]]).astype(np.float32).reshape(nn, kb)
+        if len(n.input) > 3 and n.input[3]:
+            zt = numpy_helper.to_array(inits[n.input[3]])
+            if zt.dtype == np.uint8:
+                zp = zt.reshape(nn, -1)
+                z = np.empty((nn, zp.shape[1] * 2), np.uint8)
+                z[:, 0::2], z[:, 1::2] = zp & 0xF, zp >> 4
+                z = z[:, :kb].astype(np.float32)
+            else:
+                z = zt.astype(np.float32).reshape(nn, kb)
+        else:
+            z = np.full((nn, kb), 8.0, np.float32)
+        out.append(dict(node=n.name, K=k, N=nn, block=bs, q=np.ascontiguousarray(q[:, :k]), scales=s, zero=z))
+    return out
+
+
+def match_int4_weights(model, ws, corner=64):
+    """The transformers model's parameter that each int4 weight of ws quantises, found by content
+    (the exporter names initializers as it likes): the dequantised top-left corner (corner x
+    corner) against that of every 2-D parameter of the same shape [N, K]; the best must be within
+    0.5 of the parameter's norm (block-wise int4 is off by about 0.1) and the second best beyond
+    0.8 (an unrelated random matrix is off by about 1.4). Returns the names in ws' order; raises
+    when a weight matches none, two, or one already taken."""
+    cands = {}
+    for name, p in model.named_parameters():
+        if p.dim() == 2:
+            cands.setdefault(tuple(p.shape), []).append((name, p))
+    names, taken = [], set()
+    for w in ws:
+        group = cands.get((w["N"], w["K"]), [])
+        if not group:
+            raise ValueError(f"{w['node']}: the model has no parameter of shape [{w['N']}, {w['K']}]")
+        r, c = min(corner, w["N"]), min(corner, w["K"])
+        idx = np.arange(c) // w["block"]
+        deq = (w["q"][:r, :c].astype(np.float32) - w["zero"][:r][:, idx]) * w["scales"][:r][:, idx]
+        ref = torch.stack([p.detach()[:r, :c].float() for _, p in group]).cpu().numpy().reshape(len(group), -1)
+        err = np.linalg.norm(ref - deq.reshape(1, -1), axis=1) / np.maximum(np.linalg.norm(ref, axis=1), 1e-30)
+        order = np.argsort(err)
+        best, second = int(order[0]), float(err[order[1]]) if len(group) > 1 else float("inf")
+        name = group[best][0]
+        if err[best] > 0.5 or second < 0.8 or name in taken:
+            raise ValueError(f"{w['node']} [{w['N']}, {w['K']}]: no one parameter matches it: the best, {name}, is off by "
+                             f"{err[best]:.3f}, the second by {second:.3f}{' (already taken)' if name in taken else ''}")
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def int4_dequant(w, device="cuda"):
+    """(q - zero) * scale of one int4_weights entry, block-wise along K: float32 [N, K] on device."""
+    q = torch.from_numpy(w["q"]).to(device)
+    s = torch.from_numpy(w["scales"]).to(device)
+    z = torch.from_numpy(w["zero"]).to(device)
+    idx = torch.arange(w["K"], device=device) // w["block"]
+    return (q.float() - z[:, idx]) * s[:, idx]
+
+
+def int4_matched(model, state, scheme, path):
+    """int4_weights of the int4 model at path (any graph of scheme: they hold the same weights) and
+    match_int4_weights' names for them, once per scheme; logged with the quantisation's error on
+    two weights. Returns (ws, names)."""
+    if scheme not in state["matched"]:
+        t0 = time.perf_counter()
+        ws = int4_weights(path)
+        names = match_int4_weights(model, ws)
+        params = dict(model.named_parameters())
+        left = [n for n, p in params.items() if p.dim() == 2 and n not in set(names)]
+        errs = []
+        for w, name in list(zip(ws, names))[:1] + [(w, n) for w, n in zip(ws, names) if n == "lm_head.weight"]:
+            ref = params[name].detach().float()
+            errs.append(f"{name} {float((int4_dequant(w) - ref).norm() / ref.norm()):.4f}")
+        log(f"int4 {scheme}: {len(ws)} quantised weights read from {os.path.basename(os.path.dirname(path))} and matched by "
+            f"content to the model's parameters in {time.perf_counter() - t0:.1f} s; 2-D parameters left float: {left}; "
+            f"the quantisation's error, |dequantised - bf16| / |bf16|: {', '.join(errs)}")
+        state["matched"][scheme] = (ws, names)
+    return state["matched"][scheme]
+
+
+def tinygemm_inner_k_tiles(k):
+    """The inner k-tiles of _convert_weight_to_int4pack for K: 8, 4 or 2 (K a multiple of 16 x that)."""
+    for t in (8, 4, 2):
+        if k % (t * 16) == 0:
+            return t
+    raise ValueError(f"K = {k}: the int4 matmul needs K a multiple of 32")
+
+
+def tinygemm_pack(q, scales, zero, packing):
+    """One weight in the form torch.ops.aten._weight_int4pack_mm takes: q (uint8 [N, K] on the GPU,
+    values 0..15), scales and zero (float32 [N, K / group]) -> (_convert_weight_to_int4pack's int32
+    tensor, bfloat16 [K / group, N, 2] of scale and zero). That kernel dequantises
+    (q - 8) * scale + zero, so the zero of ORT's (q - zero_point) * scale is
+    (8 - zero_point) * scale. packing indexes INT4_PACKINGS (the input the conversion takes)."""
+    n, k = q.shape
+    if n % 8:
+        raise ValueError(f"N = {n}: the int4 matmul needs N a multiple of 8")
+    if packing == 0:
+        b = (q[:, 0::2] << 4) | q[:, 1::2]
+    elif packing == 1:
+        b = (q[:, 1::2] << 4) | q[:, 0::2]
+    else:
+        b = q.to(torch.int32)
+    packed = torch.ops.aten._convert_weight_to_int4pack(b.contiguous(), tinygemm_inner_k_tiles(k))
+    sz = torch.stack([scales, (8.0 - zero) * scales], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
+    return packed, sz
+
+
+def int4_mm(x, wq, sz, group):
+    """x [..., K] bfloat16 times the int4 weight (wq, sz: tinygemm_pack's, [N, K]) transposed:
+    [..., N] bfloat16, by torch.ops.aten._weight_int4pack_mm over x's rows flattened."""
+    y = torch.ops.aten._weight_int4pack_mm(x.reshape(-1, x.shape[-1]).contiguous(), wq, group, sz)
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def int4_fused(tens, names):
+    """The int4 weights of the parameters names stacked along N, as F.linear over their
+    concatenation takes them: (q, scales, zero) on the GPU (each row is quantised on its own, so
+    stacking keeps every value)."""
+    parts = [tens[n] for n in names]
+    return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
+
+
+def int4_layer_check(q, scales, zero, group, packing):
+    """One int4 weight through the int4 matmul (tinygemm_pack with packing, int4_mm) against
+    F.linear with the weight dequantised to bfloat16, and against float32, for x of 1 and of 16
+    seeded rows: the largest |difference| over the largest |reference|. Returns (against bf16,
+    against float32)."""
+    packed, sz = tinygemm_pack(q, scales, zero, packing)
+    k = q.shape[1]
+    w32 = (q.float() - zero.repeat_interleave(group, dim=1)[:, :k]) * scales.repeat_interleave(group, dim=1)[:, :k]
+    g = torch.Generator(device="cuda").manual_seed(11)
+    worst, worst32 = 0.0, 0.0
+    for rows in (1, 16):
+        x = torch.randn(rows, k, generator=g, device="cuda").to(torch.bfloat16)
+        got = int4_mm(x, packed, sz, group).float()
+        ref = F.linear(x, w32.to(torch.bfloat16)).float()
+        ref32 = x.float() @ w32.T
+        worst = max(worst, float((got - ref).abs().max() / ref.abs().max()))
+        worst32 = max(worst32, float((got - ref32).abs().max() / ref32.abs().max()))
+    return worst, worst32
+
+
+def fast_int4_weights(model, tens, packing):
+    """fast_weights' dicts for FastLlamaInt4: each quantised projection as <name>_q (the int4
+    matmul's int32 tensor) and <name>_sz (its bfloat16 scales and zeros), q/k/v and gate/up
+    stacked as fast_weights concatenates them; the embedding and the norms shared with the
+    model; the LM head int4 when the quantizer made it MatMulNBits, else the model's. tens:
+    parameter name -> (q, scales, zero) on the GPU."""
+    par = lambda t: torch.nn.Parameter(t.detach(), requires_grad=False)  # noqa: E731
+    layers = []
+    for i, blk in enumerate(model.model.layers):
+        p = f"model.layers.{i}."
+        lw = dict(attn_norm=par(blk.input_layernorm.weight), mlp_norm=par(blk.post_attention_layernorm.weight))
+        for key, parts in (("wqkv", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
+                           ("wo", ("self_attn.o_proj",)), ("w13", ("mlp.gate_proj", "mlp.up_proj")),
+                           ("w2", ("mlp.down_proj",))):
+            lw[key + "_q"], lw[key + "_sz"] = tinygemm_pack(*int4_fused(tens, [p + x + ".weight" for x in parts]), packing)
+        layers.append(lw)
+    top = dict(embed=par(model.model.embed_tokens.weight), norm=par(model.model.norm.weight), layers=layers)
+    if "lm_head.weight" in tens:
+        top["lm_head_q"], top["lm_head_sz"] = tinygemm_pack(*tens["lm_head.weight"], packing)
+    else:
+        top["lm_head"] = par(model.lm_head.weight)
+    return top
+
+
+class FastLlamaInt4(FastLlama):
+    """FastLlama over ORT's int4 weights (fast_int4_weights): each projection, and the LM head when
+    it is quantised, multiplied by PyTorch's own int4 weight-only matmul
+    (torch.ops.aten._weight_int4pack_mm: bfloat16 activations, the weights dequantised in the
+    kernel); everything else as FastLlama. Not thread-safe (the caches)."""
+
+    def __init__(self, w, cfg, m, cos, sin, group):
+        super().__init__(w, cfg, m, cos, sin)
+        self.group = group
+        self.lm_int4 = "lm_head_q" in w
+
+    def linear(self, x, owner, name):
+        if name == "lm_head" and not self.lm_int4:
+            return F.linear(x, self.lm_head)
+        return int4_mm(x, getattr(owner, name + "_q"), getattr(owner, name + "_sz"), self.group)
+
+
+def int4_torch_prep(args, cfg, model, state, scheme, path, results):
+    """What the int4 PyTorch arms of scheme need, made once per scheme (a failure is kept and
+    raised again): PyTorch's int4 matmul (torch.ops.aten._weight_int4pack_mm and
+    _convert_weight_to_int4pack; plainly reported when absent); the quantised weights of the int4
+    model at path (int4_matched); the input layout its conversion takes, found by
+    int4_layer_check on layer 0's fused q/k/v and on the LM head (within 0.02 of the dequantised
+    bf16 matmul, else the next of INT4_PACKINGS); the gpt-fast-style weights (fast_int4_weights);
+    and the reference, torch_reference of transformers' model with the int4 weights dequantised
+    to bfloat16. Logged; stored in results["int4"]["torch_prep"][scheme]. Returns dict(weights,
+    ref, group, packing)."""
+    prep = state["torch_prep"].get(scheme)
+    if isinstance(prep, Exception):
+        raise prep
+    if prep is not None:
+        return prep
+    info = results.setdefault("int4", {}).setdefault("torch_prep", {}).setdefault(scheme, {})
+    try:
+        try:
+            torch.ops.aten._weight_int4pack_mm, torch.ops.aten._convert_weight_to_int4pack  # noqa: B018
+        except Exception as e:
+            raise RuntimeError(f"torch {torch.__version__} has no int4 weight-only matmul "
+                               f"(torch.ops.aten._weight_int4pack_mm, _convert_weight_to_int4pack: {e})") from e
+        if MODEL_DTYPE != torch.bfloat16:
+            raise RuntimeError("PyTorch's int4 matmul takes bfloat16 activations; the model is " + str(MODEL_DTYPE))
+        ws, names = int4_matched(model, state, scheme, path)
+        groups = {w["block"] for w in ws}
+        if len(groups) != 1 or next(iter(groups)) not in (32, 64, 128, 256):
+            raise RuntimeError(f"block sizes {sorted(groups)}: PyTorch's int4 matmul takes one of 32, 64, 128, 256")
+        group = groups.pop()
+        tens = {name: (torch.from_numpy(w["q"]).cuda(), torch.from_numpy(w["scales"]).cuda(),
+                       torch.from_numpy(w["zero"]).cuda()) for w, name in zip(ws, names)}
+        p0 = "model.layers.0."
+        probes = [(what, ns) for what, ns in (
+            ("layer 0 q/k/v, fused", [p0 + "self_attn.q_proj.weight", p0 + "self_attn.k_proj.weight",
+                                      p0 + "self_attn.v_proj.weight"]),
+            ("the LM head", ["lm_head.weight"])) if all(n in tens for n in ns)]
+        if not probes:
+            raise RuntimeError("neither layer 0's q/k/v nor the LM head is among the quantised weights")
+        packing, tried = None, {}
+        for pk, desc in enumerate(INT4_PACKINGS):
+            try:
+                errs = {what: int4_layer_check(*int4_fused(tens, ns), group, pk) for what, ns in probes}
+            except Exception as e:  # this layout is refused: try the next
+                tried[desc] = f"{type(e).__name__}: {str(e)[:200]}"
+                log(f"int4 {scheme}: PyTorch's int4 matmul with its input as {desc}: {tried[desc]}")
+                continue
+            tried[desc] = {what: dict(vs_bf16=e16, vs_float32=e32) for what, (e16, e32) in errs.items()}
+            ok = all(e16 <= 0.02 for e16, _ in errs.values())
+            log(f"int4 {scheme}: PyTorch's int4 matmul (group {group}) with its input as {desc}, against the weights "
+                f"dequantised, max |diff| / max |ref| for 1 and 16 rows: " + "; ".join(
+                    f"{what}: {e16:.4f} (bf16 matmul), {e32:.4f} (float32)" for what, (e16, e32) in errs.items())
+                + ("" if ok else " -- over 0.02: the layout is wrong"))
+            if ok:
+                packing = pk
+                break
+        info.update(layer_check=tried, packing=INT4_PACKINGS[packing] if packing is not None else None, group=group)
+        if packing is None:
+            raise RuntimeError("no input layout of PyTorch's int4 matmul reproduces the dequantised weights (see above)")
+        weights = fast_int4_weights(model, tens, packing)
+        del tens
+        with torch.no_grad():
+            mdeq = copy.deepcopy(model)
+            params = dict(mdeq.named_parameters())
+            for w, name in zip(ws, names):
+                params[name].copy_(int4_dequant(w).to(params[name].dtype))
+        ref = torch_reference(mdeq, cfg, args.seed + 2)
+        del mdeq
+        gc.collect()
+        torch.cuda.empty_cache()
+        prep = dict(weights=weights, ref=ref, group=group, packing=INT4_PACKINGS[packing])
+    except Exception as e:
+        info["error"] = f"{type(e).__name__}: {str(e)[:400]}"
+        state["torch_prep"][scheme] = e
+        raise
+    state["torch_prep"][scheme] = prep
+    return prep
+
+
+def int4_torch_arms(args, cfg, model, state, ctx, m, keep, results, n, paths):
+    """The int4 PyTorch arms of one context that --arms keeps, each guarded (a failure is logged and
+    its row is NaN; torch without an int4 matmul is said plainly): per scheme with a model in
+    paths, FastLlamaInt4 at cache size m on int4_torch_prep's weights, checked eager against
+    transformers with the same weights dequantised (verify_decode), then compiled in each of
+    --int4-torch-modes (compiled_arm, its check against the same reference; with SDPA's
+    enable_gqa, else once more with the key/value heads repeated). Details go to
+    results["int4"]["torch"][ctx]. Returns [(label, ms, scheme)]."""
+    modes = [x.strip() for x in args.int4_torch_modes.split(",") if x.strip()]
+    info = results.setdefault("int4", {}).setdefault("torch", {}).setdefault(str(ctx), {})
+    out = []
+    ids = pos = None
+    for scheme in state["schemes"]:
+        arms = [(mode, INT4_TORCH_LABEL.format(scheme=scheme, mode=mode)) for mode in modes
+                if keep(INT4_TORCH_LABEL.format(scheme=scheme, mode=mode))]
+        if not arms:
+            continue
+        if ids is None:
+            ids = torch.zeros(1, 1, dtype=torch.long, device="cuda")
+            pos = torch.zeros(1, dtype=torch.long, device="cuda")
+            mark_static(ids, pos)
+        fast, prep, ok = None, None, False
+        try:
+            if scheme not in paths:
+                raise RuntimeError(f"no int4 {scheme} model at this context (see above)")
+            prep = int4_torch_prep(args, cfg, model, state, scheme, paths[scheme], results)
+            fast = FastLlamaInt4(prep["weights"], cfg, m, *rope_tables(model, cfg, m), prep["group"])
+            mark_static(*fast.buffers())
+            label = f"PyTorch gpt-fast-style int4 {scheme}, eager"
+            with torch.no_grad():
+                ok, check = verify_decode(label + " (against transformers with the int4 weights dequantised)", fast, ids,
+                                          pos, fast.reset, prep["ref"])
+            info[label + " (check only)"] = dict(check=check, packing=prep["packing"])
+        except Exception as e:
+            log(f"context {ctx}: the int4 PyTorch arms ({scheme}) are not run ({type(e).__name__}: {str(e)[:400]}); "
+                f"their rows are NaN:\n{traceback.format_exc()[-2000:]}")
+            info[f"int4 {scheme}"] = dict(error=f"{type(e).__name__}: {str(e)[:400]}")
+        for mode, label in arms:
+            ms, row_label = float("nan"), label
+            for gqa in ((True, False) if ok else ()):
+                fast.gqa = gqa
+                row_label = label if gqa else label + " (KV heads repeated, no enable_gqa)"
+                try:
+                    with torch.no_grad():
+                        ms, info[row_label] = compiled_arm(row_label, lambda i, p: fast(i, p), mode, ids, pos, fast.reset,
+                                                           prep["ref"], ctx, n)
+                    break
+                except Exception:
+                    log(f"context {ctx}: {row_label} failed:\n{traceback.format_exc()[-3000:]}")
+                    info[row_label] = dict(error=traceback.format_exc()[-600:])
+                    ms, row_label = float("nan"), label
+                finally:
+                    forget_compiled()
+            out.append((row_label, ms, scheme))
+        fast = prep = None  # the compiled graphs and their memory go with it
+        forget_compiled()
+    return out
+
+
+def cpu_session(runner, path):
+    """A session of the model at path on ORT's CPU EP alone: the reference implementation."""
+    so = runner.ort.SessionOptions()
+    so.log_severity_level = 3
+    return runner.ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def int4_references(cfg, model, state, ws, names, M, prompt, tokens):
+    """The int4 weights' own references (the quantisation's error taken out of the comparison):
+    transformers' model with the parameters names replaced by ws dequantised, in float32 over the
+    prompt (prefill logits, prefill32) and then tokens[:-1] teacher-forced at positions P, P+1,
+    ... (each step's logits, steps32), and in the int4 model's dtype over the prompt (prefill_act:
+    that dtype's own distance from float32 on these weights). numpy float32."""
+    P = prompt.shape[1]
+    ids = torch.from_numpy(prompt).cuda()
+    out = {}
+    with torch.no_grad():
+        m32 = copy.deepcopy(model).float()
+        p32 = dict(m32.named_parameters())
+        for w, name in zip(ws, names):
+            p32[name].copy_(int4_dequant(w))
+        ref = Prefill(m32, cfg, M, torch.float32)(ids)
+        out["prefill32"] = ref[0].float().cpu().numpy()
+        kv, d32, steps = list(ref[1:]), Decode(m32, cfg, M, torch.float32), []
+        del ref
+        for i in range(len(tokens) - 1):
+            o = d32(torch.tensor([[tokens[i]]], device="cuda"), torch.tensor([P + i], device="cuda"), *kv)
+            kv = list(o[1:])
+            steps.append(o[0][0, -1].float().cpu().numpy())
+            del o
+        out["steps32"] = steps
+        del kv, d32
+        if state["dtype"] == torch.float32:
+            out["prefill_act"] = out["prefill32"]
+        else:
+            ma = to_dtype_keep_rope(m32, state["dtype"])
+            del m32
+            out["prefill_act"] = Prefill(ma, cfg, M, state["dtype"])(ids)[0].float().cpu().numpy()
+            del ma
+    gc.collect()
+    torch.cuda.empty_cache()
+    return out
+
+
+def int4_check(args, cfg, model, runner, state, M, prompt, logits_f32, scale, tol, err_bf16, tokens, results, failures):
+    """The int4 correctness check, per scheme of --int4, on the int4 models of the check's prefill
+    and decode graphs (cache size M): where their nodes run (int4_placement: CudaEp alone, or ORT's
+    CPU EP taking the MatMulNBits nodes CudaEp declines, which is no failure while their PTX is
+    pending; any other decline is); ORT + CudaEp's prefill logits against ORT's CPU EP on the same
+    int4 model, against float32 PyTorch with the int4 weights dequantised, and against float32
+    PyTorch with the unquantised weights beside the bf16 model's own distance (err_bf16;
+    information: the quantisation's error); then tokens (PyTorch bf16's greedy tokens, as the bf16
+    check uses) teacher-forced through both EPs: each next token the same, or differing at a
+    measured tie (the CPU EP's logits of the two tokens closer than that step's max |difference|
+    between the EPs or 2 spacings of the dtype, or the dequantised float32 model's closer than
+    that difference). Tolerance for the logits (max |diff| / std of the float32 logits):
+    3 x PyTorch's own distance from float32 in the int4 model's dtype on the dequantised weights,
+    at least 0.05 (the bf16 check's tol when those references fail). Failures go to failures; a
+    failed export or quantisation (ORT's tools, not ours) is logged only. Stored in
+    results["int4"]["check"][scheme]."""
+    P = prompt.shape[1]
+    store = results.setdefault("int4", {}).setdefault("check", {})
+    dist = lambda a, b: float(np.max(np.abs(a - b))) / scale  # noqa: E731
+    for scheme in state["schemes"]:
+        rec = store.setdefault(scheme, {})
+        stage = "export and quantisation"
+        try:
+            pre = int4_graph(args, cfg, model, state, "prefill", P, M, scheme, results)
+            dec_path = int4_graph(args, cfg, model, state, "decode", 1, M, scheme, results)
+            stage = "placement"
+            places = [int4_placement(state, runner, p, args.work, results) for p in (pre, dec_path)]
+            on_ep = all(pl["on_ep"] for pl in places)
+            rec["matmulnbits_ep"] = "CudaEp" if on_ep else "/".join(sorted({pl["ep"] for pl in places if not pl["on_ep"]}))
+            for pl, what in zip(places, ("prefill", "decode")):
+                if pl["on_ep"]:
+                    continue
+                if pl["other_count"]:
+                    failures.append(f"int4 {scheme} {what}: CudaEp declines {pl['other_count']} node(s) besides MatMulNBits")
+                if pl["matmulnbits"] and not pl["pending"]:
+                    failures.append(f"int4 {scheme} {what}: CudaEp declines MatMulNBits: "
+                                    f"{(pl['reasons'] or ['?'])[0][:200]}")
+                if not pl["matmulnbits"] and not pl["other_count"]:
+                    failures.append(f"int4 {scheme} {what}: a session on CudaEp alone fails: "
+                                    f"{pl.get('alone_error', '')[:200]}")
+            stage = "the dequantised references"
+            refs = None
+            try:
+                ws, names = int4_matched(model, state, scheme, pre)
+                refs = int4_references(cfg, model, state, ws, names, M, prompt, tokens)
+            except Exception:
+                log(f"!!!!! int4 {scheme}: the dequantised PyTorch references failed; the check compares with ORT's CPU EP "
+                    f"under the bf16 check's tolerance only:\n{traceback.format_exc()[-2000:]}")
+            noise = dist(refs["prefill_act"], refs["prefill32"]) if refs else None
+            tol4 = max(3 * noise, 0.05) if refs else tol
+            stage = "ORT + CudaEp"
+            dec = OrtDecoder(runner, cfg, pre, dec_path, M, graph=on_ep, kv_type=state["kv_type"], fallback=not on_ep)
+            l_ep = dec.run_prefill(prompt).astype(np.float32)
+            stage = "ORT's CPU EP"
+            cpu_pre = cpu_session(runner, pre)
+            names_out = [o.name for o in cpu_pre.get_outputs()]
+            o = cpu_pre.run(None, {"input_ids": prompt})
+            l_cpu = o[names_out.index("logits")].astype(np.float32)
+            kv = {nm: v for nm, v in zip(names_out, o) if nm != "logits"}
+            del cpu_pre, o
+            where = "MatMulNBits on CudaEp" if on_ep else f"MatMulNBits on {rec['matmulnbits_ep']}, the rest on CudaEp"
+            d = dict(ep_vs_cpu=dist(l_ep, l_cpu), ep_vs_f32=dist(l_ep, logits_f32), cpu_vs_f32=dist(l_cpu, logits_f32),
+                     torch_bf16_vs_f32=err_bf16, tol=tol4)
+            if refs:
+                d.update(ep_vs_dequant_f32=dist(l_ep, refs["prefill32"]), cpu_vs_dequant_f32=dist(l_cpu, refs["prefill32"]),
+                         torch_act_vs_dequant_f32=noise)
+            log(f"int4 {scheme} ({state['dtype_name']}, {where}): prefill logits ({P} tokens), max |diff| / std: "
+                f"ORT + CudaEp against ORT's CPU EP {d['ep_vs_cpu']:.4f} (tolerance {tol4:.4f}" +
+                (f": 3x PyTorch {state['dtype_name']}'s {noise:.4f} from float32 on the dequantised weights, at least "
+                 f"0.05); "
+                 f"against float32 PyTorch with the int4 weights dequantised: ORT + CudaEp {d['ep_vs_dequant_f32']:.4f}, "
+                 f"CPU EP {d['cpu_vs_dequant_f32']:.4f}" if refs else "; the bf16 check's"))
+            log(f"int4 {scheme}: prefill logits against float32 PyTorch with the unquantised weights (the quantisation's "
+                f"error): ORT + CudaEp {d['ep_vs_f32']:.4f}, ORT's CPU EP {d['cpu_vs_f32']:.4f}; beside the bf16 model's "
+                f"own distance (PyTorch bf16) {err_bf16:.4f}")
+            if not d["ep_vs_cpu"] <= tol4:
+                failures.append(f"int4 {scheme}: prefill logits off ORT's CPU EP's by {d['ep_vs_cpu']:.4f} std > {tol4:.4f}")
+            if refs and not d["ep_vs_dequant_f32"] <= tol4:
+                failures.append(f"int4 {scheme}: prefill logits off the dequantised float32 model's by "
+                                f"{d['ep_vs_dequant_f32']:.4f} std > {tol4:.4f}")
+            stage = "teacher-forced decode"
+            cpu_dec = cpu_session(runner, dec_path)
+            dec_in, dec_out = [x.name for x in cpu_dec.get_inputs()], [x.name for x in cpu_dec.get_outputs()]
+            agree, ties, unexplained, worst = 0, 0, [], 0.0
+            for i in range(len(tokens) - 1):
+                tok, p = tokens[i], P + i
+                l = dec.step(tok, p)[0, -1].astype(np.float32)
+                feeds = {"input_ids": np.array([[tok]], dtype=np.int64), "cache_position": np.array([p], dtype=np.int64)}
+                for nm in dec_in:
+                    if nm.startswith("past_"):
+                        feeds[nm] = kv["present_" + nm[len("past_"):]]
+                oc = cpu_dec.run(None, feeds)
+                w = oc[dec_out.index("logits")][0, -1].astype(np.float32)
+                kv = {nm: v for nm, v in zip(dec_out, oc) if nm != "logits"}
+                step_d = float(np.max(np.abs(l - w)))
+                worst = max(worst, step_d / scale)
+                a, b = int(np.argmax(l)), int(np.argmax(w))
+                if a == b:
+                    agree += 1
+                    continue
+                gap = float(w[b] - w[a])
+                gap32 = abs(float(refs["steps32"][i][a] - refs["steps32"][i][b])) if refs else None
+                tie = gap <= max(step_d, 2 * float_ulp(float(w[b]), state["mantissa"]))
+                if tie or (gap32 is not None and gap32 <= step_d):
+                    ties += 1
+                    log(f"  int4 {scheme} step {i + 1}: ORT + CudaEp {a}, CPU EP {b}: the CPU EP's logits of the two "
+                        f"{gap:.4f} apart, the EPs' max |diff| at this step {step_d:.4f}" +
+                        (f", the dequantised float32 model's {gap32:.4f} apart" if gap32 is not None else ""))
+                else:
+                    unexplained.append((i + 1, a, b, gap, step_d, gap32))
+            log(f"int4 {scheme}: teacher-forced decode, {len(tokens) - 1} steps (PyTorch bf16's tokens): {agree} next "
+                f"tokens identical to ORT's CPU EP's, {ties} differ at a measured tie, {len(unexplained)} differ otherwise "
+                f"{unexplained[:4]}; logits max |diff| / std against the CPU EP over the steps {worst:.4f}")
+            if unexplained:
+                failures.append(f"int4 {scheme}: teacher-forced tokens differ from ORT's CPU EP's beyond ties at "
+                                f"{len(unexplained)} steps")
+            if not worst <= tol4:
+                failures.append(f"int4 {scheme}: teacher-forced logits off ORT's CPU EP's by {worst:.4f} std > {tol4:.4f}")
+            rec.update(prefill=d, teacher_forced=dict(steps=len(tokens) - 1, agree=agree, ties=ties, unexplained=unexplained,
+                                                      worst=worst))
+            del dec, cpu_dec
+        except Exception:
+            log(f"!!!!! int4 {scheme}: the check failed in {stage}:\n{traceback.format_exc()[-3000:]}")
+            rec["error"] = f"{stage}: {traceback.format_exc()[-600:]}"
+            if stage != "export and quantisation":
+                failures.append(f"int4 {scheme}: the check failed in {stage}")
+    state["src_model"] = None  # made again if the rows export more graphs
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+PENDING_PLACEMENT = dict(on_ep=False, matmulnbits=1)  # what int4_ort_label says for declined MatMulNBits
+OTHER_PLACEMENT = dict(on_ep=False, matmulnbits=0)  # ... and for a session on CudaEp alone failing otherwise
+
+
+def int4_bench(args, cfg, model, runner, results, state, wanted, keep, rows, n):
+    """The int4 rows of --bench (int4decode128, int4decode2048, int4prefill512), each row family
+    guarded; rows: the bf16 rows already made (the int4 prefill's vs_bf16_prefill takes the bf16
+    resident arm's time from them). Returns the new rows."""
+    out = []
+    for ctx in (128, 2048):
+        if f"int4decode{ctx}" in wanted:
+            try:
+                out += int4_decode_context(args, cfg, model, runner, results, state, ctx, keep, n)
+            except Exception:
+                log(f"!!!!! int4 decode at context {ctx} failed:\n{traceback.format_exc()[-3000:]}")
+    if "int4prefill512" in wanted:
+        try:
+            out += int4_prefill_rows(args, cfg, model, runner, results, state, keep, rows)
+        except Exception:
+            log(f"!!!!! int4 prefill failed:\n{traceback.format_exc()[-3000:]}")
+    return out
+
+
+def int4_decode_context(args, cfg, model, runner, results, state, ctx, keep, n):
+    """One context's int4 decode rows (int4_decode_rows): per scheme the int4 model of the decode
+    graph at cache size ctx + TOKENS, the bytes a step reads (its weights as int4_bytes counts
+    them, and the cache), the int4 PyTorch arms (int4_torch_arms), then ORT's arms eager and with
+    enable_cuda_graph=1 (IOBinding, one shared set of cache buffers, the step at position ctx over
+    and over, median_ms), on CudaEp alone or, where CudaEp declines nodes, with CPU fallback and
+    labelled so (int4_placement). Ratios over the best bf16 compiled PyTorch arm of the same run's
+    decode<ctx> row (None when that row did not run)."""
+    T = args.tokens
+    m = ctx + T
+    kv_bytes = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * m * head_dim(cfg) * state["elem"]
+    modes = [x.strip() for x in args.int4_torch_modes.split(",") if x.strip()]
+    whats = (("eager", False), ("enable_cuda_graph=1", True))
+    paths, sbytes, placements, ort_wanted = {}, {}, {}, set()
+    for scheme in state["schemes"]:
+        ort_kept = any(keep(int4_ort_label(scheme, pl, w)) for pl in (None, PENDING_PLACEMENT, OTHER_PLACEMENT)
+                       for w, _ in whats)
+        torch_kept = any(keep(INT4_TORCH_LABEL.format(scheme=scheme, mode=mode)) for mode in modes)
+        if not (ort_kept or torch_kept):
+            continue
+        if ort_kept:
+            ort_wanted.add(scheme)
+        try:
+            paths[scheme] = int4_graph(args, cfg, model, state, "decode", 1, m, scheme, results)
+            c = state["contents"][paths[scheme]]
+            sbytes[scheme] = c["step_weights"] + kv_bytes
+            log(f"context {ctx}, int4 {scheme}: a decode step reads {sbytes[scheme] / 1e9:.3f} GB: "
+                f"{c['step_weights'] / 1e9:.3f} GB of weights (packed {c['packed'] / 1e9:.3f}, scales "
+                f"{c['scales'] / 1e9:.3f}, zero points {c['zero_points'] / 1e9:.3f}, the LM head "
+                f"{'int4' if c['lm_head_quantised'] else 'float'}) and {kv_bytes / 1e9:.3f} GB of cache")
+            if ort_kept:
+                placements[scheme] = int4_placement(state, runner, paths[scheme], args.work, results)
+        except Exception:
+            log(f"!!!!! context {ctx}: the int4 {scheme} decode model failed; its rows are NaN:\n"
+                f"{traceback.format_exc()[-3000:]}")
+    timed, step_bytes, fallback = [], {}, {}
+    for label, ms, scheme in int4_torch_arms(args, cfg, model, state, ctx, m, keep, results, n, paths):
+        timed.append((label, ms))
+        if scheme in sbytes:
+            step_bytes[label] = sbytes[scheme]
+    ids, pos = np.array([[5]], dtype=np.int64), np.array([ctx], dtype=np.int64)
+    for scheme in state["schemes"]:
+        if scheme not in ort_wanted:
+            continue
+        pl = placements.get(scheme)
+        for what, graph in whats:
+            label = int4_ort_label(scheme, pl, what)
+            if not keep(label):
+                continue
+            ms = float("nan")
+            if pl is not None:
+                step_bytes[label] = sbytes[scheme]
+                if not pl["on_ep"]:
+                    fallback[label] = pl["ep"]
+                try:
+                    d = OrtDecoder(runner, cfg, None, paths[scheme], m, graph, kv_type=state["kv_type"],
+                                   fallback=not pl["on_ep"])
+                    try:
+                        d.fill_random(7)
+                    except Exception as e:  # timing only: the contents do not change the work
+                        log(f"(cache left unfilled: {str(e)[:200]})")
+                    step = d.swapped_steps(ids, pos)
+                    ms = median_ms(step, n)
+                    if graph:
+                        gpu = device_busy_ms(step, 20)
+                        if gpu is not None:
+                            log(f"context {ctx}: {label}: step {ms:.3f} ms wall, GPU busy {gpu[0]:.3f} ms in {gpu[1]:.0f} "
+                                f"kernels and copies, {gpu[2]:.3f} ms of gaps under 10 us")
+                    del d, step
+                except Exception as e:
+                    log(f"ORT int4 decode at context {ctx} ({label}) failed: {str(e)[:600]}")
+            timed.append((label, ms))
+    t_bf16 = results.get("best_compiled_torch_ms", {}).get(str(ctx))
+    t_graph = results.get("best_torch_graph_ms", {}).get(str(ctx))
+    if t_bf16 is None:
+        log(f"context {ctx}: no bf16 compiled PyTorch time in this run (decode{ctx} in --bench makes one): the int4 rows' "
+            f"vs_best_bf16_torch is None")
+    ctx_rows, t_int4 = int4_decode_rows(ctx, m, timed, step_bytes, fallback, t_bf16, t_graph)
+    results.setdefault("best_int4_torch_ms", {})[str(ctx)] = t_int4
+    fmt = lambda t: f"{t:.3f} ms" if t is not None else "not measured"  # noqa: E731
+    log(f"context {ctx}, int4: best int4 PyTorch {fmt(t_int4)}; best bf16 compiled PyTorch {fmt(t_bf16)}")
+    return ctx_rows
+
+
+def int4_prefill_rows(args, cfg, model, runner, results, state, keep, rows):
+    """The int4 prefill rows: per scheme the int4 model of a 512-token prefill graph (cache
+    512 + TOKENS) through ort_prefill_row, the weights resident, then with paging=auto and
+    weight_budget_bytes at 25 % of the int4 model's initializer bytes (only where CudaEp runs
+    every node: paging measures nothing of the nodes ORT's CPU EP runs); each row's
+    vs_bf16_prefill is the bf16 resident arm's time (rows) over its own (above 1: faster)."""
+    T, P = args.tokens, 512
+    m = P + T
+    prompt = np.random.default_rng(3).integers(0, cfg.vocab_size, size=(1, P), dtype=np.int64)
+    base = next((r["ms"] for r in rows if r.get("row") == f"prefill {P} tokens"
+                 and r.get("arm") == "ORT + CudaEp, weights resident" and r["ms"] == r["ms"]), None)
+    arms = (("weights resident", None), ("paging=auto, weight_budget_bytes = 25 % of the weights (the rest paged)", 0.25))
+    h2d, out = None, []
+    for scheme in state["schemes"]:
+        if not any(keep(int4_ort_label(scheme, pl, w, binding=False))
+                   for pl in (None, PENDING_PLACEMENT, OTHER_PLACEMENT) for w, _ in arms):
+            continue
+        try:
+            path = int4_graph(args, cfg, model, state, "prefill", P, m, scheme, results)
+            pl = int4_placement(state, runner, path, args.work, results)
+        except Exception:
+            log(f"!!!!! the int4 {scheme} prefill model failed; its rows are left out:\n{traceback.format_exc()[-3000:]}")
+            continue
+        wb = state["contents"][path]["total"]
+        for what, share in arms:
+            label = int4_ort_label(scheme, pl, what, binding=False)
+            if not keep(label):
+                continue
+            if share is not None and not pl["on_ep"]:
+                log(f"int4 prefill {P} ({label}): not run: CudaEp does not run every node of the int4 model")
+                continue
+            opts = {} if share is None else {"paging": "auto", "weight_budget_bytes": int(wb * share)}
+            try:
+                if share is not None and h2d is None:
+                    h2d = results.get("pinned_h2d_gbps", 0) * 1e9 or pinned_h2d_bytes_per_s()
+                    results["pinned_h2d_gbps"] = h2d / 1e9
+                row = ort_prefill_row(runner, cfg, path, m, prompt, label, opts, INT4_PREFILL_ROW.format(p=P), h2d, wb,
+                                      args.lib, kv_type=state["kv_type"], fallback=not pl["on_ep"])
+                row.update(matmulnbits_ep=pl["ep"], model_bytes=wb,
+                           vs_bf16_prefill=base / row["ms"] if base and pl["on_ep"] else None)
+                log(f"int4 prefill {P} ({label}): {row['ms']:.2f} ms, {row['tokens_per_s']:.0f} tokens/s" +
+                    (f"; the bf16 resident arm's {base:.2f} ms over it: {row['vs_bf16_prefill']:.3f}"
+                     if row["vs_bf16_prefill"] else ""))
+                out.append(row)
+            except Exception as e:
+                log(f"ORT int4 prefill ({label}) failed: {str(e)[:600]}")
+    return out
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -974,7 +2074,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--exporter", default="auto", choices=["auto", "dynamo", "torchscript"])
-    ap.add_argument("--bench", default="", help="benchmark rows to run, comma-separated: decode128, decode2048, prefill512")
+    ap.add_argument("--bench", default="", help="benchmark rows to run, comma-separated: " + ", ".join(BENCH_ROWS))
     ap.add_argument("--skip-check", action="store_true", help="skip the correctness checks (and their two exports)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--reuse-exports", action="store_true",
@@ -988,6 +2088,15 @@ def main():
     ap.add_argument("--torch-compile-modes", default="reduce-overhead,max-autotune", metavar="MODES",
                     help="torch.compile modes of the gpt-fast-style PyTorch arms, comma-separated (transformers' "
                          "StaticCache arm runs when reduce-overhead is among them); empty: no compiled PyTorch arm")
+    ap.add_argument("--int4", default="", metavar="SCHEMES",
+                    help="the int4 section's quantisations, comma-separated: sym (no zero points), asym (zero points); "
+                         "given, the check adds the int4 correctness check; the int4 rows of --bench default to sym,asym")
+    ap.add_argument("--int4-dtype", default="float16", choices=["float16", "float32"],
+                    help="the export ORT's quantizer quantises (it takes float16 and float32 MatMul weights, not bfloat16): "
+                         "the int4 model's activations, scales and cache are in it")
+    ap.add_argument("--int4-torch-modes", default="reduce-overhead", metavar="MODES",
+                    help="torch.compile modes of the int4 PyTorch arms (gpt-fast-style, _weight_int4pack_mm), "
+                         "comma-separated; empty: none")
     ap.add_argument("--gpu-profile", action="store_true",
                     help="trace with CUPTI (torch.profiler) for the GPU-busy breakdowns; every row timed after the "
                          "first trace is slowed by it (see device_busy_ms)")
@@ -996,6 +2105,14 @@ def main():
         arm_filter(args.arms)
     except re.error as e:
         ap.error(f"--arms: {e}")
+    unknown = sorted(set(filter(None, args.bench.split(","))) - set(BENCH_ROWS))
+    if unknown:
+        ap.error(f"--bench: unknown rows {unknown}; the rows are {', '.join(BENCH_ROWS)}")
+    schemes = [x.strip() for x in args.int4.split(",") if x.strip()]
+    if any(x not in INT4_SCHEMES for x in schemes):
+        ap.error(f"--int4: the schemes are {', '.join(INT4_SCHEMES)}, not {args.int4!r}")
+    if not schemes and "int4" in args.bench:
+        schemes = list(INT4_SCHEMES)
     global GPU_PROFILE
     GPU_PROFILE = args.gpu_profile
     global REUSE
@@ -1008,6 +2125,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     results = {"args": vars(args), "torch": torch.__version__}
     failures = []
+    int4 = int4_state(args, schemes) if schemes and not args.export_only else None
 
     import onnxruntime as ort
     import transformers
@@ -1182,6 +2300,13 @@ def main():
                                  teacher_forced=dict(agree=agree, ties=explained, unexplained=unexplained, worst=worst))
         results["graphs"] = graphs
         contrib_form(args, cfg, model, runner, M, prompt, logits_f32, scale, tol, results, failures)
+        if int4 is not None:
+            try:
+                int4_check(args, cfg, model, runner, int4, M, prompt, logits_f32, scale, tol, err_bf16, tok_pt, results,
+                           failures)
+            except Exception:
+                log(f"!!!!! the int4 check failed:\n{traceback.format_exc()[-3000:]}")
+                failures.append("the int4 check did not complete")
         if args.json:
             json.dump(results, open(args.json, "w"), indent=1)
 
@@ -1196,7 +2321,7 @@ def main():
             return code
 
     if args.bench:
-        bench(args, cfg, model, runner, results, weight_bytes, decode_path)
+        bench(args, cfg, model, runner, results, weight_bytes, decode_path, int4)
         if args.json:
             json.dump(results, open(args.json, "w"), indent=1)
 
@@ -1305,8 +2430,9 @@ def contrib_form(args, cfg, model, runner, M, prompt, logits_f32, scale, tol, re
     del dec
 
 
-def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
-    """The benchmark rows of --bench, the arms --arms keeps; see the module doc."""
+def bench(args, cfg, model, runner, results, weight_bytes, decode_path, int4=None):
+    """The benchmark rows of --bench, the arms --arms keeps; see the module doc. int4: the int4
+    section's state (int4_state), None without --int4 and int4 rows."""
     rows = []
     hd = cfg.hidden_size // cfg.num_attention_heads
     T = args.tokens
@@ -1314,6 +2440,16 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
     wanted = set(filter(None, args.bench.split(",")))
     keep = arm_filter(args.arms)
     shared = {}  # what the contexts' compiled PyTorch arms share (compiled_torch_arms)
+
+    def finish():
+        """The int4 rows (after the bf16 ones, whose best times their ratios take), then the table."""
+        if int4 is not None and any(w.startswith("int4") for w in wanted):
+            try:
+                rows.extend(int4_bench(args, cfg, model, runner, results, int4, wanted, keep, rows, n))
+            except Exception:
+                log(f"!!!!! the int4 rows failed:\n{traceback.format_exc()[-3000:]}")
+            int4_release(int4)
+        report(rows, results)
     for ctx in (128, 2048):
         if f"decode{ctx}" not in wanted:
             continue
@@ -1432,12 +2568,13 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
         log(f"context {ctx}: step reads {step_bytes / 1e9:.3f} GB; best compiled PyTorch {fmt(t_best)}; "
             f"best PyTorch static cache + CUDAGraph {fmt(t_graph)}; best PyTorch {fmt(min(measured) if measured else None)}")
         results.setdefault("best_compiled_torch_ms", {})[str(ctx)] = t_best
+        results.setdefault("best_torch_graph_ms", {})[str(ctx)] = t_graph
     shared.clear()
     gc.collect()
     torch.cuda.empty_cache()
     # Prefill of 512 tokens, weights resident; then with paging at 25 % of the weights.
     if "prefill512" not in wanted:
-        report(rows, results)
+        finish()
         return
     P = 512
     m = P + T
@@ -1461,36 +2598,49 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path):
         results["pinned_h2d_gbps"] = h2d / 1e9
     for label, opts in prefill_arms:
         try:
-            d = OrtDecoder(runner, cfg, path, None, m, False, prefill_options=opts)
-            calls = [0]
-            # The logits stay in device memory, as PyTorch's do: their copy to the host (float32
-            # [1, 512, vocab], 4.5-4.9 ms into pageable memory) is no part of the prefill's work.
-            logits = runner.device_value((1, P, cfg.vocab_size), FLOAT32)
-
-            def run():
-                calls[0] += 1
-                d.run_prefill(prompt, logits)
-
-            before = ort_stats(args.lib)
-            t = median_ms(run, 10, warm=2)
-            after = ort_stats(args.lib)
-            row = dict(row=f"prefill {P} tokens", arm=label, ms=t, tokens_per_s=P / (t * 1e-3),
-                       vs_torch=t_pt / t if t_pt is not None else None)
-            if opts.get("paging") and after is not None:
-                paged = (after.paged_bytes - before.paged_bytes) / calls[0]
-                bound = paged / h2d * 1e3
-                row.update(paged_bytes_per_run=paged, link_bound_ms=bound, of_link_bound=bound / t)
-                log(f"prefill {P} ({label}): {paged / 1e9:.3f} GB paged per run of {weight_bytes / 1e9:.3f} GB, "
-                    f"{bound:.2f} ms at the pinned rate: {t:.2f} ms is {bound / t:.3f} of the link bound")
-            if not opts.get("paging"):
-                device_busy_ms(run, 3)  # logs the top kernels
-            rows.append(row)
-            del d
+            rows.append(ort_prefill_row(runner, cfg, path, m, prompt, label, opts, f"prefill {P} tokens", h2d,
+                                        weight_bytes, args.lib, vs_torch=lambda t: t_pt / t if t_pt is not None else None))
         except Exception as e:
             log(f"ORT prefill ({label}) failed: {str(e)[:600]}")
     if t_pt is not None:
         rows.append(dict(row=f"prefill {P} tokens", arm="PyTorch eager", ms=t_pt, tokens_per_s=P / (t_pt * 1e-3)))
-    report(rows, results)
+    finish()
+
+
+def ort_prefill_row(runner, cfg, path, m, prompt, label, opts, row_name, h2d, model_bytes, lib, vs_torch=None,
+                    **decoder):
+    """One ORT prefill arm: the prefill graph at path (cache size m) with the CudaEp options opts,
+    the prompt run 10 times after 2 (median_ms), the logits left in device memory. Returns its row
+    (row_name, label, ms, tokens_per_s; vs_torch(ms) when given; with paging in opts, the bytes
+    paged per run from cudaep's counters, the link bound at h2d bytes/s and the share of it,
+    model_bytes being the model's weights). decoder: OrtDecoder's further arguments (kv_type,
+    fallback). Exceptions are the caller's to log."""
+    P = prompt.shape[1]
+    d = OrtDecoder(runner, cfg, path, None, m, False, prefill_options=opts, **decoder)
+    calls = [0]
+    # The logits stay in device memory, as PyTorch's do: their copy to the host (float32
+    # [1, 512, vocab], 4.5-4.9 ms into pageable memory) is no part of the prefill's work.
+    logits = runner.device_value((1, P, cfg.vocab_size), FLOAT32)
+
+    def run():
+        calls[0] += 1
+        d.run_prefill(prompt, logits)
+
+    before = ort_stats(lib)
+    t = median_ms(run, 10, warm=2)
+    after = ort_stats(lib)
+    row = dict(row=row_name, arm=label, ms=t, tokens_per_s=P / (t * 1e-3))
+    if vs_torch is not None:
+        row["vs_torch"] = vs_torch(t)
+    if opts.get("paging") and after is not None and before is not None:
+        paged = (after.paged_bytes - before.paged_bytes) / calls[0]
+        bound = paged / h2d * 1e3
+        row.update(paged_bytes_per_run=paged, link_bound_ms=bound, of_link_bound=bound / t)
+        log(f"{row_name} ({label}): {paged / 1e9:.3f} GB paged per run of {model_bytes / 1e9:.3f} GB, "
+            f"{bound:.2f} ms at the pinned rate: {t:.2f} ms is {bound / t:.3f} of the link bound")
+    if not opts.get("paging"):
+        device_busy_ms(run, 3)  # logs the top kernels
+    return row
 
 
 def host_breakdown(runner, cfg, path, m, ctx, label, results, prefix, n=30):
@@ -1550,12 +2700,13 @@ def host_breakdown(runner, cfg, path, m, ctx, label, results, prefix, n=30):
 def report(rows, results):
     results["bench"] = rows
     log("\n| row | arm | ms | bytes/s over 4.8 TB/s | over best compiled PyTorch | over PyTorch static cache + CUDAGraph "
-        "| tokens/s |")
-    log("| --- | --- | --- | --- | --- | --- | --- |")
+        "| tokens/s | over best int4 PyTorch | over best bf16 compiled PyTorch |")
+    log("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         f = lambda k, fmt: format(r[k], fmt) if r.get(k) is not None else ""  # noqa: E731
         log(f"| {r['row']} | {r['arm']} | {r['ms']:.3f} | {f('bw_eff', '.3f')} | {f('vs_best_torch', '.3f')} | "
-            f"{f('vs_torch_graph', '.3f')} | {f('tokens_per_s', '.0f')} |")
+            f"{f('vs_torch_graph', '.3f')} | {f('tokens_per_s', '.0f')} | {f('vs_best_int4_torch', '.3f')} | "
+            f"{f('vs_best_bf16_torch', '.3f')} |")
 
 
 def make_decode_only(args, cfg, model, m):
