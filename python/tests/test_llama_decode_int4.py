@@ -5,16 +5,13 @@ bandwidth, and its label says so; the headline ratio is over the faster of the b
 arm and the best bf16 compiled PyTorch arm; a decline naming the pending MatMulNBits PTX is told
 from any other; the bytes a decode step reads count one row of the embedding. Needs no library."""
 
-import ast
 import io
 import math
-import re
 import unittest
 from contextlib import redirect_stdout
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "scripts" / "llama_decode.py"
+from .llama_script import load
+
 NAMES = {"PEAK_BYTES_PER_S", "COMPILED_TORCH", "FAST_LABEL", "HF_STATIC_LABEL", "BENCH_ROWS", "INT4_SCHEMES",
          "INT4_PENDING", "INT4_TORCH_LABEL", "INT4_DECODE_ROW", "INT4_PREFILL_ROW", "PENDING_PLACEMENT",
          "OTHER_PLACEMENT", "log", "is_compiled_torch", "is_int4_torch", "int4_ort_label", "nbits_declines",
@@ -29,24 +26,7 @@ REFUSED = ('CudaEp leaves node "node_MatMul_9_Q4" (com.microsoft.MatMulNBits) to
 OTHER = 'CudaEp leaves node "node_Add_3" (Add, opset 18) to another EP: kernels: Add: float16 [3] and [4] do not broadcast'
 
 
-def load():
-    """The module-level assignments and functions in NAMES, executed in a namespace of their own."""
-    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
-    body = []
-    for node in tree.body:
-        names = ({node.name} if isinstance(node, ast.FunctionDef) else
-                 {t.id for t in node.targets if isinstance(t, ast.Name)} if isinstance(node, ast.Assign) else set())
-        if names & NAMES:
-            body.append(node)
-    ns = {"re": re}
-    exec(compile(ast.Module(body=body, type_ignores=[]), str(SCRIPT), "exec"), ns)
-    missing = NAMES - set(ns)
-    if missing:
-        raise AssertionError(f"{SCRIPT} defines no {sorted(missing)}")
-    return ns
-
-
-ld = load()
+ld = load(NAMES)
 TORCH_SYM = ld["INT4_TORCH_LABEL"].format(scheme="sym", mode="reduce-overhead")
 TORCH_ASYM = ld["INT4_TORCH_LABEL"].format(scheme="asym", mode="reduce-overhead")
 

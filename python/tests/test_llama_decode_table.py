@@ -4,16 +4,13 @@ the headline ratio is over the fastest compiled PyTorch arm that ran (a failed o
 baseline); with every PyTorch arm filtered out or failed the ratios are None and the table still
 prints; --arms keeps exactly the labels its expression matches. Needs no library."""
 
-import ast
 import io
 import math
-import re
 import unittest
 from contextlib import redirect_stdout
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "scripts" / "llama_decode.py"
+from .llama_script import load
+
 NAMES = {"PEAK_BYTES_PER_S", "COMPILED_TORCH", "FAST_LABEL", "HF_STATIC_LABEL", "log", "is_compiled_torch",
          "arm_filter", "decode_rows", "report"}
 
@@ -22,24 +19,7 @@ ORT_ARMS = ("ORT + CudaEp, eager (IOBinding)", "ORT + CudaEp, enable_cuda_graph=
             "ORT + CudaEp, enable_cuda_graph=1, two cache sets swapped (IOBinding)", ORT)
 
 
-def load():
-    """The module-level assignments and functions in NAMES, executed in a namespace of their own."""
-    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
-    body = []
-    for node in tree.body:
-        names = ({node.name} if isinstance(node, ast.FunctionDef) else
-                 {t.id for t in node.targets if isinstance(t, ast.Name)} if isinstance(node, ast.Assign) else set())
-        if names & NAMES:
-            body.append(node)
-    ns = {"re": re}
-    exec(compile(ast.Module(body=body, type_ignores=[]), str(SCRIPT), "exec"), ns)
-    missing = NAMES - set(ns)
-    if missing:
-        raise AssertionError(f"{SCRIPT} defines no {sorted(missing)}")
-    return ns
-
-
-ld = load()
+ld = load(NAMES)
 
 
 class DecodeTableTest(unittest.TestCase):
