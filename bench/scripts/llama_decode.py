@@ -914,6 +914,28 @@ def verify_decode(label, step, ids, pos, reset, ref):
                     differ_beyond_tie=bad)
 
 
+
+def time_fast_arm(fast, ok, mode, label, ids, pos, ref, ctx, n, info):
+    """Times a gpt-fast-style model compiled in mode, its check against ref passed (ok): with
+    enable_gqa, else with the KV heads repeated (the label says so); returns (label, ms), ms NaN
+    when neither compiles or the model failed its check. Each attempt's record goes in info."""
+    ms, row_label = float("nan"), label
+    for gqa in ((True, False) if ok else ()):
+        fast.gqa = gqa
+        row_label = label if gqa else label + " (KV heads repeated, no enable_gqa)"
+        try:
+            with torch.no_grad():
+                ms, info[row_label] = compiled_arm(row_label, lambda i, p: fast(i, p), mode, ids, pos, fast.reset,
+                                                   ref, ctx, n)
+            break
+        except Exception:
+            log(f"context {ctx}: {row_label} failed:\n{traceback.format_exc()[-3000:]}")
+            info[row_label] = dict(error=traceback.format_exc()[-600:])
+            ms, row_label = float("nan"), label
+        finally:
+            forget_compiled()
+    return row_label, ms
+
 def compiled_arm(label, fn, mode, ids, pos, reset, ref, ctx, n):
     """One compiled PyTorch arm: torch.compile(fn, mode=mode, fullgraph=True); two calls (the first
     compiles, the second records the CUDA graph), timed and logged; verify_decode against the
@@ -1019,22 +1041,7 @@ def compiled_torch_arms(args, cfg, model, ctx, m, keep, shared, results, n):
         except Exception:
             log(f"context {ctx}: the gpt-fast-style model failed; its rows are NaN:\n{traceback.format_exc()[-3000:]}")
         for mode, label in fast_arms:
-            ms, row_label = float("nan"), label
-            for gqa in ((True, False) if ok else ()):
-                fast.gqa = gqa
-                row_label = label if gqa else label + " (KV heads repeated, no enable_gqa)"
-                try:
-                    with torch.no_grad():
-                        ms, info[row_label] = compiled_arm(row_label, lambda i, p: fast(i, p), mode, ids, pos,
-                                                           fast.reset, ref, ctx, n)
-                    break
-                except Exception:
-                    log(f"context {ctx}: {row_label} failed:\n{traceback.format_exc()[-3000:]}")
-                    info[row_label] = dict(error=traceback.format_exc()[-600:])
-                    ms, row_label = float("nan"), label
-                finally:
-                    forget_compiled()
-            timed.append((row_label, ms))
+            timed.append(time_fast_arm(fast, ok, mode, label, ids, pos, ref, ctx, n, info))
         del fast
         forget_compiled()
     if hf:
@@ -1704,22 +1711,7 @@ def int4_torch_arms(args, cfg, model, state, ctx, m, keep, results, n, paths):
                 f"their rows are NaN:\n{traceback.format_exc()[-2000:]}")
             info[f"int4 {scheme}"] = dict(error=f"{type(e).__name__}: {str(e)[:400]}")
         for mode, label in arms:
-            ms, row_label = float("nan"), label
-            for gqa in ((True, False) if ok else ()):
-                fast.gqa = gqa
-                row_label = label if gqa else label + " (KV heads repeated, no enable_gqa)"
-                try:
-                    with torch.no_grad():
-                        ms, info[row_label] = compiled_arm(row_label, lambda i, p: fast(i, p), mode, ids, pos, fast.reset,
-                                                           prep["ref"], ctx, n)
-                    break
-                except Exception:
-                    log(f"context {ctx}: {row_label} failed:\n{traceback.format_exc()[-3000:]}")
-                    info[row_label] = dict(error=traceback.format_exc()[-600:])
-                    ms, row_label = float("nan"), label
-                finally:
-                    forget_compiled()
-            out.append((row_label, ms, scheme))
+            out.append(time_fast_arm(fast, ok, mode, label, ids, pos, prep["ref"], ctx, n, info) + (scheme,))
         fast = prep = None  # the compiled graphs and their memory go with it
         forget_compiled()
     return out
