@@ -227,6 +227,10 @@ func checkTensors(name string, ins []Tensor, wantIns []TensorInfo, outs []Tensor
 	return nil
 }
 
+// BroadcastShapes returns the numpy (ONNX multidirectional) broadcast of the shapes the kernels
+// apply, or false when they do not broadcast.
+var BroadcastShapes = kernels.BroadcastShapes
+
 // absent reports whether info is an optional input a node leaves out: the zero TensorInfo,
 // which Spec.Inputs and Execute take for it.
 func absent(info TensorInfo) bool { return info.DType == 0 && len(info.Shape) == 0 }

@@ -1,8 +1,9 @@
 package partition
 
 import (
-	"fmt"
 	"slices"
+
+	"github.com/cudaep/cudaep/ep"
 )
 
 // broadcasting are the ops whose inputs broadcast multidirectionally.
@@ -29,37 +30,12 @@ func (g *fusion) dropExpand(i int) (Node, []int, bool) {
 			}
 			shapes[b] = in.Info.Shape
 		}
-		out, err := broadcastShapes(shapes)
-		if err != nil || !slices.Equal(out, n.Outputs[0].Info.Shape) {
+		out, ok := ep.BroadcastShapes(shapes...)
+		if !ok || !slices.Equal(out, n.Outputs[0].Info.Shape) {
 			continue
 		}
 		n.Inputs = ins
 		return n, []int{je}, true
 	}
 	return Node{}, nil, false
-}
-
-// broadcastShapes returns the ONNX multidirectional broadcast of shapes.
-func broadcastShapes(shapes [][]int64) ([]int64, error) {
-	rank := 0
-	for _, s := range shapes {
-		rank = max(rank, len(s))
-	}
-	out := make([]int64, rank)
-	for i := range out {
-		out[i] = 1
-	}
-	for _, s := range shapes {
-		for i, d := range s {
-			o := &out[rank-len(s)+i]
-			switch {
-			case d == *o || d == 1:
-			case *o == 1:
-				*o = d
-			default:
-				return nil, fmt.Errorf("ep: shapes %v do not broadcast", shapes)
-			}
-		}
-	}
-	return out, nil
 }

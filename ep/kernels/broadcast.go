@@ -5,9 +5,9 @@ package kernels
 // arguments are capped at cudadrv.MaxKernelArgs (3 pointers + n + 3×6 = 22).
 const maxBroadcastDims = 6
 
-// broadcastShapes returns the numpy broadcast of the shapes, or false when they do not
+// BroadcastShapes returns the numpy (ONNX multidirectional) broadcast of the shapes, or false when they do not
 // broadcast (two dimensions differ and neither is 1).
-func broadcastShapes(shapes ...[]int64) ([]int64, bool) {
+func BroadcastShapes(shapes ...[]int64) ([]int64, bool) {
 	rank := 0
 	for _, s := range shapes {
 		rank = max(rank, len(s))

@@ -291,7 +291,7 @@ func buildExpand(l *Library, s opSpec) (Kernel, error) {
 		}
 	}
 	in := s.Inputs[0]
-	out, ok := broadcastShapes(in.Shape, shape)
+	out, ok := BroadcastShapes(in.Shape, shape)
 	if !ok {
 		return nil, s.errorf("%s does not broadcast with %s %v (numpy rules)", in, s.input(1), shape)
 	}

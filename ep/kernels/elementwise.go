@@ -157,7 +157,7 @@ func binaryBuilder(stem string, dtypes []DType, boolOut bool) func(*Library, opS
 			}
 		}
 		a, b := s.Inputs[0].Shape, s.Inputs[1].Shape
-		out, ok := broadcastShapes(a, b)
+		out, ok := BroadcastShapes(a, b)
 		if !ok {
 			return nil, s.errorf("%s shape %s and %s shape %s do not broadcast (numpy rules: right-aligned dimensions must be equal or 1)", s.input(0), shapeString(a), s.input(1), shapeString(b))
 		}
@@ -429,7 +429,7 @@ func buildWhere(l *Library, s opSpec) (Kernel, error) {
 		return nil, err
 	}
 	c, x, y := s.Inputs[0].Shape, s.Inputs[1].Shape, s.Inputs[2].Shape
-	out, ok := broadcastShapes(c, x, y)
+	out, ok := BroadcastShapes(c, x, y)
 	if !ok {
 		return nil, s.errorf("shapes %s, %s and %s do not broadcast (numpy rules)", shapeString(c), shapeString(x), shapeString(y))
 	}

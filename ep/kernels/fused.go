@@ -170,7 +170,7 @@ func buildRotateHalf(l *Library, s opSpec) (Kernel, error) {
 		if last := sh[len(sh)-1]; last != d {
 			return nil, s.errorf("%s has shape %s; its last dimension must be %s's, %d", s.input(i), shapeString(sh), s.input(0), d)
 		}
-		if out, ok := broadcastShapes(x.Shape, sh); !ok || !slices.Equal(out, x.Shape) {
+		if out, ok := BroadcastShapes(x.Shape, sh); !ok || !slices.Equal(out, x.Shape) {
 			return nil, s.errorf("%s has shape %s, which does not broadcast to %s's shape %s (numpy rules, the result being %s's shape)",
 				s.input(i), shapeString(sh), s.input(0), shapeString(x.Shape), s.input(0))
 		}

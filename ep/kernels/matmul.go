@@ -114,7 +114,7 @@ func buildMatMul(l *Library, s opSpec) (Kernel, error) {
 		return nil, s.errorf("input 0 (A) shape %s and input 1 (B) shape %s: inner dimensions %d and %d differ", shapeString(s.Inputs[0].Shape), shapeString(s.Inputs[1].Shape), k, k2)
 	}
 	aBatch, bBatch := a[:len(a)-2], b[:len(b)-2]
-	batch, ok := broadcastShapes(aBatch, bBatch)
+	batch, ok := BroadcastShapes(aBatch, bBatch)
 	if !ok {
 		return nil, s.errorf("batch dimensions %s of input 0 (A) and %s of input 1 (B) do not broadcast", shapeString(aBatch), shapeString(bBatch))
 	}

@@ -166,7 +166,7 @@ func buildAttention(l *Library, s opSpec) (Kernel, error) {
 		}
 		m := s.Inputs[3].Shape
 		full := []int64{batch, heads, seq, kvSeq}
-		if out, ok := broadcastShapes(m, full); !ok || !slices.Equal(out, full) {
+		if out, ok := BroadcastShapes(m, full); !ok || !slices.Equal(out, full) {
 			return nil, s.errorf("%s has shape %s, which does not broadcast to [batch, q heads, q sequence, kv sequence] = %s", s.input(3), shapeString(m), shapeString(full))
 		}
 		if s.Opset >= 24 && len(m) > 0 && m[len(m)-1] != kvSeq {
