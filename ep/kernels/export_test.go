@@ -244,6 +244,14 @@ func PendingModules() map[string][]string {
 	return m
 }
 
+// MarkPending makes the module of PTX file pending (see pendingPTX) until restore runs, as it
+// is between a change to its CUDA source and the PTX regenerated on a GPU.
+func MarkPending(file string) (restore func()) {
+	prev := pendingPTX[file]
+	pendingPTX[file] = true
+	return func() { pendingPTX[file] = prev }
+}
+
 // AvailableModules returns how many of the built-in PTX files the current PTX source holds
 // (all of them but a pending module's missing file): the modules NewLibrary loads.
 func AvailableModules() int {

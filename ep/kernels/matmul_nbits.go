@@ -10,7 +10,6 @@ import (
 func init() {
 	builders["com.microsoft.MatMulNBits"] = builder{inputNames: nbitsInputs, optional: []int{3, 4}, build: buildMatMulNBits}
 	modules = append(modules, ptxModule{"ptx/matmul_nbits.ptx", nbitsEntries()})
-	pendingPTX["ptx/matmul_nbits.ptx"] = true // the PTX is regenerated with nvcc next
 }
 
 // nbitsInputs are MatMulNBits' inputs in ONNX Runtime's order.
