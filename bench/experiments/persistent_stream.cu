@@ -93,9 +93,18 @@
 // faster than no waits; the copy about 1.02 ms; cudaep's kernel-per-op step about 0.72 ms, 0.60
 // of peak: 16 layers of gemv_cluster.cu's 42.8 us baseline layer and the LM head's 33 us.)
 //
-// Measured on the H200: (to be filled in by whoever runs it: the results file, the best full
-// arm against the gate, the knee, what the waits cost, each path's best, and whether the check
-// held.)
+// Measured on the H200 (bench/results/h200-2026-12-02-persistent-stream.txt): the check held
+// (240 of 240 columns bit-identical to the host's sum in the kernel's order). The copies alone
+// (stream) met the prediction: 4.229 TB/s (cpasync) and 4.251 TB/s (tensor) from 4 pages, the
+// knee at 4 pages (2 pages: 3.73 / 3.83), about 2 us of loaded latency; the bulk path stays at
+// 2.03 TB/s at every P (one 512-byte bulk copy a lane does not reach the rate). The full arm
+// missed it by 3x: best 1582.9 us, 1.312 TB/s (cpasync, 12 pages), 0.305 of the copy rate
+// (cudaMemcpyAsync: 4.303 TB/s; the kernel-per-op step 698.9 us, 2.972 TB/s), so the verdict is
+// STOP AND RETHINK. The waits cost nothing measurable (no waits is 20-205 us slower, not
+// faster): the consumer side is what is slow, about 1.1 ms over the stream arm's 0.49 ms, 17 us
+// an instruction (65 an SM). Which part of it (the activation row staged from L2 after each
+// instruction's wait, the split-K epilogue, or 8 consumer warps too few to hide shared-memory
+// latency) was not measured here; an ncu profile of the full arm is the next step.
 #include "../../ep/kernels/cuda/gemv.cu"
 
 #include "experiment.cuh"
