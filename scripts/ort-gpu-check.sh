@@ -30,7 +30,7 @@ run)
 	rm -rf build/ort-gpu/node && tar xzf build/ort-gpu/node.tgz -C build/ort-gpu
 	summary=()
 	for c in devices "node_tests build/ort-gpu/node" "node_tests $M/node_extra" "mlp $M" "split $M" "graph $M" "misuse $M" \
-		"iobinding $M" "paging $M" "decoder $M" "weight_reads $M" "exported ctests/ort/testdata/llama_export"; do
+		"iobinding $M" "paging $M" "decoder $M" "nbits $M" "weight_reads $M" "exported ctests/ort/testdata/llama_export"; do
 		echo "=== $c"
 		# shellcheck disable=SC2086
 		timeout 120 "$H" $c 2>&1 | tee /tmp/ort-case.log | grep -E "passed,|^  [A-Z][a-zA-Z]+ +[0-9]+/[0-9]+|FAIL"

@@ -616,7 +616,7 @@ func TestOpBenchTable(t *testing.T) {
 	}
 
 	// Int4 weight-only projections (com.microsoft.MatMulNBits: 4 bits, block 32, symmetric,
-	// bfloat16 A and scales, as ONNX Runtime's quantizer writes a Llama): at the decode shapes
+	// bfloat16 and float16 A and scales; ONNX Runtime's quantizer writes float16 Llamas): at the decode shapes
 	// above against the bfloat16 GEMV of the same shape (the bytes the int4 weights replace),
 	// cudaep.MatMulNBitsGroup over q, k and v and over gate and up, and at M = 512 (prefill:
 	// the dequantized tile through cuBLAS) against the bfloat16 MatMul. The bytes counted are
@@ -648,63 +648,65 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		return moved
 	}
-	bf := kernels.BFloat16
-	for _, m := range []int64{1, 512} {
-		if sim && m > 1 {
-			m = 17
+	for _, bf := range []kernels.DType{kernels.BFloat16, kernels.Float16} {
+		short := map[kernels.DType]string{kernels.BFloat16: "bf16", kernels.Float16: "f16"}[bf]
+		for _, m := range []int64{1, 512} {
+			if sim && m > 1 {
+				m = 17
+			}
+			for _, kn := range gemvShapes {
+				kk, n := kn[0], kn[1]
+				id := fmt.Sprintf("matmulnbits/%s/q4/m%d/k%dn%d", short, m, kk, n)
+				if !rowFilter.MatchString(id) {
+					continue
+				}
+				spec := nbitsCase{dt: bf, bits: 4, bs: 32, k: kk, n: n, lead: []int64{1, m}}.spec()
+				k := f.get(spec)
+				ins, outs := nbInputs(spec), f.outputs(k)
+				dense := f.get(kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(bf, 1, m, kk), info(bf, kk, n)}})
+				dIns := []kernels.Tensor{ins[0], fill(info(bf, kk, n))}
+				dOuts := f.outputs(dense)
+				calls := batch
+				if m == 1 {
+					calls = 10 * batch
+				}
+				o, r := measure(calls, func() error { return k.Execute(ins, outs) }, func() error { return dense.Execute(dIns, dOuts) })
+				rep.Rows = append(rep.Rows, opBenchRow{ID: id,
+					Title: fmt.Sprintf("MatMulNBits q4 bs32 %s [1,%d,%d]x[%d,%d] [%s]", short, m, kk, kk, n, kernels.LaunchVariant(k, ins, outs)),
+					Bytes: specBytes(spec, k.Outputs()), FLOP: 2 * float64(m*kk*n), OursMs: o,
+					RawLabel: "ep bfloat16 MatMul of the same shape", RawMs: r})
+			}
 		}
-		for _, kn := range gemvShapes {
-			kk, n := kn[0], kn[1]
-			id := fmt.Sprintf("matmulnbits/bf16/q4/m%d/k%dn%d", m, kk, n)
+		for _, gr := range groups {
+			id := "matmulnbitsgroup/" + short + "/q4/" + gr.id
 			if !rowFilter.MatchString(id) {
 				continue
 			}
-			spec := nbitsCase{dt: bf, bits: 4, bs: 32, k: kk, n: n, lead: []int64{1, m}}.spec()
+			var cs []nbitsCase
+			var parts []step
+			for _, n := range gr.ns {
+				cs = append(cs, nbitsCase{dt: bf, bits: 4, bs: 32, k: gr.k, n: n, lead: []int64{1, 1}})
+			}
+			spec := nbitsGroupSpec(cs)
 			k := f.get(spec)
 			ins, outs := nbInputs(spec), f.outputs(k)
-			dense := f.get(kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(bf, 1, m, kk), info(bf, kk, n)}})
-			dIns := []kernels.Tensor{ins[0], fill(info(bf, kk, n))}
-			dOuts := f.outputs(dense)
-			calls := batch
-			if m == 1 {
-				calls = 10 * batch
+			for i, c := range cs {
+				one := f.get(c.spec())
+				parts = append(parts, step{one, []kernels.Tensor{ins[0], ins[1+4*i], ins[2+4*i]}, outs[i : i+1]})
 			}
-			o, r := measure(calls, func() error { return k.Execute(ins, outs) }, func() error { return dense.Execute(dIns, dOuts) })
-			rep.Rows = append(rep.Rows, opBenchRow{ID: id,
-				Title: fmt.Sprintf("MatMulNBits q4 bs32 bf16 [1,%d,%d]x[%d,%d] [%s]", m, kk, kk, n, kernels.LaunchVariant(k, ins, outs)),
-				Bytes: specBytes(spec, k.Outputs()), FLOP: 2 * float64(m*kk*n), OursMs: o,
-				RawLabel: "ep bfloat16 MatMul of the same shape", RawMs: r})
-		}
-	}
-	for _, gr := range groups {
-		id := "matmulnbitsgroup/bf16/q4/" + gr.id
-		if !rowFilter.MatchString(id) {
-			continue
-		}
-		var cs []nbitsCase
-		var parts []step
-		for _, n := range gr.ns {
-			cs = append(cs, nbitsCase{dt: bf, bits: 4, bs: 32, k: gr.k, n: n, lead: []int64{1, 1}})
-		}
-		spec := nbitsGroupSpec(cs)
-		k := f.get(spec)
-		ins, outs := nbInputs(spec), f.outputs(k)
-		for i, c := range cs {
-			one := f.get(c.spec())
-			parts = append(parts, step{one, []kernels.Tensor{ins[0], ins[1+4*i], ins[2+4*i]}, outs[i : i+1]})
-		}
-		o, r := measure(10*batch, func() error { return k.Execute(ins, outs) }, func() error {
-			for _, st := range parts {
-				if err := st.k.Execute(st.ins, st.out); err != nil {
-					return err
+			o, r := measure(10*batch, func() error { return k.Execute(ins, outs) }, func() error {
+				for _, st := range parts {
+					if err := st.k.Execute(st.ins, st.out); err != nil {
+						return err
+					}
 				}
-			}
-			return nil
-		})
-		rep.Rows = append(rep.Rows, opBenchRow{ID: id,
-			Title: fmt.Sprintf("cudaep.MatMulNBitsGroup q4 bs32 bf16 [1,1,%d]x[%d,%v] [%s]", gr.k, gr.k, gr.ns, kernels.LaunchVariant(k, ins, outs)),
-			Bytes: specBytes(spec, k.Outputs()), OursMs: o,
-			RawLabel: "the same MatMulNBits one by one (same buffers)", RawMs: r})
+				return nil
+			})
+			rep.Rows = append(rep.Rows, opBenchRow{ID: id,
+				Title: fmt.Sprintf("cudaep.MatMulNBitsGroup q4 bs32 %s [1,1,%d]x[%d,%v] [%s]", short, gr.k, gr.k, gr.ns, kernels.LaunchVariant(k, ins, outs)),
+				Bytes: specBytes(spec, k.Outputs()), OursMs: o,
+				RawLabel: "the same MatMulNBits one by one (same buffers)", RawMs: r})
+		}
 	}
 
 	for i := range rep.Rows {
