@@ -75,6 +75,7 @@ const (
 	Int32    = kernels.Int32
 	Int64    = kernels.Int64
 	Bool     = kernels.Bool
+	Uint8    = kernels.Uint8 // MatMulNBits' packed weights and zero points
 )
 
 // ErrUnsupported is wrapped by every refusal of an op, dtype, shape, stride or attribute the

@@ -54,6 +54,10 @@ import (
 //     mask) → cudaep.WherePair at the second's place: one launch when both update their cache
 //     in place.
 //   - A cudaep.SiluMul only a MatMul or cudaep.MatMulGroup reads → cudaep.SiluMulMatMulGroup.
+//   - com.microsoft.MatMulNBits of one A (an int4 decode step's q, k and v, or gate and up),
+//     up to three, with the same K, bits, block_size and accuracy_level, each one's inputs not
+//     computed between the first and itself → cudaep.MatMulNBitsGroup: one decode launch over
+//     every matrix's column tiles, at the first's place.
 func Fuse(p *ep.Provider, nodes []Node, keep []string) []Node {
 	g := newFusion(p, nodes, keep)
 	g.dedupe()
@@ -100,6 +104,7 @@ var fusionRules = []func(g *fusion, i int) (Node, []int, bool){
 	(*fusion).dropExpand,
 	(*fusion).wherePair,
 	(*fusion).matMulGroup,
+	(*fusion).nbitsGroup,
 	(*fusion).normMatMul,
 	(*fusion).siluMatMul,
 }

@@ -1,5 +1,11 @@
 package partition
 
+import (
+	"fmt"
+
+	"github.com/cudaep/cudaep/ep"
+)
+
 // maxMatMulGroup is the most MatMuls a cudaep.MatMulGroup joins (its kernel's limit).
 const maxMatMulGroup = 4
 
@@ -40,4 +46,94 @@ func matrices(n *Node) ([]Value, bool) {
 		return nil, false
 	}
 	return n.Inputs[1:], true
+}
+
+// maxNBitsGroup is the most com.microsoft.MatMulNBits a cudaep.MatMulNBitsGroup joins (its
+// kernel's limit).
+const maxNBitsGroup = 3
+
+// nbitsGroup joins com.microsoft.MatMulNBits i and the later live ones that read its A with
+// the same K, bits, block_size and accuracy_level into one cudaep.MatMulNBitsGroup at i, in
+// graph order, when each one's weights, scales, zero points and bias are available at i (graph
+// inputs or initializers, or made before i): an int4 decode step's q, k and v projections, or
+// its gate and up. The group's inputs are A, then each matrix's B, scales, zero_points and
+// bias (an absent one the empty Value); its N is each matrix's N. The kernel decides the rest
+// (one kind of zero points for the group, no g_idx, the decode launch's limits): Fuse keeps a
+// group only when the provider builds it.
+func (g *fusion) nbitsGroup(i int) (Node, []int, bool) {
+	first := &g.nodes[i]
+	if !isNBits(first) {
+		return Node{}, nil, false
+	}
+	a := first.Inputs[0]
+	n := Node{Name: first.Name, Op: "cudaep.MatMulNBitsGroup", Opset: 1, Attrs: map[string]ep.Attribute{}, Inputs: []Value{a}}
+	for _, name := range nbitsShared {
+		if v, ok := first.Attrs[name]; ok {
+			n.Attrs[name] = v
+		}
+	}
+	var ns []int64
+	join := func(m *Node) {
+		ins := nbitsInputs(m)
+		n.Inputs = append(n.Inputs, ins[1], ins[2], ins[3], ins[5])
+		n.Outputs = append(n.Outputs, m.Outputs[0])
+		ns = append(ns, m.Attrs["N"].Int())
+	}
+	join(first)
+	var rest []int
+	for j := i + 1; j < len(g.nodes) && len(rest)+1 < maxNBitsGroup; j++ {
+		m := &g.nodes[j]
+		if g.gone[j] || !isNBits(m) || m.Inputs[0].Name != a.Name || !sameAttrs(first, m, nbitsShared) {
+			continue
+		}
+		later := false
+		for _, v := range m.Inputs[1:] {
+			if at, made := g.maker[v.Name]; v.Name != "" && made && at > i {
+				later = true
+			}
+		}
+		if later {
+			continue
+		}
+		rest = append(rest, j)
+		join(m)
+	}
+	n.Attrs["N"] = ep.IntsAttr(ns...)
+	return n, rest, len(rest) > 0
+}
+
+// nbitsShared are the attributes the MatMulNBits of a group share.
+var nbitsShared = []string{"K", "bits", "block_size", "accuracy_level"}
+
+// isNBits reports whether n is a com.microsoft.MatMulNBits with one output, an N attribute and
+// no g_idx.
+func isNBits(n *Node) bool {
+	if n.Op != "com.microsoft.MatMulNBits" || len(n.Inputs) < 3 || len(n.Outputs) != 1 {
+		return false
+	}
+	if _, ok := n.Attrs["N"]; !ok {
+		return false
+	}
+	return len(n.Inputs) < 5 || n.Inputs[4].Name == ""
+}
+
+// nbitsInputs returns MatMulNBits n's six inputs (A, B, scales, zero_points, g_idx, bias), the
+// absent ones the empty Value.
+func nbitsInputs(n *Node) []Value {
+	ins := make([]Value, 6)
+	copy(ins, n.Inputs)
+	return ins
+}
+
+// sameAttrs reports whether a and b have the same value of each attribute of names, or both
+// lack it.
+func sameAttrs(a, b *Node, names []string) bool {
+	for _, name := range names {
+		x, okA := a.Attrs[name]
+		y, okB := b.Attrs[name]
+		if okA != okB || (okA && fmt.Sprint(x) != fmt.Sprint(y)) {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,8 +52,11 @@ func (g *graphBuilder) op(op string, attrs map[string]ep.Attribute, ins ...Value
 	g.t.Helper()
 	g.n++
 	opset := 18
-	if op == "Attention" {
+	switch {
+	case op == "Attention":
 		opset = 23
+	case strings.Contains(op, "."): // a domain's op: com.microsoft's
+		opset = 1
 	}
 	n := Node{Name: fmt.Sprintf("%s_%d", op, g.n), Op: op, Opset: opset, Attrs: attrs, Inputs: ins}
 	k, err := g.p.GetKernel(nodeSpec(n))
@@ -87,6 +91,8 @@ func encode(dt ep.DType, vals []float64) []byte {
 			b = binary.LittleEndian.AppendUint16(b, cudadrv.Float16Bits(float32(v)))
 		case ep.Int64:
 			b = binary.LittleEndian.AppendUint64(b, uint64(int64(v)))
+		case ep.Uint8:
+			b = append(b, byte(v))
 		default:
 			panic("encode: dtype " + dt.String())
 		}
@@ -137,6 +143,10 @@ func runAll(t *testing.T, p *ep.Provider, nodes []Node, data map[string][]float6
 	for _, n := range nodes {
 		var ins []ep.Tensor
 		for _, v := range n.Inputs {
+			if v.Name == "" { // an absent optional input
+				ins = append(ins, ep.Tensor{})
+				continue
+			}
 			if _, ok := vals[v.Name]; !ok {
 				switch {
 				case v.Const != nil && v.Const.Ints != nil:
@@ -178,7 +188,8 @@ func runAll(t *testing.T, p *ep.Provider, nodes []Node, data map[string][]float6
 	return got
 }
 
-// randomData fills every graph input with distinct non-zero values in (-1, 1).
+// randomData fills every floating-point graph input with distinct non-zero values in (-1, 1),
+// and every uint8 one (quantized weights) with bytes of any value.
 func (g *graphBuilder) randomData() map[string][]float64 {
 	data := map[string][]float64{}
 	for _, v := range g.inputs {
@@ -186,6 +197,9 @@ func (g *graphBuilder) randomData() map[string][]float64 {
 		d := make([]float64, len(f))
 		for i, x := range f {
 			d[i] = float64(x)
+			if v.Info.DType == ep.Uint8 {
+				d[i] = math.Floor((float64(x) + 1) * 128)
+			}
 		}
 		data[v.Name] = d
 	}
@@ -481,6 +495,49 @@ func TestFuseMatMulGroup(t *testing.T) {
 			k := g.op("MatMul", nil, x, g.input("wk", ep.Float32, 128, c.n))
 			assertFusedSame(t, g, g.op("Concat", concat, q, k), []string{"MatMul", "MatMul", "Concat"}, 0)
 		}
+	})
+}
+
+// TestFuseMatMulNBitsGroup: int4 MatMulNBits of one A with the same K, bits and block size
+// (q, k and v of an int4 decode step) run as one cudaep.MatMulNBitsGroup with the same
+// results, absent inputs kept absent; one with another block size stays apart, and a group
+// the kernel refuses (two kinds of zero points) is not made.
+func TestFuseMatMulNBitsGroup(t *testing.T) {
+	p := newProvider(t)
+	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
+	const k = 64
+	nbits := func(g *graphBuilder, x Value, name string, n, bs int64, zp bool) Value {
+		attrs := map[string]ep.Attribute{"K": ep.IntAttr(k), "N": ep.IntAttr(n), "bits": ep.IntAttr(4), "block_size": ep.IntAttr(bs)}
+		blocks := k / bs
+		ins := []Value{x, g.input(name+"_B", ep.Uint8, n, blocks, bs/2), g.input(name+"_scales", ep.Float32, n, blocks)}
+		if zp {
+			ins = append(ins, g.input(name+"_zp", ep.Uint8, n, (blocks+1)/2))
+		}
+		return g.op("com.microsoft.MatMulNBits", attrs, ins...)
+	}
+	t.Run("q, k and v", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, 1, k)
+		q, kk, v := nbits(g, x, "q", 32, 32, false), nbits(g, x, "k", 16, 32, false), nbits(g, x, "v", 16, 32, false)
+		out := g.op("Concat", concat, q, kk, v)
+		fused := assertFusedSame(t, g, out, []string{"cudaep.MatMulNBitsGroup", "Concat"}, 1e-6)
+		assert.Equal(t, []string{q.Name, kk.Name, v.Name}, names(fused[0].Outputs))
+		assert.Equal(t, []string{"x", "q_B", "q_scales", "", "", "k_B", "k_scales", "", "", "v_B", "v_scales", "", ""}, names(fused[0].Inputs))
+		assert.Equal(t, []int64{32, 16, 16}, fused[0].Attrs["N"].Ints())
+	})
+	t.Run("another block size", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, k)
+		q, kk, v := nbits(g, x, "q", 32, 32, true), nbits(g, x, "k", 16, 16, true), nbits(g, x, "v", 16, 32, true)
+		fused := assertFusedSame(t, g, g.op("Concat", concat, q, kk, v),
+			[]string{"cudaep.MatMulNBitsGroup", "com.microsoft.MatMulNBits", "Concat"}, 1e-6)
+		assert.Equal(t, []string{q.Name, v.Name}, names(fused[0].Outputs))
+	})
+	t.Run("two kinds of zero points", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, k)
+		q, kk := nbits(g, x, "q", 32, 32, true), nbits(g, x, "k", 16, 32, false)
+		assertFusedSame(t, g, g.op("Concat", concat, q, kk), []string{"com.microsoft.MatMulNBits", "com.microsoft.MatMulNBits", "Concat"}, 0)
 	})
 }
 
