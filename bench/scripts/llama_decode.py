@@ -60,7 +60,13 @@ Benchmarks (printed as one table, same weights and dtype, one process; --bench p
     over the fastest static-cache CUDAGraph arm's (vs_torch_graph); None where that arm did not
     run; results["best_compiled_torch_ms"] per context, and each compiled arm's compile time,
     check and time in results["torch_compiled"];
-  * prefill tokens/s for a 512-token prompt, PyTorch and ORT + CudaEp;
+  * prefill tokens/s for a 512-token prompt, PyTorch eager, ORT + CudaEp, and the compiled
+    anchor: FastLlama (its cache sized for the prompt and the decode tokens) under
+    torch.compile(fullgraph=True) in each mode of --torch-prefill-modes (default
+    max-autotune-no-cudagraphs and reduce-overhead), its prompt ids and positions static CUDA
+    tensors, its logits of every position cast to float32 as CudaEp's are (the same work), checked
+    before timing: the last position's logits against transformers' eager forward of the same
+    prompt (within 0.1 x the largest |logit|, the argmax the same but at a tie), else NaN;
   * prefill with paging=on and weight_budget_bytes at 25 % of the weights.
 
 The int4 section (--int4 SCHEMES, and the int4 rows of --bench, which default to --int4 sym,asym),
@@ -2080,6 +2086,9 @@ def main():
     ap.add_argument("--torch-compile-modes", default="reduce-overhead,max-autotune", metavar="MODES",
                     help="torch.compile modes of the gpt-fast-style PyTorch arms, comma-separated (transformers' "
                          "StaticCache arm runs when reduce-overhead is among them); empty: no compiled PyTorch arm")
+    ap.add_argument("--torch-prefill-modes", default="max-autotune-no-cudagraphs,reduce-overhead", metavar="MODES",
+                    help="torch.compile modes of the gpt-fast-style PyTorch prefill arms (prefill512), comma-separated; "
+                         "empty: none")
     ap.add_argument("--int4", default="", metavar="SCHEMES",
                     help="the int4 section's quantisations, comma-separated: sym (no zero points), asym (zero points); "
                          "given, the check adds the int4 correctness check; the int4 rows of --bench default to sym,asym")
@@ -2596,7 +2605,73 @@ def bench(args, cfg, model, runner, results, weight_bytes, decode_path, int4=Non
             log(f"ORT prefill ({label}) failed: {str(e)[:600]}")
     if t_pt is not None:
         rows.append(dict(row=f"prefill {P} tokens", arm="PyTorch eager", ms=t_pt, tokens_per_s=P / (t_pt * 1e-3)))
+    compiled = compiled_prefill_arms(args, cfg, model, P, m, keep, results)
+    for label, ms in compiled:
+        rows.append(dict(row=f"prefill {P} tokens", arm=label, ms=ms, tokens_per_s=P / (ms * 1e-3)))
+    best = min((ms for _, ms in compiled if ms == ms), default=None)
+    results.setdefault("best_compiled_torch_prefill_ms", {})[str(P)] = best
+    for r in rows:  # the headline ratio, as the decode rows': the time over the fastest compiled arm's
+        if best and r["row"] == f"prefill {P} tokens" and r["arm"].startswith("ORT"):
+            r["vs_best_torch"] = r["ms"] / best
     finish()
+
+
+def compiled_prefill_arms(args, cfg, model, P, m, keep, results):
+    """The compiled PyTorch prefill arms that --arms keeps: FastLlama at cache size m over a
+    random P-token prompt (static ids [1, P] and positions [P]), returning float32 logits of every
+    position, under torch.compile(fullgraph=True) in each mode of --torch-prefill-modes. Each is
+    checked against transformers' eager forward of the same prompt before it is timed
+    (median_ms of 10 after 3); a failed check or compile is logged and its ms is NaN. Details go
+    to results["torch_prefill"]. Returns [(label, ms)]."""
+    modes = [s.strip() for s in args.torch_prefill_modes.split(",") if s.strip()]
+    arms = [(mode, FAST_LABEL.format(mode=mode)) for mode in modes if keep(FAST_LABEL.format(mode=mode))]
+    if not arms:
+        return []
+    info = results.setdefault("torch_prefill", {}).setdefault(str(P), {})
+    ids = torch.from_numpy(np.random.default_rng(args.seed + 3).integers(0, cfg.vocab_size, size=(1, P))).cuda()
+    pos = torch.arange(P, device="cuda")
+    timed = []
+    try:
+        with torch.no_grad():
+            want = model(input_ids=ids, use_cache=False).logits[0, -1].float()
+        fast = FastLlama(fast_weights(model), cfg, m, *rope_tables(model, cfg, m))
+        mark_static(ids, pos, *fast.buffers())
+    except Exception:
+        log(f"prefill {P}: the gpt-fast-style model failed; its rows are NaN:\n{traceback.format_exc()[-3000:]}")
+        return [(label, float("nan")) for _, label in arms]
+    for mode, label in arms:
+        ms = float("nan")
+        try:
+            torch._dynamo.reset()
+            step = torch.compile(lambda i, p: fast(i, p).float(), mode=mode, fullgraph=True)
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                got = step(ids, pos)[0, -1]
+                torch.cuda.synchronize()
+                first = time.perf_counter() - t0
+                d = float((got - want).abs().max())
+                top = float(want.abs().max())
+                a, b = int(got.argmax()), int(want.argmax())
+                tie = a == b or float(want[b] - want[a]) <= max(d, 2 * bf16_ulp(float(want[b])))
+                ok = d == d and d <= 0.1 * top and tie
+                log(f"prefill {P}: {label}: first call (compiling) {first:.1f} s; last position's logits against "
+                    f"transformers' eager forward: max |diff| {d:.4f} (max |logit| {top:.3f}, bound 0.1x), argmax "
+                    f"{'the same' if a == b else 'differs at a tie' if tie else 'DIFFERS'}")
+                info[label] = dict(compile_s=first, max_abs_diff=d, max_abs_logit=top, argmax_same=a == b, ok=ok)
+                if ok:
+                    ms = median_ms(lambda: step(ids, pos), 10)
+                    info[label]["ms"] = ms
+                else:
+                    log(f"!!!!! prefill {P}: {label} FAILS its check: NaN, not timed !!!!!")
+        except Exception:
+            log(f"prefill {P}: {label} failed:\n{traceback.format_exc()[-3000:]}")
+            info[label] = dict(error=traceback.format_exc()[-600:])
+        finally:
+            forget_compiled()
+        timed.append((label, ms))
+    del fast
+    forget_compiled()
+    return timed
 
 
 def ort_prefill_row(runner, cfg, path, m, prompt, label, opts, row_name, h2d, model_bytes, lib, vs_torch=None,
