@@ -52,6 +52,9 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 		nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 1024, n: 64, lead: []int64{1}, zp: "packed", bias: true}.spec(),
 		nbitsCase{dt: kernels.Float32, bits: 4, bs: 32, k: 256, n: 64, lead: []int64{32}, zp: "packed", bias: true}.spec(),
 		nbitsGroupSpec([]nbitsCase{{dt: kernels.Float32, bits: 4, bs: 32, k: 1024, n: 64, lead: []int64{1}}, {dt: kernels.Float32, bits: 4, bs: 32, k: 1024, n: 16, lead: []int64{1}}}),
+		// And its tensor-core decode kernel (float16, 4 bits), alone and for a group.
+		nbitsCase{dt: kernels.Float16, bits: 4, bs: 32, k: 1024, n: 64, lead: []int64{1}, zp: "packed", bias: true}.spec(),
+		nbitsGroupSpec([]nbitsCase{{dt: kernels.Float16, bits: 4, bs: 128, k: 1024, n: 64, lead: []int64{1}}, {dt: kernels.Float16, bits: 4, bs: 128, k: 1024, n: 16, lead: []int64{1}}}),
 		// The kernels that record data faults: their two more arguments allocate nothing either
 		// (the zeros their integer inputs hold here are bad data for Div and GroupQueryAttention).
 		{Op: "Div", Opset: 14, Inputs: []kernels.TensorInfo{{DType: kernels.Int64, Shape: []int64{64, 32}}, {DType: kernels.Int64, Shape: []int64{32}}}},

@@ -154,7 +154,11 @@
 // last flattened: a decode step, a short verify) run a decode kernel that streams B once for
 // every 8 rows, 16-byte loads, dequantizing in registers and summing in float32 in a fixed
 // order (each column's chunks shared by up to 8 warps of a block, no scratch), with the bias
-// added before the one rounding on store. More rows dequantize B, in tiles of columns of at
+// added before the one rounding on store; for float16 A, 4 bits, zero points absent or packed,
+// block_size >= 32, K a multiple of 32 and at most 8 rows (the float16 int4 Llama case) the
+// decode kernel is a tensor-core one instead (mma.sync m16n8k8: 16 columns of B by the rows of
+// A, the exact integers q − zp in float16 times A's values summed in float32 per block, then
+// scaled in float32, K split over up to 16 warps reduced in a fixed order). More rows dequantize B, in tiles of columns of at
 // most 64 MiB of Library scratch (taken at Get), into A's dtype and multiply each tile with
 // cuBLAS (float32 accumulation), as ONNX Runtime's CUDA kernel does; the bias is broadcast
 // into Y first and the GEMMs add onto it. Both capture into CUDA graphs. No value of B, a

@@ -75,7 +75,7 @@ func NormBlock(k Kernel) uint32 { return k.(*normKernel).block.X }
 // KernelVariant returns the variant a Transpose, normalization, same-shape float binary,
 // MatMul or MatMulNBits kernel runs: "nd" for the general tiled transpose, the batched 2-D
 // transpose's variant, the normalization's variant, the binary's grid ("flat", "stride"),
-// MatMul's "gemv" or "cublas", MatMulNBits' "gemv" or "dequant"; "" for other kernels.
+// MatMul's "gemv" or "cublas", MatMulNBits' "gemv", "mma" or "dequant"; "" for other kernels.
 func KernelVariant(k Kernel) string {
 	switch k := k.(type) {
 	case *transposeKernel:
@@ -96,8 +96,9 @@ func KernelVariant(k Kernel) string {
 	return ""
 }
 
-// NBitsPlan returns a MatMulNBits kernel's decode geometry (its grid and warps a column) and
-// prefill tiling (columns a tile, GEMM calls); zeros for what its path does not use.
+// NBitsPlan returns a MatMulNBits kernel's decode geometry (its grid, and warps a column for
+// "gemv" or warps a block for "mma") and prefill tiling (columns a tile, GEMM calls); zeros for
+// what its path does not use.
 func NBitsPlan(k Kernel) (grid cudadrv.Dim3, wpc, tile uint64, gemms int) {
 	if g, ok := k.(*nbitsGroupKernel); ok {
 		return g.grid, g.subs[0].wpc, 0, 0
@@ -105,6 +106,18 @@ func NBitsPlan(k Kernel) (grid cudadrv.Dim3, wpc, tile uint64, gemms int) {
 	n := k.(*nbitsKernel)
 	return n.grid, n.wpc, n.tile, len(n.calls)
 }
+
+// NBitsBlock returns a MatMulNBits kernel's (or group's) decode block: 256 threads for
+// "gemv", 32·kw for "mma" (kw: NBitsPlan's wpc); zero for the prefill.
+func NBitsBlock(k Kernel) cudadrv.Dim3 {
+	if g, ok := k.(*nbitsGroupKernel); ok {
+		return g.subs[0].block
+	}
+	return k.(*nbitsKernel).block
+}
+
+// NBitsMMAWarps is nbitsMMAWarps.
+func NBitsMMAWarps(k int64) int64 { return nbitsMMAWarps(k) }
 
 // WithNBitsTileBytes runs fn with the MatMulNBits prefill's tiles bounded by n bytes of
 // scratch instead of nbitsTileBytes. No test may run Get concurrently.

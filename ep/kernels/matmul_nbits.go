@@ -33,6 +33,11 @@ const (
 	nbitsMaxBlock    = 256
 	nbitsMaxGridX    = math.MaxInt32
 	nbitsMaxGridY    = 65535
+	// The tensor-core decode kernel (cudaep_mmnb_mma_q4_f16): NBM_COLS columns a block, a warp
+	// step of NBM_STEP weights of a row, at most NBM_MAX_WARPS warps a block.
+	nbitsMMACols     = 16
+	nbitsMMAStep     = 256
+	nbitsMMAMaxWarps = 16
 )
 
 // nbitsTileBytes bounds the Library scratch a prefill's dequantized tile of B takes (a
@@ -48,7 +53,8 @@ const (
 	nbitsZPTyped                 // A's dtype, one a block
 )
 
-// nbitsEntry is the kernel of stage ("gemv" or "dequant") for weights of bits over data of dt.
+// nbitsEntry is the kernel of stage ("gemv", "mma" or "dequant") for weights of bits over data
+// of dt.
 func nbitsEntry(stage string, bits int64, dt DType) string {
 	return fmt.Sprintf("cudaep_mmnb_%s_q%d_%s", stage, bits, dt.suffix())
 }
@@ -61,7 +67,7 @@ func nbitsEntries() []string {
 			e = append(e, nbitsEntry("gemv", bits, dt), nbitsEntry("dequant", bits, dt))
 		}
 	}
-	return e
+	return append(e, nbitsEntry("mma", 4, Float16))
 }
 
 // nbitsQuant is the quantization a MatMulNBits node declares: K, N, bits and block_size, and
@@ -196,9 +202,35 @@ func nbitsWarpsPerColumn(k, bits int64) int64 {
 	return w
 }
 
+// nbitsMMAApplies reports whether the tensor-core decode kernel, cudaep_mmnb_mma_q4_f16, takes
+// rows of A of dtype dt times m: float16, 4 bits, zero points absent or packed (not unpacked),
+// a block size of 32 or more (a block is whole 32-weight sub-blocks, each mma inside one
+// block), K a multiple of 32 (a lane's loads never straddle K) and 1 to nbitsRows rows (the
+// mma's 8 columns). Every other MatMulNBits decode runs cudaep_mmnb_gemv_q<bits>_<t>.
+func nbitsMMAApplies(dt DType, m nbitsMatrix, rows int64) bool {
+	return dt == Float16 && m.bits == 4 && m.zp != nbitsZPTyped && m.bs >= 32 && m.k%32 == 0 && rows >= 1 && rows <= nbitsRows
+}
+
+// nbitsMMAWarps is the tensor-core decode kernel's kw for K weights: the most warps, a power of
+// two up to nbitsMMAMaxWarps, that each get a step (nbitsMMAStep weights of each of the
+// block's 16 rows, the last one maybe partial), so that a tile's K is split over as many
+// warps as it has steps: 8 at K = 2048 (one step each), 16 at K >= 4096.
+func nbitsMMAWarps(k int64) int64 {
+	steps := (k + nbitsMMAStep - 1) / nbitsMMAStep
+	w := int64(1)
+	for w < nbitsMMAMaxWarps && 2*w <= steps {
+		w *= 2
+	}
+	return w
+}
+
+// nbitsMMATiles is the tensor-core decode grid's blocks for n columns.
+func nbitsMMATiles(n int64) int64 { return (n + nbitsMMACols - 1) / nbitsMMACols }
+
 // nbitsKernel is com.microsoft.MatMulNBits: Y = A · dequant(B)ᵀ (+ bias), with A's leading
-// dimensions flattened into rows. Fewer than nbitsPrefillRows rows run the decode kernel,
-// cudaep_mmnb_gemv_q<bits>_<t>, once (a group of one matrix); more run, per tile of columns,
+// dimensions flattened into rows. Fewer than nbitsPrefillRows rows run a decode kernel once (a
+// group of one matrix): the tensor-core cudaep_mmnb_mma_q4_f16 where nbitsMMAApplies, else
+// cudaep_mmnb_gemv_q<bits>_<t>; more run, per tile of columns,
 // cudaep_mmnb_dequant_q<bits>_<t> into Library scratch and a cuBLAS GEMM of A by the tile,
 // after the bias, if any, is broadcast into Y (the GEMMs then add onto it, beta 1).
 type nbitsKernel struct {
@@ -206,11 +238,12 @@ type nbitsKernel struct {
 	m       nbitsMatrix
 	dt      DType
 	rows    uint64
-	variant string // "gemv" or "dequant" (variants.go, family "matmulnbits")
+	variant string // "gemv", "mma" or "dequant" (variants.go, family "matmulnbits")
 
-	fn   *cudadrv.Function // the decode kernel, or the dequantization
-	grid cudadrv.Dim3
-	wpc  uint64 // decode
+	fn    *cudadrv.Function // the decode kernel, or the dequantization
+	grid  cudadrv.Dim3
+	block cudadrv.Dim3 // decode
+	wpc   uint64       // decode: "gemv"'s warps a column, or "mma"'s warps a block (kw)
 
 	scratch cudadrv.DevicePtr // prefill: the dequantized tile
 	tile    uint64            // prefill: columns a tile
@@ -237,7 +270,10 @@ type nbitsKernel struct {
 //   - Output: Y, A's dtype, [..., N].
 //
 // W[n, k] = (q[n, k] − zp[n, k / block_size]) · scale[n, k / block_size] and Y = A · Wᵀ +
-// bias, computed in float32 and rounded once on store by the decode kernel; the prefill path
+// bias, computed in float32 and rounded once on store by the decode kernels (the tensor-core
+// one for float16 A, 4 bits, zero points absent or packed, block_size >= 32, K a multiple of
+// 32 and at most 8 rows: exact (q − zp) times A's float16 values, summed in float32 per block
+// and scaled in float32; see cuda/matmul_nbits.cu); the prefill path
 // rounds the dequantized weights to A's dtype for cuBLAS (float32 accumulation, TF32 when the
 // Library's Runtime asks for it), as ONNX Runtime's CUDA kernel does. Neither records a data
 // fault: no value of B, a packed zero point or a scale is invalid. Both capture into CUDA
@@ -271,13 +307,30 @@ func buildMatMulNBits(l *Library, s opSpec) (Kernel, error) {
 	}
 	rows := product(a.Shape[:len(a.Shape)-1])
 	k := &nbitsKernel{kernelBase: newBase(l, s, TensorInfo{DType: dt, Shape: out}), m: m, dt: dt, rows: uint64(rows), variant: "gemv"}
-	if rows >= nbitsPrefillRows {
+	mma := nbitsMMAApplies(dt, m, rows)
+	switch {
+	case rows >= nbitsPrefillRows:
 		k.variant = "dequant"
+	case mma:
+		k.variant = "mma"
 	}
-	if v := forcedVariant("matmulnbits"); v == "gemv" || v == "dequant" {
+	if v := forcedVariant("matmulnbits"); v == "gemv" || v == "dequant" || (v == "mma" && mma) {
 		k.variant = v
 	}
-	if k.variant == "gemv" {
+	switch k.variant {
+	case "mma":
+		if k.fn, err = l.entry(s, nbitsEntry("mma", 4, dt)); err != nil {
+			return nil, err
+		}
+		k.wpc = uint64(nbitsMMAWarps(q.k))
+		tiles := nbitsMMATiles(q.n)
+		if tiles > nbitsMaxGridX {
+			return nil, s.errorf("N %d needs a grid of %d blocks; at most %d fit one launch", q.n, tiles, nbitsMaxGridX)
+		}
+		k.grid = cudadrv.Dim3{X: uint32(tiles), Y: 1, Z: 1}
+		k.block = cudadrv.Dim3{X: uint32(32 * k.wpc), Y: 1, Z: 1}
+		return k, nil
+	case "gemv":
 		if k.fn, err = l.entry(s, nbitsEntry("gemv", q.bits, dt)); err != nil {
 			return nil, err
 		}
@@ -288,6 +341,7 @@ func buildMatMulNBits(l *Library, s opSpec) (Kernel, error) {
 				q.n, rows, s.input(0), tiles, groups, nbitsMaxGridX, nbitsMaxGridY)
 		}
 		k.grid = cudadrv.Dim3{X: uint32(tiles), Y: uint32(groups), Z: 1}
+		k.block = cudadrv.Dim3{X: nbitsThreads, Y: 1, Z: 1}
 		return k, nil
 	}
 	return k, k.planPrefill(l, s)
@@ -344,6 +398,10 @@ func (k *nbitsKernel) planPrefill(l *Library, s opSpec) error {
 	return nil
 }
 
+// decode reports whether k runs a decode kernel ("gemv" or "mma"): one launch of k.fn on
+// k.grid and k.block, whose arguments are the same for both (k.wpc in the sixth).
+func (k *nbitsKernel) decode() bool { return k.variant == "gemv" || k.variant == "mma" }
+
 // Execute queues the decode kernel, or the prefill's bias broadcast, dequantizations and
 // GEMMs.
 func (k *nbitsKernel) Execute(inputs, outputs []Tensor) error {
@@ -355,14 +413,14 @@ func (k *nbitsKernel) Execute(inputs, outputs []Tensor) error {
 	st := k.lib.rt.Stream
 	a := &k.args
 	q := k.m.nbitsQuant
-	if k.variant == "gemv" {
+	if k.decode() {
 		a.Reset()
 		a.Ptr(inputs[0].Ptr).U64(k.rows).U64(uint64(q.k)).U64(uint64(q.bs)).U64(uint64(k.m.zp)).U64(k.wpc)
 		a.Ptr(y).Ptr(inputs[1].Ptr).Ptr(inputs[2].Ptr).Ptr(zp).Ptr(bias).U64(uint64(q.n))
 		for range nbitsGroup - 1 {
 			a.Ptr(0).Ptr(0).Ptr(0).Ptr(0).Ptr(0).U64(0)
 		}
-		return st.Launch(k.fn, k.grid, cudadrv.Dim3{X: nbitsThreads, Y: 1, Z: 1}, 0, a)
+		return st.Launch(k.fn, k.grid, k.block, 0, a)
 	}
 	if k.m.bias {
 		n := k.rows * uint64(q.n)
@@ -428,8 +486,10 @@ func nbitsGroupOptional() []int {
 
 // nbitsGroupKernel is cudaep.MatMulNBitsGroup: the MatMulNBits of one A with each of up to
 // nbitsGroup quantized matrices (a decoder's q, k and v projections), one MatMulNBits kernel
-// each (subs), and for fewer than nbitsPrefillRows rows one launch of the decode kernel for
-// all of them instead, whose grid is the matrices' column tiles one after the other.
+// each (subs), and for fewer than nbitsPrefillRows rows one launch of their decode kernel
+// (the matrices share A, K, bits, block_size and the kind of zero points, so they all take
+// the same one, "gemv" or "mma") for all of them instead, whose grid is the matrices' column
+// tiles one after the other.
 type nbitsGroupKernel struct {
 	kernelBase
 	subs []*nbitsKernel
@@ -445,8 +505,9 @@ type nbitsGroupKernel struct {
 // block_size and accuracy_level as MatMulNBits', and N, one value a matrix (ints). Outputs Y_i
 // as MatMulNBits' Y. Every matrix is validated as the MatMulNBits node it replaces, and the
 // matrices must agree in where their zero points come from (absent, packed or unpacked: the
-// decode kernel takes one kind). Fewer than 16 rows of A run one decode launch for the group,
-// each output bit-identical to its MatMulNBits'; more run each MatMulNBits' prefill.
+// decode kernels take one kind). Fewer than 16 rows of A run one decode launch for the group
+// (the tensor-core kernel where MatMulNBits would run it), each output bit-identical to its
+// MatMulNBits'; more run each MatMulNBits' prefill.
 func buildMatMulNBitsGroup(l *Library, s opSpec) (Kernel, error) {
 	g := (len(s.Inputs) - 1) / 4
 	if g < 1 || g > nbitsGroup || len(s.Inputs) != 1+4*g {
@@ -482,7 +543,7 @@ func buildMatMulNBitsGroup(l *Library, s opSpec) (Kernel, error) {
 		outs = append(outs, nk.Outputs()[0])
 	}
 	k.kernelBase = newBase(l, s, outs...)
-	if k.subs[0].variant == "gemv" {
+	if k.subs[0].decode() {
 		tiles := int64(0)
 		for _, sub := range k.subs {
 			tiles += int64(sub.grid.X)
@@ -517,7 +578,7 @@ func (k *nbitsGroupKernel) Execute(inputs, outputs []Tensor) error {
 		k.outs[i] = [1]Tensor{outputs[i]}
 	}
 	s0 := k.subs[0]
-	if s0.variant != "gemv" {
+	if !s0.decode() {
 		for i, sub := range k.subs {
 			if err := sub.Execute(k.ins[i][:], k.outs[i][:]); err != nil {
 				return err
@@ -537,5 +598,5 @@ func (k *nbitsGroupKernel) Execute(inputs, outputs []Tensor) error {
 		in := &k.ins[i]
 		a.Ptr(outputs[i].Ptr).Ptr(in[1].Ptr).Ptr(in[2].Ptr).Ptr(in[3].Ptr).Ptr(in[5].Ptr).U64(uint64(k.subs[i].m.n))
 	}
-	return k.lib.rt.Stream.Launch(s0.fn, k.grid, cudadrv.Dim3{X: nbitsThreads, Y: 1, Z: 1}, 0, a)
+	return k.lib.rt.Stream.Launch(s0.fn, k.grid, s0.block, 0, a)
 }

@@ -1,6 +1,7 @@
 package kernels_test
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"testing"
@@ -35,6 +36,16 @@ func (c nbitsCase) String() string {
 func (c nbitsCase) rows() int64 { return numel(c.lead) }
 
 func (c nbitsCase) kBlocks() int64 { return (c.k + c.bs - 1) / c.bs }
+
+// decodeVariant is the decode kernel the case should get, the planner's rule restated: "mma"
+// (the tensor cores) for float16 A, 4 bits, zero points absent or packed, block_size >= 32, K
+// a multiple of 32 and 1 to 8 rows; "gemv" otherwise.
+func (c nbitsCase) decodeVariant() string {
+	if c.dt == kernels.Float16 && c.bits == 4 && c.zp != "typed" && c.bs >= 32 && c.k%32 == 0 && c.rows() >= 1 && c.rows() <= 8 {
+		return "mma"
+	}
+	return "gemv"
+}
 
 // spec returns the case's Spec: attributes K, N, bits and block_size (and accuracy_level, a
 // hint), inputs A, B, scales and the optional ones the case gives.
@@ -181,8 +192,9 @@ func (f *fixture) runNBits(c nbitsCase, variant string) kernels.Kernel {
 // TestMatMulNBitsAgainstReference runs MatMulNBits over its attribute and input space against
 // the float64 reference: every dtype, 4 and 8 bits, every block size, K a multiple of the
 // block size and not (the last block padded), zero points absent, packed and unpacked, with
-// and without a bias, scales 2-D and flattened, and 1, 3 and 8 rows through the decode kernel
-// and 17 through the prefill's dequantization and cuBLAS.
+// and without a bias, scales 2-D and flattened, and 1, 3 and 8 rows through the decode kernels
+// (the tensor-core one where it applies) and 17 through the prefill's dequantization and
+// cuBLAS.
 func TestMatMulNBitsAgainstReference(t *testing.T) {
 	f := newFixture(t)
 	i := 0
@@ -199,7 +211,7 @@ func TestMatMulNBitsAgainstReference(t *testing.T) {
 					c := nbitsCase{dt: dt, bits: bits, bs: bs, k: k, n: 19, lead: lead, zp: zp, bias: i%4 < 2, flatScales: i%5 == 0}
 					t.Run(c.String(), func(t *testing.T) {
 						f := f.sub(t)
-						assert.Equal(t, "gemv", kernels.KernelVariant(f.runNBits(c, "")))
+						assert.Equal(t, c.decodeVariant(), kernels.KernelVariant(f.runNBits(c, "")))
 						c.lead = []int64{17}
 						assert.Equal(t, "dequant", kernels.KernelVariant(f.runNBits(c, "")))
 					})
@@ -213,7 +225,9 @@ func TestMatMulNBitsAgainstReference(t *testing.T) {
 // several row groups of the decode kernel and few rows through the prefill, the decode's
 // warps a column from 1 to 8, B's chunks loaded as 8-byte halves (4-bit blocks of 16, an odd
 // count a column) and as bytes (B unaligned), A loaded element by element (K not whole packs,
-// or A not 16-byte aligned), A of rank 1 and 3, and a prefill of several tiles.
+// or A not 16-byte aligned), A of rank 1 and 3, and a prefill of several tiles; and the
+// tensor-core decode kernel's: K split over 1 to 16 warps, a last step past K, A, B and the
+// scales unaligned for its vector loads.
 func TestMatMulNBitsPaths(t *testing.T) {
 	f := newFixture(t)
 	bf, h, fl := kernels.BFloat16, kernels.Float16, kernels.Float32
@@ -235,21 +249,41 @@ func TestMatMulNBitsPaths(t *testing.T) {
 		{"8-byte halves prefill", nbitsCase{dt: h, bits: 4, bs: 16, k: 80, n: 6, lead: []int64{16}, zp: "packed", bias: true}, "", 0},
 		{"B unaligned", nbitsCase{dt: bf, bits: 4, bs: 32, k: 200, n: 11, lead: []int64{4}, zp: "packed", offsetB: 3}, "", 1},
 		{"B unaligned prefill", nbitsCase{dt: fl, bits: 8, bs: 64, k: 200, n: 11, lead: []int64{16}, offsetB: 5}, "", 0},
-		{"A unaligned", nbitsCase{dt: h, bits: 4, bs: 32, k: 128, n: 7, lead: []int64{3}, offsetA: 6}, "", 1},
+		{"A unaligned", nbitsCase{dt: h, bits: 4, bs: 32, k: 128, n: 7, lead: []int64{3}, offsetA: 6}, "gemv", 1},
 		{"K not whole packs", nbitsCase{dt: bf, bits: 8, bs: 16, k: 43, n: 7, lead: []int64{5}, zp: "typed", bias: true}, "", 1},
 		{"A of rank 1", nbitsCase{dt: fl, bits: 4, bs: 32, k: 64, n: 30, lead: nil, bias: true}, "", 1},
 		{"A of rank 3", nbitsCase{dt: bf, bits: 4, bs: 64, k: 64, n: 30, lead: []int64{2, 3}, zp: "typed"}, "", 1},
 		{"A of rank 3 prefill", nbitsCase{dt: bf, bits: 4, bs: 64, k: 64, n: 30, lead: []int64{2, 9}, zp: "packed", bias: true}, "", 0},
+		// The tensor-core decode kernel (wpc: its warps a block).
+		{"mma 1 warp", nbitsCase{dt: h, bits: 4, bs: 32, k: 256, n: 17, lead: []int64{2}, zp: "packed"}, "", 1},
+		{"mma 2 warps, K past a step", nbitsCase{dt: h, bits: 4, bs: 64, k: 544, n: 9, lead: []int64{1}, bias: true}, "", 2},
+		{"mma 4 warps", nbitsCase{dt: h, bits: 4, bs: 128, k: 1024, n: 33, lead: []int64{5}, zp: "packed", bias: true}, "", 4},
+		{"mma 16 warps, 2 steps each", nbitsCase{dt: h, bits: 4, bs: 256, k: 8192, n: 16, lead: []int64{1}, zp: "packed"}, "", 16},
+		{"mma 16 warps, a warp's last step partial", nbitsCase{dt: h, bits: 4, bs: 32, k: 4096 + 32, n: 20, lead: []int64{8}, bias: true}, "", 16},
+		{"mma A unaligned", nbitsCase{dt: h, bits: 4, bs: 32, k: 128, n: 7, lead: []int64{3}, offsetA: 6}, "", 1},
+		{"mma B unaligned", nbitsCase{dt: h, bits: 4, bs: 128, k: 256, n: 18, lead: []int64{4}, zp: "packed", offsetB: 3}, "", 1},
+		{"mma B 4-byte aligned, pieces of 16", nbitsCase{dt: h, bits: 4, bs: 256, k: 512, n: 18, lead: []int64{1}, offsetB: 4, bias: true}, "", 2},
+		{"mma scales not whole steps", nbitsCase{dt: h, bits: 4, bs: 32, k: 96, n: 18, lead: []int64{1, 1}, zp: "packed", flatScales: true}, "", 1},
+		{"mma forced on bfloat16: the rule's gemv", nbitsCase{dt: bf, bits: 4, bs: 32, k: 96, n: 18, lead: []int64{1}}, "mma", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := f.sub(t)
 			k := f.runNBits(tc.c, tc.variant)
 			grid, wpc, _, _ := kernels.NBitsPlan(k)
-			if kernels.KernelVariant(k) == "gemv" {
+			switch v := kernels.KernelVariant(k); v {
+			case "gemv":
 				assert.Equal(t, tc.wpc, wpc)
 				cols := int64(8 / wpc)
 				assert.Equal(t, cudadrv.Dim3{X: uint32((tc.c.n + cols - 1) / cols), Y: uint32((max(tc.c.rows(), 1) + 7) / 8), Z: 1}, grid)
+				assert.Equal(t, cudadrv.Dim3{X: 256, Y: 1, Z: 1}, kernels.NBitsBlock(k))
+			case "mma":
+				assert.Equal(t, tc.wpc, wpc, "warps a block")
+				assert.Equal(t, cudadrv.Dim3{X: uint32((tc.c.n + 15) / 16), Y: 1, Z: 1}, grid, "one block a 16-column tile")
+				assert.Equal(t, cudadrv.Dim3{X: uint32(32 * wpc), Y: 1, Z: 1}, kernels.NBitsBlock(k))
+			}
+			if (tc.variant == "" || tc.variant == "mma") && tc.wpc != 0 {
+				assert.Equal(t, tc.c.decodeVariant(), kernels.KernelVariant(k))
 			}
 		})
 	}
@@ -456,19 +490,26 @@ func TestMatMulNBitsRefusesOverflowingValues(t *testing.T) {
 	}
 }
 
-// TestMatMulNBitsCaptures: both paths are capturable (the audit admits them, the graph records
-// instead of running), and a graph's replays give the eager run's bytes: the decode kernel's
-// sums have a fixed order, and the prefill's dequantized tile is rewritten before each GEMM.
+// TestMatMulNBitsCaptures: every path (decode by cudaep_mmnb_gemv_* and by the tensor cores,
+// prefill) is capturable (the audit admits them, the graph records instead of running), and a
+// graph's replays give the eager run's bytes: the decode kernels' sums have a fixed order (the
+// tensor-core kernel's warps reduced through shared memory in warp order, no atomics), and
+// the prefill's dequantized tile is rewritten before each GEMM.
 func TestMatMulNBitsCaptures(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range []nbitsCase{
 		{dt: kernels.BFloat16, bits: 4, bs: 32, k: 2048, n: 24, lead: []int64{1}, zp: "packed", bias: true},
 		{dt: kernels.Float16, bits: 4, bs: 64, k: 256, n: 24, lead: []int64{32}, zp: "typed", bias: true},
+		{dt: kernels.Float16, bits: 4, bs: 32, k: 4096, n: 40, lead: []int64{1, 3}, zp: "packed", bias: true}, // mma, 16 warps
 	} {
 		t.Run(c.String(), func(t *testing.T) {
 			f := f.sub(t)
 			spec := c.spec()
 			k := f.get(spec)
+			assert.Contains(t, []string{"gemv", "mma", "dequant"}, kernels.KernelVariant(k))
+			if c.rows() < 16 {
+				assert.Equal(t, c.decodeVariant(), kernels.KernelVariant(k))
+			}
 			require.True(t, k.CaptureSupport().IsSupported())
 			require.NoError(t, graphs.Audit([]graphs.Node{k}))
 			d := f.nbitsData(c)
@@ -490,53 +531,67 @@ func TestMatMulNBitsCaptures(t *testing.T) {
 
 // TestMatMulNBitsWithoutItsPTX: with the MatMulNBits module pending (its CUDA source changed,
 // its PTX not yet regenerated on a GPU) and a Library whose PTX lacks its kernels (the module's
-// file is missing, or it lacks an entry), NewLibrary still succeeds, Get refuses MatMulNBits
-// naming the missing entry and the PTX file and saying how to regenerate it, and every other op
-// builds as before.
+// file is missing, or it lacks an entry: the decode kernels, or only the tensor-core one, as
+// the PTX from before it does), NewLibrary still succeeds, Get refuses MatMulNBits naming the
+// missing entry and the PTX file and saying how to regenerate it, and every other op (and
+// kernel: "gemv" forced where "mma" is missing) builds as before.
 func TestMatMulNBitsWithoutItsPTX(t *testing.T) {
 	const file = "ptx/matmul_nbits.ptx"
 	defer kernels.MarkPending(file)()
 	require.Contains(t, kernels.PendingModules(), file)
 	full, _, err := simPendingPTX(kernels.EmbeddedPTXFS(), "cuda")
 	require.NoError(t, err)
-	withoutFile, withoutGemv := fstest.MapFS{}, fstest.MapFS{}
+	withoutFile, withoutGemv, withoutMMA := fstest.MapFS{}, fstest.MapFS{}, fstest.MapFS{}
 	for name, f := range full {
 		if name != file {
 			withoutFile[name] = f
 			withoutGemv[name] = f
+			withoutMMA[name] = f
 		}
 	}
-	// Only the dequantization entries (declared as the simulator needs them; run nowhere).
-	var dequant string
-	for _, bits := range []int{4, 8} {
-		for _, sfx := range []string{"f32", "f16", "bf16"} {
-			dequant += fmt.Sprintf(".visible .entry cudaep_mmnb_dequant_q%d_%s(", bits, sfx)
-			for i := range 9 {
-				if i > 0 {
-					dequant += ", "
+	// Entries declared as the simulator needs them (run nowhere): only the dequantization ones,
+	// or those and the gemv ones (the PTX from before the tensor-core kernel).
+	declare := func(stage string, params int) string {
+		var d string
+		for _, bits := range []int{4, 8} {
+			for _, sfx := range []string{"f32", "f16", "bf16"} {
+				d += fmt.Sprintf(".visible .entry cudaep_mmnb_%s_q%d_%s(", stage, bits, sfx)
+				for i := range params {
+					if i > 0 {
+						d += ", "
+					}
+					d += fmt.Sprintf(".param .u64 p%d", i)
 				}
-				dequant += fmt.Sprintf(".param .u64 p%d", i)
+				d += ")\n{\n\tret;\n}\n"
 			}
-			dequant += ")\n{\n\tret;\n}\n"
 		}
+		return d
 	}
-	withoutGemv[file] = &fstest.MapFile{Data: []byte(".version 7.0\n.target sm_75\n.address_size 64\n" + dequant)}
+	const header = ".version 7.0\n.target sm_75\n.address_size 64\n"
+	withoutGemv[file] = &fstest.MapFile{Data: []byte(header + declare("dequant", 9))}
+	withoutMMA[file] = &fstest.MapFile{Data: []byte(header + declare("dequant", 9) + declare("gemv", 24))}
 
 	decode := nbitsCase{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{1}}.spec()
 	prefill := nbitsCase{dt: kernels.BFloat16, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{16}}.spec()
+	mma := nbitsCase{dt: kernels.Float16, bits: 4, bs: 32, k: 64, n: 8, lead: []int64{1}}.spec()
 	for _, c := range []struct {
-		name    string
-		src     fstest.MapFS
-		refused map[*kernels.Spec][]string
-		built   []*kernels.Spec
+		name      string
+		src       fstest.MapFS
+		refused   map[*kernels.Spec][]string
+		built     []*kernels.Spec
+		gemvBuilt []*kernels.Spec // built with "gemv" forced
 	}{
 		{"no module", withoutFile, map[*kernels.Spec][]string{
 			&decode:  {"entry point cudaep_mmnb_gemv_q4_bf16 is not available", "the library's PTX has no ptx/matmul_nbits.ptx", "cuda/matmul_nbits.cu is newer", "mkptx.sh"},
 			&prefill: {"entry point cudaep_mmnb_dequant_q4_bf16 is not available"},
-		}, nil},
+			&mma:     {"entry point cudaep_mmnb_mma_q4_f16 is not available", "the library's PTX has no ptx/matmul_nbits.ptx"},
+		}, nil, nil},
 		{"no decode entry", withoutGemv, map[*kernels.Spec][]string{
 			&decode: {"entry point cudaep_mmnb_gemv_q4_bf16 is not available", "ptx/matmul_nbits.ptx has no entry point cudaep_mmnb_gemv_q4_bf16", "mkptx.sh", "CUDA_ERROR_NOT_FOUND"},
-		}, []*kernels.Spec{&prefill}},
+		}, []*kernels.Spec{&prefill}, nil},
+		{"no tensor-core entry", withoutMMA, map[*kernels.Spec][]string{
+			&mma: {"entry point cudaep_mmnb_mma_q4_f16 is not available", "ptx/matmul_nbits.ptx has no entry point cudaep_mmnb_mma_q4_f16", "mkptx.sh"},
+		}, []*kernels.Spec{&decode, &prefill}, []*kernels.Spec{&mma}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prev := kernels.UsePTXSource(c.src)
@@ -553,6 +608,13 @@ func TestMatMulNBitsWithoutItsPTX(t *testing.T) {
 			for _, spec := range c.built {
 				_, err := f.lib.Get(*spec)
 				assert.NoError(t, err)
+			}
+			for _, spec := range c.gemvBuilt {
+				prev := kernels.ForceVariant("matmulnbits", "gemv")
+				k, err := f.lib.Get(*spec)
+				kernels.ForceVariant("matmulnbits", prev)
+				require.NoError(t, err)
+				assert.Equal(t, "gemv", kernels.KernelVariant(k))
 			}
 			_, got := f.runF32(kernels.Spec{Op: "Relu", Opset: 14, Inputs: []kernels.TensorInfo{f32Info(3)}}, []float32{-1, 2, -3})
 			assert.Equal(t, []float32{0, 2, 0}, got, "the other modules load and run")
@@ -586,8 +648,9 @@ func nbitsGroupSpec(cs []nbitsCase) kernels.Spec {
 // TestMatMulNBitsGroupMatchesItsMatMulNBits runs groups of 1 to 3 matrices sharing A (a
 // decoder's q, k and v projections: N 64, 16 and 16; with and without biases) and checks each
 // output against the reference, and bit for bit against the MatMulNBits kernel of its matrix
-// alone: one decode launch over the group's column tiles for few rows, each matrix's prefill
-// for many.
+// alone: one decode launch over the group's column tiles for few rows (through
+// cudaep_mmnb_gemv_* or, for float16 4-bit groups it applies to, the tensor-core
+// cudaep_mmnb_mma_q4_f16: block sizes 32 to 256, 1 to 8 rows), each matrix's prefill for many.
 func TestMatMulNBitsGroupMatchesItsMatMulNBits(t *testing.T) {
 	f := newFixture(t)
 	for _, g := range []struct {
@@ -598,18 +661,26 @@ func TestMatMulNBitsGroupMatchesItsMatMulNBits(t *testing.T) {
 		ns   []int64
 		bias []bool
 		lead []int64
+		k    int64 // 1100 when 0
+		bs   int64 // 32 when 0
 	}{
-		{"q k v bfloat16 packed", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{1, 1}},
-		{"q k v float16 no zero points", kernels.Float16, 4, "", []int64{64, 16, 16}, []bool{false, false, false}, []int64{3}},
-		{"two float32 8-bit typed", kernels.Float32, 8, "typed", []int64{20, 12}, []bool{true, true}, []int64{8}},
-		{"one", kernels.BFloat16, 4, "packed", []int64{24}, []bool{false}, []int64{1}},
-		{"q k v prefill", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{16}},
+		{"q k v bfloat16 packed", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{1, 1}, 0, 0},
+		{"q k v float16 no zero points", kernels.Float16, 4, "", []int64{64, 16, 16}, []bool{false, false, false}, []int64{3}, 0, 0},
+		{"two float32 8-bit typed", kernels.Float32, 8, "typed", []int64{20, 12}, []bool{true, true}, []int64{8}, 0, 0},
+		{"one", kernels.BFloat16, 4, "packed", []int64{24}, []bool{false}, []int64{1}, 0, 0},
+		{"q k v prefill", kernels.BFloat16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{16}, 0, 0},
+		// The tensor-core decode kernel: float16, 4 bits, K a multiple of 32.
+		{"mma q k v packed", kernels.Float16, 4, "packed", []int64{64, 16, 16}, []bool{true, false, true}, []int64{1, 1}, 2048, 32},
+		{"mma q k v no zero points, 3 rows", kernels.Float16, 4, "", []int64{40, 24, 8}, []bool{false, true, false}, []int64{3}, 1056, 64},
+		{"mma two 8 rows", kernels.Float16, 4, "packed", []int64{48, 20}, []bool{true, true}, []int64{8}, 4096, 128},
+		{"mma one", kernels.Float16, 4, "", []int64{24}, []bool{true}, []int64{1}, 512, 256},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			f := f.sub(t)
 			var cs []nbitsCase
+			kk, bs := cmp.Or(g.k, 1100), cmp.Or(g.bs, 32)
 			for i, n := range g.ns {
-				cs = append(cs, nbitsCase{dt: g.dt, bits: g.bits, bs: 32, k: 1100, n: n, lead: g.lead, zp: g.zp, bias: g.bias[i]})
+				cs = append(cs, nbitsCase{dt: g.dt, bits: g.bits, bs: bs, k: kk, n: n, lead: g.lead, zp: g.zp, bias: g.bias[i]})
 			}
 			spec := nbitsGroupSpec(cs)
 			k := f.get(spec)
@@ -659,15 +730,27 @@ func TestMatMulNBitsGroupMatchesItsMatMulNBits(t *testing.T) {
 				assert.Equal(t, singles[i], f.download(outs[i]), "matrix %d: the group's output is its MatMulNBits'", i)
 				requireClose64(t, f.downloadTyped(outs[i]), refs[i], bound, fmt.Sprintf("matrix %d", i))
 			}
-			if kernels.KernelVariant(k) == "gemv" {
-				grid, wpc, _, _ := kernels.NBitsPlan(k)
+			grid, wpc, _, _ := kernels.NBitsPlan(k)
+			switch v := kernels.KernelVariant(k); {
+			case cs[0].rows() >= 16:
+				assert.Equal(t, "dequant", v)
+			case v == "gemv":
+				assert.Equal(t, "gemv", cs[0].decodeVariant())
 				tiles := uint32(0)
 				for _, n := range g.ns {
 					tiles += uint32((n + int64(8/wpc) - 1) / int64(8/wpc))
 				}
 				assert.Equal(t, tiles, grid.X, "one launch over every matrix's column tiles")
-			} else {
-				assert.Equal(t, "dequant", kernels.KernelVariant(k))
+			default:
+				assert.Equal(t, "mma", v)
+				assert.Equal(t, "mma", cs[0].decodeVariant())
+				tiles := uint32(0)
+				for _, n := range g.ns {
+					tiles += uint32((n + 15) / 16)
+				}
+				assert.Equal(t, cudadrv.Dim3{X: tiles, Y: 1, Z: 1}, grid, "one launch over every matrix's 16-column tiles")
+				assert.Equal(t, uint64(kernels.NBitsMMAWarps(kk)), wpc)
+				assert.Equal(t, cudadrv.Dim3{X: uint32(32 * wpc), Y: 1, Z: 1}, kernels.NBitsBlock(k))
 			}
 		})
 	}
@@ -719,6 +802,145 @@ func TestMatMulNBitsGroupRefusals(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
+		})
+	}
+}
+
+// TestMatMulNBitsMMAAgainstReference runs the tensor-core decode kernel over its space against
+// the float64 reference with the decode bound: float16, zero points absent and packed, block
+// sizes 32 to 256, 1, 3 and 8 rows, with and without a bias, scales 2-D and flattened, K of a
+// Llama projection (2048: whole steps of 256 weights), small (96: one partial step, the last
+// block padded for block sizes above 32) and 2048 + 96 (a partial last step), N of whole and
+// partial 16-column tiles.
+func TestMatMulNBitsMMAAgainstReference(t *testing.T) {
+	f := newFixture(t)
+	i := 0
+	for _, zp := range []string{"", "packed"} {
+		for _, bs := range []int64{32, 64, 128, 256} {
+			for _, k := range []int64{2048, 96, 2048 + 96} {
+				for _, lead := range [][]int64{{1}, {3}, {1, 8}} {
+					i++
+					c := nbitsCase{dt: kernels.Float16, bits: 4, bs: bs, k: k, n: []int64{40, 32}[i%2], lead: lead, zp: zp, bias: i%2 == 0, flatScales: i%3 == 0}
+					t.Run(c.String(), func(t *testing.T) {
+						k := f.sub(t).runNBits(c, "")
+						require.Equal(t, "mma", kernels.KernelVariant(k))
+						grid, kw, _, _ := kernels.NBitsPlan(k)
+						assert.Equal(t, uint64(kernels.NBitsMMAWarps(c.k)), kw)
+						assert.Equal(t, uint32((c.n+15)/16), grid.X)
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulNBitsPicksMMA: Get picks the tensor-core decode kernel ("mma") exactly for float16
+// A, 4 bits, zero points absent or packed, block_size >= 32, K a multiple of 32 and 1 to 8
+// rows, and cudaep_mmnb_gemv_* ("gemv") or the prefill ("dequant") for everything else; its
+// plan at a Llama decoder's shapes is one block of 32·kw threads per 16-column tile, K split
+// over kw = 8 warps at K = 2048 (a step of 256 weights each) and 16 above; forcing "mma" where
+// it does not apply leaves the rule's kernel, and forcing "gemv" on an mma case gives "gemv".
+func TestMatMulNBitsPicksMMA(t *testing.T) {
+	f := newFixture(t)
+	h := kernels.Float16
+	mma := nbitsCase{dt: h, bits: 4, bs: 32, k: 2048, n: 64, lead: []int64{1}}
+	with := func(mod func(c *nbitsCase)) nbitsCase {
+		c := mma
+		mod(&c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    nbitsCase
+		want string
+	}{
+		{"float16 q4 bs32", mma, "mma"},
+		{"packed zero points", with(func(c *nbitsCase) { c.zp = "packed" }), "mma"},
+		{"block 64", with(func(c *nbitsCase) { c.bs = 64 }), "mma"},
+		{"block 128", with(func(c *nbitsCase) { c.bs = 128 }), "mma"},
+		{"block 256, bias", with(func(c *nbitsCase) { c.bs, c.bias = 256, true }), "mma"},
+		{"3 rows", with(func(c *nbitsCase) { c.lead = []int64{3} }), "mma"},
+		{"8 rows", with(func(c *nbitsCase) { c.lead = []int64{2, 4} }), "mma"},
+		{"K 32", with(func(c *nbitsCase) { c.k = 32 }), "mma"},
+		{"K 2048 + 32, block 256", with(func(c *nbitsCase) { c.k, c.bs = 2048+32, 256 }), "mma"},
+		{"bfloat16", with(func(c *nbitsCase) { c.dt = kernels.BFloat16 }), "gemv"},
+		{"float32", with(func(c *nbitsCase) { c.dt = kernels.Float32 }), "gemv"},
+		{"8 bits", with(func(c *nbitsCase) { c.bits = 8 }), "gemv"},
+		{"unpacked zero points", with(func(c *nbitsCase) { c.zp = "typed" }), "gemv"},
+		{"block 16", with(func(c *nbitsCase) { c.bs = 16 }), "gemv"},
+		{"K 2048 + 16", with(func(c *nbitsCase) { c.k = 2048 + 16 }), "gemv"},
+		{"K 100, block 128", with(func(c *nbitsCase) { c.k, c.bs = 100, 128 }), "gemv"},
+		{"9 rows", with(func(c *nbitsCase) { c.lead = []int64{9} }), "gemv"},
+		{"15 rows", with(func(c *nbitsCase) { c.lead = []int64{3, 5} }), "gemv"},
+		{"16 rows", with(func(c *nbitsCase) { c.lead = []int64{16} }), "dequant"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := f.sub(t)
+			require.Equal(t, tc.want == "mma", tc.c.decodeVariant() == "mma", "the test's restated rule")
+			k := f.get(tc.c.spec())
+			assert.Equal(t, tc.want, kernels.KernelVariant(k))
+			prev := kernels.ForceVariant("matmulnbits", "mma")
+			forced, err := f.lib.Get(tc.c.spec())
+			kernels.ForceVariant("matmulnbits", prev)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, kernels.KernelVariant(forced), "forcing mma changes nothing")
+			if tc.want == "mma" {
+				prev := kernels.ForceVariant("matmulnbits", "gemv")
+				gemv, err := f.lib.Get(tc.c.spec())
+				kernels.ForceVariant("matmulnbits", prev)
+				require.NoError(t, err)
+				assert.Equal(t, "gemv", kernels.KernelVariant(gemv))
+				g := nbitsGroupSpec([]nbitsCase{tc.c, tc.c})
+				assert.Equal(t, "mma", kernels.KernelVariant(f.get(g)), "a group of mma matrices launches the mma kernel")
+			}
+		})
+	}
+	t.Run("Llama shapes", func(t *testing.T) {
+		f := f.sub(t)
+		for _, s := range []struct{ k, n, kw int64 }{{2048, 2048, 8}, {2048, 8192, 8}, {8192, 2048, 16}, {2048, 32000, 8}, {4096, 14336, 16}, {256, 64, 1}, {512, 64, 2}, {1024, 64, 4}} {
+			c := with(func(c *nbitsCase) { c.k, c.n = s.k, s.n })
+			k := f.get(c.spec())
+			require.Equal(t, "mma", kernels.KernelVariant(k))
+			grid, kw, _, _ := kernels.NBitsPlan(k)
+			assert.Equal(t, uint64(s.kw), kw, "K %d", s.k)
+			assert.Equal(t, cudadrv.Dim3{X: uint32((s.n + 15) / 16), Y: 1, Z: 1}, grid, "N %d", s.n)
+			assert.Equal(t, cudadrv.Dim3{X: uint32(32 * s.kw), Y: 1, Z: 1}, kernels.NBitsBlock(k))
+		}
+	})
+}
+
+// TestMatMulNBitsMMAMatchesGemv: on cases the tensor-core decode kernel takes, the kernel it
+// replaced ("gemv", forced) gives results within the decode bound of the mma kernel's on the
+// same tensors (and each within it of the reference): the two sum the same exact products in
+// float32, in different orders.
+func TestMatMulNBitsMMAMatchesGemv(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []nbitsCase{
+		{dt: kernels.Float16, bits: 4, bs: 32, k: 2048, n: 48, lead: []int64{1}, zp: "packed", bias: true},
+		{dt: kernels.Float16, bits: 4, bs: 128, k: 4096, n: 24, lead: []int64{8}},
+		{dt: kernels.Float16, bits: 4, bs: 64, k: 1056, n: 21, lead: []int64{3}, zp: "packed"},
+		{dt: kernels.Float16, bits: 4, bs: 256, k: 512, n: 17, lead: []int64{2}, bias: true},
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			f := f.sub(t)
+			spec := c.spec()
+			d := f.nbitsData(c)
+			ins := f.nbitsInputs(c, spec, d)
+			outs := map[string][]float64{}
+			for _, v := range []string{"", "gemv"} {
+				prev := kernels.ForceVariant("matmulnbits", v)
+				k, err := f.lib.Get(spec)
+				kernels.ForceVariant("matmulnbits", prev)
+				require.NoError(t, err)
+				out := f.outputs(k)
+				require.NoError(t, k.Execute(ins, out))
+				outs[kernels.KernelVariant(k)] = f.downloadTyped(out[0])
+			}
+			require.Contains(t, outs, "mma")
+			require.Contains(t, outs, "gemv")
+			requireClose64(t, outs["mma"], d.ref, boundFor(c.dt), "mma")
+			requireClose64(t, outs["gemv"], d.ref, boundFor(c.dt), "gemv")
+			requireClose64(t, outs["gemv"], outs["mma"], boundFor(c.dt), "gemv against mma")
 		})
 	}
 }

@@ -27,10 +27,15 @@ import "sync"
 //     gemv.go): "gemv", cudaep_gemv_<t> (see cuda/gemv.cu). Baseline "cublas": the cuBLAS
 //     GEMM every other MatMul runs (cublasGemmEx for float16 and bfloat16, cublasSgemm for
 //     float32), which a B the GEMV cannot load from also gets.
-//   - "matmulnbits" (com.microsoft.MatMulNBits; see matmul_nbits.go): "gemv", the decode kernel
-//     cudaep_mmnb_gemv_q<bits>_<t>, for fewer than 16 rows of A; "dequant", the prefill's
-//     cudaep_mmnb_dequant_q<bits>_<t> and cuBLAS, for more. Either may be forced for any row
-//     count (tests check each path on the other's shapes).
+//   - "matmulnbits" (com.microsoft.MatMulNBits and cudaep.MatMulNBitsGroup; see
+//     matmul_nbits.go): "mma", the tensor-core decode kernel cudaep_mmnb_mma_q4_f16, for 1 to 8
+//     rows of float16 A by 4-bit weights with zero points absent or packed, block_size >= 32
+//     and K a multiple of 32 (nbitsMMAApplies); "gemv", the decode kernel
+//     cudaep_mmnb_gemv_q<bits>_<t>, for every other case of fewer than 16 rows of A; "dequant",
+//     the prefill's cudaep_mmnb_dequant_q<bits>_<t> and cuBLAS, for more. "gemv" and "dequant"
+//     may be forced for any row count (tests check each path on the other's shapes, and
+//     "gemv" beside "mma" on the same tensors); "mma" only where it applies (elsewhere forcing
+//     it leaves the rule's choice).
 
 // forced holds the variant forced per family; see forceVariant.
 var forced struct {
@@ -39,8 +44,8 @@ var forced struct {
 }
 
 // forceVariant makes later Gets of family build baseline v ("nd" for "transpose2d", "old" for
-// "layernorm", "stride" for "elementwise", "cublas" for "matmul", "gemv" or "dequant" for
-// "matmulnbits"; "" goes back to the rule) and returns what was
+// "layernorm", "stride" for "elementwise", "cublas" for "matmul", "gemv", "mma" or "dequant"
+// for "matmulnbits"; "" goes back to the rule) and returns what was
 // forced before; other names are ignored. For tests and the op benchmark only
 // (export_test.go); safe for concurrent use, but it affects every Library of the process.
 func forceVariant(family, v string) (previous string) {
