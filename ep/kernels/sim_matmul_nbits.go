@@ -121,8 +121,90 @@ func simNBitsGemv(l *cudadrv.KernelLaunch, bits int64, dt DType) error {
 	if rows == 0 || (wpc != 1 && wpc != 2 && wpc != 4 && wpc != 8) {
 		return fmt.Errorf("%s: rows %d, wpc %d: the kernel needs rows > 0 and wpc 1, 2, 4 or 8", l.Name, rows, wpc)
 	}
+	per := uint64(128/bits) / 16 // groups of 16 a chunk
+	var lanes [32]float32
+	return simNBitsRun(l, dt, lay, zpMode, rows, (rows+nbitsRows-1)/nbitsRows,
+		func(n uint64) uint64 { return uint64(nbitsTiles(int64(n), int64(wpc))) },
+		func(c simNBitsColumn, ar []float32) float32 {
+			total := float32(0)
+			for part := range wpc {
+				for lane := range uint64(32) {
+					acc := float32(0)
+					for ch := part*32 + lane; ch < lay.chunks; ch += wpc * 32 {
+						for g := ch * per; g < (ch+1)*per && 16*g < k; g++ {
+							p := float32(0)
+							for j := uint64(0); j < 16 && 16*g+j < k; j++ {
+								p = simFMA32(ar[16*g+j], c.d[g][j], p)
+							}
+							acc = simFMA32(p, c.scale[g], acc)
+						}
+					}
+					lanes[lane] = acc
+				}
+				total += simWarpReduce(lanes[:], simSumOp)
+			}
+			return total
+		})
+}
+
+// simNBitsMMA is cudaep_mmnb_mma_q4_f16(a, rows, k, block_size, zp_mode, kw, then y_i, b_i,
+// scales_i, zp_i, bias_i, n_i for 3 matrices) (cuda/matmul_nbits.cu), in the kernel's float32
+// order but for the inside of an mma: for each column and row of A, each of the block's kw
+// warps its steps of 256 weights (w, w + kw, …), in each step its blocks in order, a block's
+// exact (q − zp)·a products summed in float32 per 32-weight sub-block and the sub-blocks added
+// into acc, then total_w = fma(acc, scale, total_w); the warps' totals added in order, then the
+// bias, rounded once on store. (The tensor cores sum the 8 products of an mma in an order of
+// their own; the bound of the tests covers the difference.) It fails the launch where the CUDA
+// kernel would go wrong: a block that is not 32·kw threads for kw 1, 2, 4, 8 or 16, rows not
+// 1 to 8, K not a multiple of 32, a block size below 32, unpacked zero points, a grid that is
+// not the group's 16-column tiles, a matrix after an absent one.
+func simNBitsMMA(l *cudadrv.KernelLaunch) error {
+	rows, k, bs, zpMode, kw := l.U64Arg(1), l.U64Arg(2), l.U64Arg(3), l.U64Arg(4), l.U64Arg(5)
+	if kw == 0 || kw > nbitsMMAMaxWarps || kw&(kw-1) != 0 || l.Block != (cudadrv.Dim3{X: uint32(32 * kw), Y: 1, Z: 1}) {
+		return fmt.Errorf("%s: block %v, kw %d: the kernel needs kw 1, 2, 4, 8 or 16 and 32·kw threads", l.Name, l.Block, kw)
+	}
+	lay, err := simNBitsLayoutOf(l, k, bs, 4, zpMode)
+	if err != nil {
+		return err
+	}
+	if rows == 0 || rows > nbitsRows || k%32 != 0 || bs < 32 || nbitsZP(zpMode) == nbitsZPTyped {
+		return fmt.Errorf("%s: rows %d, k %d, block_size %d, zp_mode %d: the kernel needs 1 to 8 rows, k a multiple of 32, block_size >= 32 and zero points absent or packed", l.Name, rows, k, bs, zpMode)
+	}
+	steps, perStep, subs := (k+nbitsMMAStep-1)/nbitsMMAStep, nbitsMMAStep/bs, bs/32
+	return simNBitsRun(l, Float16, lay, zpMode, rows, 1,
+		func(n uint64) uint64 { return uint64(nbitsMMATiles(int64(n))) },
+		func(c simNBitsColumn, ar []float32) float32 {
+			total := float32(0)
+			for w := range kw {
+				warp := float32(0)
+				for st := w; st < steps; st += kw {
+					for kb := st * perStep; kb < (st+1)*perStep && kb < lay.kBlocks; kb++ {
+						acc := float32(0)
+						for sb := kb * subs; sb < (kb+1)*subs && 32*sb < k; sb++ {
+							p := float32(0)
+							for j := 32 * sb; j < 32*sb+32; j++ {
+								p += ar[j] * c.d[j/16][j%16]
+							}
+							acc += p
+						}
+						warp = simFMA32(acc, c.scale[kb*bs/16], warp)
+					}
+				}
+				total += warp
+			}
+			return total
+		})
+}
+
+// simNBitsRun is what the decode kernels' simulations share, for a launch of lay's layout:
+// the group's matrices (n_i of the argument lists, a matrix after an absent one refused), the
+// grid (X the matrices' tiles(n_i) summed, Y gridY), A (rows × K, as float32) and for each
+// matrix, column and row of A, y = sum(the column, the row of A), plus the bias, rounded once
+// on store.
+func simNBitsRun(l *cudadrv.KernelLaunch, dt DType, lay simNBitsLayout, zpMode, rows, gridY uint64,
+	tiles func(n uint64) uint64, sum func(c simNBitsColumn, ar []float32) float32) error {
 	var ns []uint64
-	tiles := uint64(0)
+	total := uint64(0)
 	for i := range nbitsGroup {
 		n := l.U64Arg(6 + 6*i + 5)
 		if n == 0 {
@@ -132,15 +214,15 @@ func simNBitsGemv(l *cudadrv.KernelLaunch, bits int64, dt DType) error {
 			return fmt.Errorf("%s: matrix %d (n %d) follows an absent one", l.Name, i, n)
 		}
 		ns = append(ns, n)
-		tiles += uint64(nbitsTiles(int64(n), int64(wpc)))
+		total += tiles(n)
 	}
 	if len(ns) == 0 {
 		return fmt.Errorf("%s: no matrix (every n_i is 0)", l.Name)
 	}
-	groups := (rows + nbitsRows - 1) / nbitsRows
-	if uint64(l.Grid.X) != tiles || uint64(l.Grid.Y) != groups || l.Grid.Z != 1 {
-		return fmt.Errorf("%s: grid %v for n %v, wpc %d, %d rows: want %d × %d", l.Name, l.Grid, ns, wpc, rows, tiles, groups)
+	if uint64(l.Grid.X) != total || uint64(l.Grid.Y) != gridY || l.Grid.Z != 1 {
+		return fmt.Errorf("%s: grid %v for n %v and %d rows: want %d × %d", l.Name, l.Grid, ns, rows, total, gridY)
 	}
+	k := lay.k
 	a, err := simView(l, l.PtrArg(0), dt, int(rows*k))
 	if err != nil {
 		return err
@@ -170,133 +252,10 @@ func simNBitsGemv(l *cudadrv.KernelLaunch, bits int64, dt DType) error {
 				return err
 			}
 		}
-		per := uint64(128/bits) / 16 // groups of 16 a chunk
-		var lanes [32]float32
 		for col := range n {
 			c := lay.column(b[col*lay.rowBytes:(col+1)*lay.rowBytes], scales, nbitsZP(zpMode), zpBytes, zpTyped, col)
 			for m := range rows {
-				ar := av[m*k : (m+1)*k]
-				total := float32(0)
-				for part := range wpc {
-					for lane := range uint64(32) {
-						acc := float32(0)
-						for ch := part*32 + lane; ch < lay.chunks; ch += wpc * 32 {
-							for g := ch * per; g < (ch+1)*per && 16*g < k; g++ {
-								p := float32(0)
-								for j := uint64(0); j < 16 && 16*g+j < k; j++ {
-									p = simFMA32(ar[16*g+j], c.d[g][j], p)
-								}
-								acc = simFMA32(p, c.scale[g], acc)
-							}
-						}
-						lanes[lane] = acc
-					}
-					total += simWarpReduce(lanes[:], simSumOp)
-				}
-				if hasBias {
-					total += float32(bias.float(int64(col)))
-				}
-				y.setFloat(int64(m*n+col), float64(total))
-			}
-		}
-	}
-	return nil
-}
-
-// simNBitsMMA is cudaep_mmnb_mma_q4_f16(a, rows, k, block_size, zp_mode, kw, then y_i, b_i,
-// scales_i, zp_i, bias_i, n_i for 3 matrices) (cuda/matmul_nbits.cu), in the kernel's float32
-// order but for the inside of an mma: for each column and row of A, each of the block's kw
-// warps its steps of 256 weights (w, w + kw, …), in each step its blocks in order, a block's
-// exact (q − zp)·a products summed in float32 per 32-weight sub-block and the sub-blocks added
-// into acc, then total_w = fma(acc, scale, total_w); the warps' totals added in order, then the
-// bias, rounded once on store. (The tensor cores sum the 8 products of an mma in an order of
-// their own; the bound of the tests covers the difference.) It fails the launch where the CUDA
-// kernel would go wrong: a block that is not 32·kw threads for kw 1, 2, 4, 8 or 16, rows not
-// 1 to 8, K not a multiple of 32, a block size below 32, unpacked zero points, a grid that is
-// not the group's 16-column tiles, a matrix after an absent one.
-func simNBitsMMA(l *cudadrv.KernelLaunch) error {
-	rows, k, bs, zpMode, kw := l.U64Arg(1), l.U64Arg(2), l.U64Arg(3), l.U64Arg(4), l.U64Arg(5)
-	if kw == 0 || kw > nbitsMMAMaxWarps || kw&(kw-1) != 0 || l.Block != (cudadrv.Dim3{X: uint32(32 * kw), Y: 1, Z: 1}) {
-		return fmt.Errorf("%s: block %v, kw %d: the kernel needs kw 1, 2, 4, 8 or 16 and 32·kw threads", l.Name, l.Block, kw)
-	}
-	lay, err := simNBitsLayoutOf(l, k, bs, 4, zpMode)
-	if err != nil {
-		return err
-	}
-	if rows == 0 || rows > nbitsRows || k%32 != 0 || bs < 32 || nbitsZP(zpMode) == nbitsZPTyped {
-		return fmt.Errorf("%s: rows %d, k %d, block_size %d, zp_mode %d: the kernel needs 1 to 8 rows, k a multiple of 32, block_size >= 32 and zero points absent or packed", l.Name, rows, k, bs, zpMode)
-	}
-	var ns []uint64
-	tiles := uint64(0)
-	for i := range nbitsGroup {
-		n := l.U64Arg(6 + 6*i + 5)
-		if n == 0 {
-			continue
-		}
-		if len(ns) < i {
-			return fmt.Errorf("%s: matrix %d (n %d) follows an absent one", l.Name, i, n)
-		}
-		ns = append(ns, n)
-		tiles += uint64(nbitsMMATiles(int64(n)))
-	}
-	if len(ns) == 0 {
-		return fmt.Errorf("%s: no matrix (every n_i is 0)", l.Name)
-	}
-	if uint64(l.Grid.X) != tiles || l.Grid.Y != 1 || l.Grid.Z != 1 {
-		return fmt.Errorf("%s: grid %v for n %v: want %d × 1", l.Name, l.Grid, ns, tiles)
-	}
-	a, err := simView(l, l.PtrArg(0), Float16, int(rows*k))
-	if err != nil {
-		return err
-	}
-	av := make([]float32, rows*k)
-	for i := range av {
-		av[i] = float32(a.float(int64(i)))
-	}
-	steps, perStep, subs := (k+nbitsMMAStep-1)/nbitsMMAStep, nbitsMMAStep/bs, bs/32
-	for i, n := range ns {
-		base := 6 + 6*i
-		y, err := simView(l, l.PtrArg(base), Float16, int(rows*n))
-		if err != nil {
-			return err
-		}
-		b, err := l.Bytes(l.PtrArg(base+1), n*lay.rowBytes)
-		if err != nil {
-			return err
-		}
-		scales, zpBytes, _, err := lay.views(l, Float16, base+2, base+3, nbitsZP(zpMode), 0, n)
-		if err != nil {
-			return err
-		}
-		var bias simTensor
-		hasBias := l.PtrArg(base+4) != 0
-		if hasBias {
-			if bias, err = simView(l, l.PtrArg(base+4), Float16, int(n)); err != nil {
-				return err
-			}
-		}
-		for col := range n {
-			c := lay.column(b[col*lay.rowBytes:(col+1)*lay.rowBytes], scales, nbitsZP(zpMode), zpBytes, simTensor{}, col)
-			for m := range rows {
-				ar := av[m*k : (m+1)*k]
-				total := float32(0)
-				for w := range kw {
-					warp := float32(0)
-					for st := w; st < steps; st += kw {
-						for kb := st * perStep; kb < (st+1)*perStep && kb < lay.kBlocks; kb++ {
-							acc := float32(0)
-							for sb := kb * subs; sb < (kb+1)*subs && 32*sb < k; sb++ {
-								p := float32(0)
-								for j := 32 * sb; j < 32*sb+32; j++ {
-									p += ar[j] * c.d[j/16][j%16]
-								}
-								acc += p
-							}
-							warp = simFMA32(acc, c.scale[kb*bs/16], warp)
-						}
-					}
-					total += warp
-				}
+				total := sum(c, av[m*k:(m+1)*k])
 				if hasBias {
 					total += float32(bias.float(int64(col)))
 				}
