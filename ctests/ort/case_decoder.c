@@ -133,14 +133,15 @@ static void gen_close(ort_rt* rt, gen* g) {
   rt_session_release(rt, &g->s);
 }
 
-int decoder_generate(ort_rt* rt, const char* dir, const char* file, decoder_run* run) {
+int decoder_generate(ort_rt* rt, const char* dir, const char* file, const char* paging, decoder_run* run) {
   char path[4096], what[1400];
   memset(run, 0, sizeof *run);
   if (join_path(path, sizeof path, dir, file) < 0) return 1;
-  printf("  -- %s\n", file);
+  printf("  -- %s%s%s\n", file, paging ? ", paging=" : "", paging ? paging : "");
   rt_session_opts o, plain;
   ep_options(rt, &o);
   add_ep_option(&o, "tf32", "0");
+  if (paging) add_ep_option(&o, "paging", paging);
   o.record_assignment = 1; /* CPU fallback stays enabled: CudaEp need not claim every op */
   memset(&plain, 0, sizeof plain);
   static gen test, ref;
@@ -214,8 +215,8 @@ int case_decoder(ort_rt* rt, int argc, char** argv) {
   (void)argc;
   unsigned long mark = rt_log_mark();
   static decoder_run plain, contrib;
-  int f = decoder_generate(rt, argv[1], "decoder.onnx", &plain);
-  f += decoder_generate(rt, argv[1], "decoder_contrib.onnx", &contrib);
+  int f = decoder_generate(rt, argv[1], "decoder.onnx", NULL, &plain);
+  f += decoder_generate(rt, argv[1], "decoder_contrib.onnx", NULL, &contrib);
   host_tensor_free(&plain.cpu_prefill_logits);
   host_tensor_free(&contrib.cpu_prefill_logits);
   /* The two forms hold the same weights: ORT's CPU EP must generate the same tokens with both,

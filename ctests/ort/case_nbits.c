@@ -45,6 +45,8 @@
  * session; their 15 MatMulNBits nodes must be on CudaEp under the same CUDAEP_ORT_NBITS_CLAIMS
  * (names decoder_int4_sym, decoder_int4_asym); and on ORT's CPU EP the int4 forms' prefill logits
  * must stay within quantisation error of the float contrib form's (a check of the generator).
+ * Where CudaEp must claim them, each runs again with paging=on: the same logits and tokens, and
+ * CudaEp's counters show the packed int4 bytes streamed from the weight file (run_paged_decoder).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -589,15 +591,39 @@ static size_t count_word(const char* list, const char* word) {
   return n;
 }
 
+/* run_paged_decoder runs int4 decoder `name` with paging=on (decoder_generate: the same logits
+ * and tokens as the CPU session) and checks what CudaEp's counters say it streamed: every paged
+ * byte read from the weight file, and less than twice the file's bytes a run: the packed int4
+ * weights (each node's initializers start 256-byte aligned in a layer, so a run pages a few KiB
+ * of padding beyond the file), not a dequantized form (4x the file's bytes and more). */
+static int run_paged_decoder(ort_rt* rt, const char* dir, const char* name) {
+  char file[256], data[4096], what[600];
+  static decoder_run run;
+  CudaEpOrtStats before, after;
+  struct stat st;
+  textf(file, sizeof file, "%s.weights.bin", name);
+  if (join_path(data, sizeof data, dir, file) < 0 || stat(data, &st) != 0) return ok(0, "the int4 decoder's weight file is there");
+  textf(file, sizeof file, "%s.onnx", name);
+  int f = rt_ep_stats(rt, &before) < 0;
+  f += decoder_generate(rt, dir, file, "on", &run);
+  f += rt_ep_stats(rt, &after) < 0;
+  host_tensor_free(&run.cpu_prefill_logits);
+  unsigned long long bytes = after.paged_bytes - before.paged_bytes, read = after.weight_file_bytes - before.weight_file_bytes;
+  unsigned long long runs = DEC_STEPS + 1, per_run = bytes / runs;
+  textf(what, sizeof what, "%s, paging=on: %llu bytes paged in %llu runs (%llu a run; the weight file holds %lld), "
+        "every one read from the file (%llu)", name, bytes, runs, per_run, (long long)st.st_size, read);
+  return f + ok(bytes > 0 && per_run < 2 * (unsigned long long)st.st_size && read == bytes, what);
+}
+
 static int run_decoders(ort_rt* rt, const char* dir) {
   int f = 0;
   char what[1400];
   static decoder_run flt, q;
-  f += decoder_generate(rt, dir, "decoder_contrib.onnx", &flt);
+  f += decoder_generate(rt, dir, "decoder_contrib.onnx", NULL, &flt);
   for (size_t i = 0; i < sizeof nb_decoders / sizeof nb_decoders[0]; i++) {
     char file[256];
     textf(file, sizeof file, "%s.onnx", nb_decoders[i]);
-    f += decoder_generate(rt, dir, file, &q);
+    f += decoder_generate(rt, dir, file, NULL, &q);
     if (rt->ep_mode && q.assigned) {
       size_t on_ep = count_word(q.ep_ops, "MatMulNBits"), elsewhere = count_word(q.other_ops, "MatMulNBits");
       int required = nb_claim_required(nb_decoders[i]);
@@ -627,6 +653,7 @@ static int run_decoders(ort_rt* rt, const char* dir) {
           top, agree, DEC_STEPS);
     f += ok(top > 0 && worst <= 0.25 * top, what);
     host_tensor_free(&q.cpu_prefill_logits);
+    if (rt->ep_mode && nb_claim_required(nb_decoders[i])) f += run_paged_decoder(rt, dir, nb_decoders[i]);
   }
   host_tensor_free(&flt.cpu_prefill_logits);
   return f;

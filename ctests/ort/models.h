@@ -38,9 +38,10 @@ typedef struct decoder_run {
 } decoder_run;
 
 /* decoder_generate runs the decoder DIR/file (a form of gen_decoder.py's) through a session
- * with CudaEp appended (CPU fallback allowed) and a plain CPU session: an 8-token prefill and
- * DEC_STEPS greedy steps, every step's logits compared, the tokens too. It prints its checks and
+ * with CudaEp appended (CPU fallback allowed; its option paging set to `paging` unless that is
+ * NULL) and a plain CPU session: an 8-token prefill and DEC_STEPS greedy steps (DEC_STEPS + 1
+ * runs of each session), every step's logits compared, the tokens too. It prints its checks and
  * returns how many failed; *run is written either way. Not thread-safe (static sessions). */
-int decoder_generate(ort_rt* rt, const char* dir, const char* file, decoder_run* run);
+int decoder_generate(ort_rt* rt, const char* dir, const char* file, const char* paging, decoder_run* run);
 
 #endif /* CUDAEP_CTESTS_ORT_MODELS_H */
