@@ -55,7 +55,7 @@ import (
 //     in place.
 //   - A cudaep.SiluMul only a MatMul or cudaep.MatMulGroup reads → cudaep.SiluMulMatMulGroup.
 //   - com.microsoft.MatMulNBits of one A (an int4 decode step's q, k and v, or gate and up),
-//     up to three, with the same K, bits, block_size and accuracy_level, each one's inputs not
+//     up to three, with the same attributes but N (K, bits, block_size, …), each one's inputs not
 //     computed between the first and itself → cudaep.MatMulNBitsGroup: one decode launch over
 //     every matrix's column tiles, at the first's place.
 func Fuse(p *ep.Provider, nodes []Node, keep []string) []Node {

@@ -53,7 +53,8 @@ func matrices(n *Node) ([]Value, bool) {
 const maxNBitsGroup = 3
 
 // nbitsGroup joins com.microsoft.MatMulNBits i and the later live ones that read its A with
-// the same K, bits, block_size and accuracy_level into one cudaep.MatMulNBitsGroup at i, in
+// the same attributes but N (K, bits, block_size, accuracy_level, and any other the node has,
+// which the group's kernel then validates) into one cudaep.MatMulNBitsGroup at i, in
 // graph order, when each one's weights, scales, zero points and bias are available at i (graph
 // inputs or initializers, or made before i): an int4 decode step's q, k and v projections, or
 // its gate and up. The group's inputs are A, then each matrix's B, scales, zero_points and
@@ -67,8 +68,8 @@ func (g *fusion) nbitsGroup(i int) (Node, []int, bool) {
 	}
 	a := first.Inputs[0]
 	n := Node{Name: first.Name, Op: "cudaep.MatMulNBitsGroup", Opset: 1, Attrs: map[string]ep.Attribute{}, Inputs: []Value{a}}
-	for _, name := range nbitsShared {
-		if v, ok := first.Attrs[name]; ok {
+	for name, v := range first.Attrs {
+		if name != "N" {
 			n.Attrs[name] = v
 		}
 	}
@@ -83,7 +84,7 @@ func (g *fusion) nbitsGroup(i int) (Node, []int, bool) {
 	var rest []int
 	for j := i + 1; j < len(g.nodes) && len(rest)+1 < maxNBitsGroup; j++ {
 		m := &g.nodes[j]
-		if g.gone[j] || !isNBits(m) || m.Inputs[0].Name != a.Name || !sameAttrs(first, m, nbitsShared) {
+		if g.gone[j] || !isNBits(m) || m.Inputs[0].Name != a.Name || !sameAttrsBut(first, m, "N") {
 			continue
 		}
 		later := false
@@ -101,9 +102,6 @@ func (g *fusion) nbitsGroup(i int) (Node, []int, bool) {
 	n.Attrs["N"] = ep.IntsAttr(ns...)
 	return n, rest, len(rest) > 0
 }
-
-// nbitsShared are the attributes the MatMulNBits of a group share.
-var nbitsShared = []string{"K", "bits", "block_size", "accuracy_level"}
 
 // isNBits reports whether n is a com.microsoft.MatMulNBits with one output, an N attribute and
 // no g_idx.
@@ -125,14 +123,15 @@ func nbitsInputs(n *Node) []Value {
 	return ins
 }
 
-// sameAttrs reports whether a and b have the same value of each attribute of names, or both
-// lack it.
-func sameAttrs(a, b *Node, names []string) bool {
-	for _, name := range names {
-		x, okA := a.Attrs[name]
-		y, okB := b.Attrs[name]
-		if okA != okB || (okA && fmt.Sprint(x) != fmt.Sprint(y)) {
-			return false
+// sameAttrsBut reports whether a and b have the same attributes, with the same values, but
+// the one named except.
+func sameAttrsBut(a, b *Node, except string) bool {
+	for _, pair := range [][2]*Node{{a, b}, {b, a}} {
+		for name, x := range pair[0].Attrs {
+			y, ok := pair[1].Attrs[name]
+			if name != except && (!ok || fmt.Sprint(x) != fmt.Sprint(y)) {
+				return false
+			}
 		}
 	}
 	return true
