@@ -501,7 +501,8 @@ func TestFuseMatMulGroup(t *testing.T) {
 // TestFuseMatMulNBitsGroup: int4 MatMulNBits of one A with the same K, bits and block size
 // (q, k and v of an int4 decode step) run as one cudaep.MatMulNBitsGroup with the same
 // results, absent inputs kept absent; one with another block size stays apart, and a group
-// the kernel refuses (two kinds of zero points) is not made.
+// the kernel refuses (two kinds of zero points, or an attribute it does not take, which the
+// rule hands on rather than drops) is not made.
 func TestFuseMatMulNBitsGroup(t *testing.T) {
 	p := newProvider(t)
 	concat := map[string]ep.Attribute{"axis": ep.IntAttr(-1)}
@@ -532,6 +533,17 @@ func TestFuseMatMulNBitsGroup(t *testing.T) {
 		fused := assertFusedSame(t, g, g.op("Concat", concat, q, kk, v),
 			[]string{"cudaep.MatMulNBitsGroup", "com.microsoft.MatMulNBits", "Concat"}, 1e-6)
 		assert.Equal(t, []string{q.Name, v.Name}, names(fused[0].Outputs))
+	})
+	t.Run("an attribute the group does not take", func(t *testing.T) {
+		g := newGraph(t, p)
+		x := g.input("x", ep.Float32, 1, k)
+		var outs []Value
+		for _, name := range []string{"q", "k"} {
+			attrs := map[string]ep.Attribute{"K": ep.IntAttr(k), "N": ep.IntAttr(16), "bits": ep.IntAttr(4), "block_size": ep.IntAttr(32),
+				"weight_prepacked": ep.IntAttr(0)}
+			outs = append(outs, g.op("com.microsoft.MatMulNBits", attrs, x, g.input(name+"_B", ep.Uint8, 16, 2, 16), g.input(name+"_scales", ep.Float32, 16, 2)))
+		}
+		assertFusedSame(t, g, g.op("Concat", concat, outs...), []string{"com.microsoft.MatMulNBits", "com.microsoft.MatMulNBits", "Concat"}, 0)
 	})
 	t.Run("two kinds of zero points", func(t *testing.T) {
 		g := newGraph(t, p)
