@@ -189,8 +189,16 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		return o, r
 	}
-	// fill returns a device tensor of info holding a repeating pattern of small values.
+	// fill returns a device tensor of info holding a repeating pattern of small values, or for
+	// uint8 (quantized weights) random bytes, every one a valid weight.
 	fill := func(in kernels.TensorInfo) kernels.Tensor {
+		if in.DType == kernels.Uint8 {
+			b := make([]byte, in.Bytes())
+			for j := range b {
+				b[j] = byte(f.rng.IntN(256))
+			}
+			return f.upload(in, b)
+		}
 		n := in.NumElements()
 		period := min(n, 1<<16)
 		vals := make([]float64, period)
@@ -204,9 +212,13 @@ func TestOpBenchTable(t *testing.T) {
 		}
 		return f.upload(in, data)
 	}
+	// inputs fills spec's inputs (an absent one, the zero TensorInfo, stays the zero Tensor).
 	inputs := func(spec kernels.Spec) []kernels.Tensor {
 		ins := make([]kernels.Tensor, len(spec.Inputs))
 		for i, in := range spec.Inputs {
+			if in.DType == 0 {
+				continue
+			}
 			ins[i] = fill(in)
 			if c, ok := spec.Consts[i]; ok {
 				vals := make([]float64, len(c.Ints))
@@ -217,6 +229,17 @@ func TestOpBenchTable(t *testing.T) {
 			}
 		}
 		return ins
+	}
+	// specBytes is what a kernel of spec moves: its inputs once and its outputs once.
+	specBytes := func(spec kernels.Spec, outs []kernels.TensorInfo) float64 {
+		var moved float64
+		for _, in := range spec.Inputs {
+			moved += float64(in.Bytes())
+		}
+		for _, o := range outs {
+			moved += float64(o.Bytes())
+		}
+		return moved
 	}
 	run := func(id, title string, spec kernels.Spec, bytes float64) {
 		if !rowFilter.MatchString(id) {
@@ -414,13 +437,9 @@ func TestOpBenchTable(t *testing.T) {
 		k := f.get(spec)
 		ins, outs := inputs(spec), f.outputs(k)
 		o, _ := measure(batch, func() error { return k.Execute(ins, outs) }, nil)
-		var moved float64
-		for _, in := range spec.Inputs {
-			moved += float64(in.Bytes())
-		}
 		path, n := kernels.AttentionPlan(k)
 		rep.Rows = append(rep.Rows, opBenchRow{ID: id, Title: fmt.Sprintf("Attention bf16 Q [1,32,%d,64], K, V [1,8,%d,64], %s [%s %d]", seq, kv, what, path, n),
-			Bytes: moved + float64(k.Outputs()[0].Bytes()), FLOP: flop, OursMs: o})
+			Bytes: specBytes(spec, k.Outputs()), FLOP: flop, OursMs: o})
 	}
 
 	// GEMM: ep MatMul against GemmEx on the same buffers.
@@ -620,34 +639,7 @@ func TestOpBenchTable(t *testing.T) {
 	// above against the bfloat16 GEMV of the same shape (the bytes the int4 weights replace),
 	// cudaep.MatMulNBitsGroup over q, k and v and over gate and up, and at M = 512 (prefill:
 	// the dequantized tile through cuBLAS) against the bfloat16 MatMul. The bytes counted are
-	// the packed weights, the scales, A and Y; B's bytes are random, every byte a valid weight.
-	nbInputs := func(spec kernels.Spec) []kernels.Tensor {
-		ins := make([]kernels.Tensor, len(spec.Inputs))
-		for i, in := range spec.Inputs {
-			switch in.DType {
-			case 0: // absent
-			case kernels.Uint8:
-				b := make([]byte, in.Bytes())
-				for j := range b {
-					b[j] = byte(f.rng.IntN(256))
-				}
-				ins[i] = f.upload(in, b)
-			default:
-				ins[i] = fill(in)
-			}
-		}
-		return ins
-	}
-	specBytes := func(spec kernels.Spec, outs []kernels.TensorInfo) float64 {
-		var moved float64
-		for _, in := range spec.Inputs {
-			moved += float64(in.Bytes())
-		}
-		for _, o := range outs {
-			moved += float64(o.Bytes())
-		}
-		return moved
-	}
+	// the packed weights, the scales, A and Y.
 	for _, bf := range []kernels.DType{kernels.BFloat16, kernels.Float16} {
 		short := map[kernels.DType]string{kernels.BFloat16: "bf16", kernels.Float16: "f16"}[bf]
 		for _, m := range []int64{1, 512} {
@@ -662,7 +654,7 @@ func TestOpBenchTable(t *testing.T) {
 				}
 				spec := nbitsCase{dt: bf, bits: 4, bs: 32, k: kk, n: n, lead: []int64{1, m}}.spec()
 				k := f.get(spec)
-				ins, outs := nbInputs(spec), f.outputs(k)
+				ins, outs := inputs(spec), f.outputs(k)
 				dense := f.get(kernels.Spec{Op: "MatMul", Opset: 13, Inputs: []kernels.TensorInfo{info(bf, 1, m, kk), info(bf, kk, n)}})
 				dIns := []kernels.Tensor{ins[0], fill(info(bf, kk, n))}
 				dOuts := f.outputs(dense)
@@ -689,7 +681,7 @@ func TestOpBenchTable(t *testing.T) {
 			}
 			spec := nbitsGroupSpec(cs)
 			k := f.get(spec)
-			ins, outs := nbInputs(spec), f.outputs(k)
+			ins, outs := inputs(spec), f.outputs(k)
 			for i, c := range cs {
 				one := f.get(c.spec())
 				parts = append(parts, step{one, []kernels.Tensor{ins[0], ins[1+4*i], ins[2+4*i]}, outs[i : i+1]})
