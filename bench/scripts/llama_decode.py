@@ -243,6 +243,12 @@ def bf16_ulp(v):
     return 2.0 ** (np.floor(np.log2(v)) - 7) if v > 0 else 2.0 ** -133
 
 
+def at_tie(ref, a, b, d):
+    """Whether choosing token a where the reference logits ref chose b is a tie: ref's top logit
+    above a's by no more than d (the two logit vectors' largest difference) or two bf16 spacings."""
+    return float(ref[b] - ref[a]) <= max(d, 2 * bf16_ulp(float(ref[b])))
+
+
 def kv_names(cfg, prefix):
     return [f"{prefix}_{kind}_{l}" for l in range(cfg.num_hidden_layers) for kind in ("key", "value")]
 
@@ -906,7 +912,7 @@ def verify_decode(label, step, ids, pos, reset, ref):
         a, b = int(np.argmax(g)), int(np.argmax(w))
         if a == b:
             agree += 1
-        elif float(w[b] - w[a]) <= max(d, 2 * bf16_ulp(float(w[b]))):
+        elif at_tie(w, a, b, d):
             ties += 1
         else:
             bad.append((j, a, b, float(w[b] - w[a])))
@@ -2653,7 +2659,7 @@ def compiled_prefill_arms(args, cfg, model, P, m, keep, results):
                 d = float((got - want).abs().max())
                 top = float(want.abs().max())
                 a, b = int(got.argmax()), int(want.argmax())
-                tie = a == b or float(want[b] - want[a]) <= max(d, 2 * bf16_ulp(float(want[b])))
+                tie = a == b or at_tie(want, a, b, d)
                 ok = d == d and d <= 0.1 * top and tie
                 log(f"prefill {P}: {label}: first call (compiling) {first:.1f} s; last position's logits against "
                     f"transformers' eager forward: max |diff| {d:.4f} (max |logit| {top:.3f}, bound 0.1x), argmax "
