@@ -167,6 +167,12 @@ func isView(spec Spec, outs []TensorInfo) bool {
 // reads the input after the kernel.
 func (k *Kernel) InPlace(output, input int) bool { return kernels.InPlace(k.k, output, input) }
 
+// Variant names the kernel of its op family the provider chose, where a family has several:
+// for Attention "decode" (fewer than 16 query rows), "flash" (tensor cores: float16 and
+// bfloat16 of head size 64 or 128, on compute capability 8.0 or later) or "prefill" (float32
+// arithmetic). Other kernels: "".
+func (k *Kernel) Variant() string { return kernels.Variant(k.k) }
+
 // Name describes the kernel, e.g. "Add(float32[2,3], float32[3])".
 func (k *Kernel) Name() string { return k.k.Name() }
 

@@ -38,7 +38,8 @@ import (
 //     Transpose of the keys' last two axes, MatMul with the queries, Mul or Div by a constant
 //     scale, Add of a mask, Softmax over the last axis, MatMul with the values → Attention
 //     (ONNX opset 23) with its scale and mask, for queries of at most maxFusedAttentionRows
-//     rows (decode steps; see there why not prompts).
+//     rows (decode steps), and for longer ones (prompts) where the provider's kernel is the
+//     flash one (see maxFusedAttentionRows).
 //   - An Expand read only by a broadcasting elementwise op that broadcasts to the same shape
 //     without it (Add, Sub, Mul, Div, Where) is dropped.
 //   - MatMuls of one row A (a decode step's q, k and v projections of one hidden state, or its
@@ -152,6 +153,12 @@ func (g *fusion) index() {
 // builds reports whether the provider builds a kernel for n: every shape known, and GetKernel
 // accepts it.
 func (g *fusion) builds(n Node) bool {
+	_, ok := g.kernel(n)
+	return ok
+}
+
+// kernel returns the provider's kernel for n when builds(n).
+func (g *fusion) kernel(n Node) (*ep.Kernel, bool) {
 	spec := ep.Spec{Op: n.Op, Opset: n.Opset, Attrs: n.Attrs, NumOutputs: len(n.Outputs)}
 	for i, v := range n.Inputs {
 		if v.Name == "" {
@@ -159,7 +166,7 @@ func (g *fusion) builds(n Node) bool {
 			continue
 		}
 		if !static(v.Info) {
-			return false
+			return nil, false
 		}
 		spec.Inputs = append(spec.Inputs, v.Info)
 		if v.Const != nil {
@@ -171,15 +178,15 @@ func (g *fusion) builds(n Node) bool {
 	}
 	for _, v := range n.Outputs {
 		if !static(v.Info) {
-			return false
+			return nil, false
 		}
 	}
 	k, err := g.p.GetKernel(spec)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	outs := k.Outputs()
-	return len(outs) >= len(n.Outputs) && outs[0].Equal(n.Outputs[0].Info)
+	return k, len(outs) >= len(n.Outputs) && outs[0].Equal(n.Outputs[0].Info)
 }
 
 // static reports whether every dimension of info is known.

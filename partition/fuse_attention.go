@@ -109,8 +109,7 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 		return Node{}, nil, false
 	}
 	q := qk.Inputs[0]
-	if q.Info.Rank() != 4 || q.Info.DType != k.Info.DType || v.Info.DType != k.Info.DType ||
-		q.Info.Shape[2] < 0 || q.Info.Shape[2] > maxFusedAttentionRows {
+	if q.Info.Rank() != 4 || q.Info.DType != k.Info.DType || v.Info.DType != k.Info.DType || q.Info.Shape[2] < 0 {
 		return Node{}, nil, false
 	}
 	chain = append(chain, jqk, jt)
@@ -125,12 +124,18 @@ func (g *fusion) attention(i int) (Node, []int, bool) {
 		Attrs:  map[string]ep.Attribute{"scale": ep.FloatAttr(float32(scale))},
 		Inputs: ins, Outputs: []Value{last.Outputs[0]},
 	}
+	if q.Info.Shape[2] > maxFusedAttentionRows {
+		if k, ok := g.kernel(n); !ok || k.Variant() != "flash" {
+			return Node{}, nil, false
+		}
+	}
 	return n, chain, true
 }
 
-// maxFusedAttentionRows is the longest query the attention chain is fused for: decode steps.
-// For longer queries (a prompt) the chain's own kernels are faster than the fused Attention's
-// prefill path, which computes in float32 without tensor cores: on the H200 a 512-token prefill
-// of a 1.1 B Llama took 14.4 ms with it against 12.6 ms with cuBLAS's GEMMs and a softmax
-// (2026-12-01; its kernel 0.37 ms per layer).
+// maxFusedAttentionRows is the longest query the attention chain is fused for whatever kernel
+// the provider picks: decode steps. A longer query (a prompt) is fused only where the
+// provider's Attention is the flash kernel (tensor cores; float16 and bfloat16, head size 64
+// or 128, compute capability 8.0 or later): the float32 prefill kernel is slower than the
+// chain's own kernels (on the H200 a 512-token prefill of a 1.1 B Llama took 14.4 ms with it
+// against 12.6 ms with cuBLAS's GEMMs and a softmax, 2026-12-01; its kernel 0.37 ms per layer).
 const maxFusedAttentionRows = 15

@@ -719,14 +719,34 @@ func TestFuseAttention(t *testing.T) {
 			assert.InDelta(t, 0.25, fused[0].Attrs["scale"].Float(), 1e-7)
 		})
 	}
-	t.Run("a prompt stays unfused", func(t *testing.T) {
-		p := newProvider(t)
-		g := newGraph(t, p)
-		q := g.input("q", ep.Float32, 1, 8, 16, 16)
-		k, v := g.input("k", ep.Float32, 1, 2, 16, 16), g.input("v", ep.Float32, 1, 2, 16, 16)
-		out := attentionChain(g, q, k, v, g.input("mask", ep.Float32, 1, 1, 16, 16), 0.25)
-		assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
-	})
+	// A prompt: fused where the provider's Attention is the flash kernel (bfloat16, head size
+	// 64), else (float32, or a head size the flash kernel lacks) left to the chain's kernels.
+	for _, c := range []struct {
+		name  string
+		dt    ep.DType
+		d     int64
+		fused bool
+	}{
+		{"a bfloat16 prompt of head size 64 fuses into the flash kernel", ep.BFloat16, 64, true},
+		{"a float32 prompt stays unfused", ep.Float32, 64, false},
+		{"a bfloat16 prompt of head size 16 stays unfused", ep.BFloat16, 16, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newProvider(t)
+			g := newGraph(t, p)
+			q := g.input("q", c.dt, 1, 4, 70, c.d)
+			k, v := g.input("k", c.dt, 1, 2, 80, c.d), g.input("v", c.dt, 1, 2, 80, c.d)
+			out := attentionChain(g, q, k, v, g.input("mask", c.dt, 1, 1, 70, 80), 0.125)
+			if !c.fused {
+				assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
+				return
+			}
+			fused := assertFusedSame(t, g, out, []string{"Attention"}, 2e-2)
+			k2, err := p.GetKernel(nodeSpec(fused[0]))
+			require.NoError(t, err)
+			assert.Equal(t, "flash", k2.Variant())
+		})
+	}
 }
 
 func TestFuseKeepsAnExpandTheOpNeeds(t *testing.T) {

@@ -31,15 +31,15 @@ func GQAPlan(k Kernel) (string, int) {
 	return "prefill", int(g.keyTile)
 }
 
-// AttentionPlan returns, for an Attention kernel, "decode" and its split count or "prefill"
-// and its key tile; "" for other kernels.
+// AttentionPlan returns, for an Attention kernel, "decode" and its split count, or "flash" or
+// "prefill" and its key tile; "" for other kernels.
 func AttentionPlan(k Kernel) (string, int) {
 	a, ok := k.(*attentionKernel)
 	switch {
 	case !ok:
 		return "", 0
 	case a.decode:
-		return "decode", int(a.splits)
+		return Variant(k), int(a.splits)
 	}
-	return "prefill", int(a.keyTile)
+	return Variant(k), int(a.keyTile)
 }

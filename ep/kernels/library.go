@@ -140,6 +140,12 @@ func NewLibrary(rt Runtime) (*Library, error) {
 			l.unload()
 			return nil, fmt.Errorf("kernels: embedded %s: %w", m.file, err)
 		}
+		if why := l.tooNew(image); why != "" {
+			for _, name := range m.entries {
+				l.missing[name] = fmt.Sprintf("%s %s", m.file, why)
+			}
+			continue
+		}
 		mod, err := rt.Context.LoadModule(image)
 		if err != nil {
 			l.unload()
@@ -160,6 +166,26 @@ func NewLibrary(rt Runtime) (*Library, error) {
 		}
 	}
 	return l, nil
+}
+
+// tooNew says why the device cannot load a module's PTX, one whose .target (sm_80 for
+// flash_attention.cu's compute_80: see mkptx.sh) is above the device's compute capability, or
+// returns "". The entries of such a module are missing, as a pending module's are, and the
+// builders that prefer them keep their portable kernels (or refuse, naming the entry).
+func (l *Library) tooNew(image []byte) string {
+	ptx, err := cudadrv.ParsePTX(image[:min(len(image), 4096)]) // the header: .version, .target
+	if err != nil {
+		return "" // the driver's load reports it
+	}
+	var want int
+	if _, err := fmt.Sscanf(ptx.Target, "sm_%d", &want); err != nil {
+		return ""
+	}
+	major, minor := l.rt.Context.Device().ComputeCapability()
+	if have := 10*major + minor; have < want {
+		return fmt.Sprintf("targets %s, above this device's compute capability %d.%d", ptx.Target, major, minor)
+	}
+	return ""
 }
 
 // moduleSource names the CUDA source of a module's PTX file: "ptx/x.ptx" is cuda/x.cu's.
@@ -342,6 +368,18 @@ type inPlacer interface{ inPlace(output, input int) bool }
 func InPlace(k Kernel, output, input int) bool {
 	ip, ok := k.(inPlacer)
 	return ok && ip.inPlace(output, input)
+}
+
+// variantNamer is a kernel that says which kernel of its family Get chose.
+type variantNamer interface{ variant() string }
+
+// Variant names the kernel of its op family that Get chose for k, where a family has several
+// (variants.go): for Attention "decode", "flash" or "prefill". Other kernels: "".
+func Variant(k Kernel) string {
+	if v, ok := k.(variantNamer); ok {
+		return v.variant()
+	}
+	return ""
 }
 
 // builder makes the kernel for one op from a validated-by-the-builder spec. optional lists

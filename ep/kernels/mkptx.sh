@@ -6,7 +6,8 @@
 #	ep/kernels/mkptx.sh check        # syntax-check the sources with clang (no CUDA toolkit)
 #
 # The PTX targets compute_75 (Turing and later; the driver JIT-compiles it for the device at
-# module load). nvcc is $NVCC, else nvcc on PATH, $CUDA_HOME/bin/nvcc or
+# module load), or the virtual architecture a source names on its first line, "// mkptx:
+# compute_80" (package kernels loads such a module only on devices of that capability or later). nvcc is $NVCC, else nvcc on PATH, $CUDA_HOME/bin/nvcc or
 # /usr/local/cuda/bin/nvcc. The output depends only on the sources and nvcc's version, which
 # each file's header records.
 set -euo pipefail
@@ -14,9 +15,22 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src="$here/cuda"
 
+# arch_of prints the virtual architecture a source compiles for: its "// mkptx: compute_NN"
+# first line, else compute_75.
+arch_of() {
+	local first
+	first=$(head -n 1 "$1")
+	if [[ "$first" =~ ^//\ mkptx:\ (compute_[0-9]+[a-z]?)$ ]]; then
+		echo "${BASH_REMATCH[1]}"
+	else
+		echo compute_75
+	fi
+}
+
 if [[ "${1:-}" == check ]]; then
 	for cu in "$src"/*.cu; do
-		clang -x cuda -fsyntax-only --cuda-device-only -nocudainc -nocudalib --cuda-gpu-arch=sm_75 \
+		arch=$(arch_of "$cu")
+		clang -x cuda -fsyntax-only --cuda-device-only -nocudainc -nocudalib --cuda-gpu-arch=sm_${arch#compute_} \
 			-Wall -Wextra -include "$src/syntax_shim.h" "$cu"
 		echo "ok   $(basename "$cu")"
 	done
@@ -51,7 +65,7 @@ trap 'rm -rf "$tmp"' EXIT
 pids=()
 for cu in "${sources[@]}"; do
 	name=$(basename "$cu" .cu)
-	"$nvcc" -ptx -arch=compute_75 -O3 -o "$tmp/$name.ptx" "$cu" &
+	"$nvcc" -ptx -arch="$(arch_of "$cu")" -O3 -o "$tmp/$name.ptx" "$cu" &
 	pids+=($!)
 done
 for pid in "${pids[@]}"; do

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -9,6 +10,19 @@ import (
 
 func init() {
 	builders["Attention"] = builder{inputNames: attentionInputs, build: buildAttention}
+	modules = append(modules, ptxModule{"ptx/flash_attention.ptx", flashEntries()})
+}
+
+// flashHeads are the head sizes of cuda/flash_attention.cu's kernels, cudaep_attn_flash<D>_<t>.
+var flashHeads = []int64{64, 128}
+
+// flashEntries are the entry points of ptx/flash_attention.ptx.
+func flashEntries() []string {
+	var stems []string
+	for _, d := range flashHeads {
+		stems = append(stems, fmt.Sprintf("cudaep_attn_flash%d", d))
+	}
+	return typedEntries(stems, []DType{Float16, BFloat16})
 }
 
 // onnxAttentionEntries are Attention's entry points in ptx/attention.ptx (rotary.go lists the
@@ -40,8 +54,12 @@ const (
 // attentionKernel is ONNX's Attention on 4-D inputs. With fewer than attnDecodeMaxSeq query
 // rows it launches cudaep_attn_decode_<t> (grid (splits, heads·seq, batch): each block a
 // share of one row's keys, partial results in scratch, and the last block of a row, counted in
-// the Library's counters, adds the row's partials into Y); with more, cudaep_attn_prefill_<t> (grid (ceil(seq/16), heads, batch): tiles of
-// 16 query rows against shared-memory tiles of keys). Both blocks are gqaThreads threads.
+// the Library's counters, adds the row's partials into Y). With more, float16 or bfloat16
+// data and a head size of flashHeads for Q, K and V alike, on a device of compute capability
+// 8.0 or later, cudaep_attn_flash<D>_<t> (grid (ceil(seq/64), heads, batch): tiles of 64 query
+// rows on tensor cores against tiles of 64 keys; cuda/flash_attention.cu); otherwise
+// cudaep_attn_prefill_<t> (grid (ceil(seq/16), heads, batch): tiles of 16 query rows against
+// shared-memory tiles of keys, in float32). Every block is gqaThreads threads.
 type attentionKernel struct {
 	kernelBase
 	attnFn                            *cudadrv.Function
@@ -50,7 +68,7 @@ type attentionKernel struct {
 	maskStrides                       [4]int64 // element strides of the mask along batch, head, query, key
 	maskKind, causal                  uint32
 	scale                             float32
-	decode                            bool
+	decode, flash                     bool
 	splits                            uint32            // decode
 	partials, counters                cudadrv.DevicePtr // decode: scratch, one counter per row
 	keyTile, shared                   uint32            // prefill
@@ -197,10 +215,44 @@ func buildAttention(l *Library, s opSpec) (Kernel, error) {
 	if tiles := (seq + gqaPrefillTile - 1) / gqaPrefillTile; tiles > math.MaxInt32 {
 		return nil, s.errorf("%d query rows are more than the prefill grid takes", seq)
 	}
+	if fn := flashFunction(l, dt, dk, dv); fn != nil {
+		ak.flash, ak.attnFn, ak.keyTile = true, fn, flashKeys
+		ak.shared = uint32((flashRows + 2*flashKeys) * dk * 2)
+		ak.attnGrid = cudadrv.Dim3{X: uint32((seq + flashRows - 1) / flashRows), Y: uint32(heads), Z: uint32(batch)}
+		return ak, nil
+	}
 	ak.attnFn = l.function("cudaep_attn_prefill_" + sfx)
 	ak.keyTile, ak.shared = attnPrefillTiles(dk, dv)
 	ak.attnGrid = cudadrv.Dim3{X: uint32((seq + gqaPrefillTile - 1) / gqaPrefillTile), Y: uint32(heads), Z: uint32(batch)}
 	return ak, nil
+}
+
+// The flash kernel's tiles (cuda/flash_attention.cu's FA_ROWS and FA_KEYS).
+const (
+	flashRows = 64
+	flashKeys = 64
+)
+
+// flashFunction returns the flash kernel for a prefill of dt with head sizes dk and dv, or nil
+// where it does not apply: float32 data, head sizes apart or not among flashHeads, a device
+// below its PTX's target (Library.tooNew), or the "attention" variant forced to "prefill".
+func flashFunction(l *Library, dt DType, dk, dv int64) *cudadrv.Function {
+	if (dt != Float16 && dt != BFloat16) || dk != dv || !slices.Contains(flashHeads, dk) ||
+		forcedVariant("attention") == "prefill" {
+		return nil
+	}
+	return l.function(fmt.Sprintf("cudaep_attn_flash%d_%s", dk, dt.suffix()))
+}
+
+// variant is "decode", "flash" or "prefill": the pass Execute launches.
+func (k *attentionKernel) variant() string {
+	switch {
+	case k.decode:
+		return "decode"
+	case k.flash:
+		return "flash"
+	}
+	return "prefill"
 }
 
 // attnSplits is how many blocks share the keys of one decode row: enough for about
@@ -232,7 +284,7 @@ func attnPrefillTiles(dk, dv int64) (keyTile, shared uint32) {
 	}
 }
 
-// Execute queues the attention: the decode pass (which also reduces), or the prefill pass. Y
+// Execute queues the attention: the decode pass (which also reduces), or the flash or prefill pass. Y
 // must not overlap the inputs.
 func (k *attentionKernel) Execute(inputs, outputs []Tensor) error {
 	if err := k.check(inputs, outputs); err != nil {
@@ -258,7 +310,9 @@ func (k *attentionKernel) Execute(inputs, outputs []Tensor) error {
 	}
 	a.U32(k.maskKind).U32(k.causal).F32(k.scale)
 	if !k.decode {
-		a.U32(k.keyTile)
+		if !k.flash {
+			a.U32(k.keyTile)
+		}
 		return st.Launch(k.attnFn, k.attnGrid, block, k.shared, a)
 	}
 	a.U32(k.splits).Ptr(outputs[0].Ptr).Ptr(k.counters)

@@ -3,12 +3,16 @@ package kernels_test
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cudaep/cudaep/cudadrv"
+	"github.com/cudaep/cudaep/cudadrv/drivertest"
+	"github.com/cudaep/cudaep/cudadrv/sim"
 	"github.com/cudaep/cudaep/ep/kernels"
 	"github.com/cudaep/cudaep/graphs"
 )
@@ -47,7 +51,7 @@ func lowest(dt kernels.DType) float64 {
 	case kernels.Float16:
 		return -65504
 	case kernels.BFloat16:
-		return roundTo(dt, -math.MaxFloat32) // -3.3895e38
+		return float64(cudadrv.BFloat16Value(0xff7f)) // -3.3895e38 (-MaxFloat32 rounds to -inf)
 	}
 	return -math.MaxFloat32
 }
@@ -152,12 +156,27 @@ var attnCases = []attnCase{
 	{name: "decode/dv64/rank1-mask", batch: 1, heads: 2, kvHeads: 1, seq: 1, kvSeq: 50, d: 32, dv: 64, mask: "float", maskShape: []int64{50}, wantPath: "decode"},
 	{name: "decode/llama", batch: 1, heads: 32, kvHeads: 8, seq: 1, kvSeq: 700, d: 64, mask: "lowest", maskShape: []int64{1, 1, 1, 700}, wantPath: "decode"},
 	{name: "prefill/causal/group4", batch: 2, heads: 4, kvHeads: 1, seq: 19, kvSeq: 19, d: 20, causal: true, wantPath: "prefill"},
-	{name: "prefill/llama-mask", batch: 1, heads: 4, kvHeads: 2, seq: 70, kvSeq: 70, d: 64, mask: "lowest", maskShape: []int64{1, 1, 70, 70}, wantPath: "prefill"},
+	{name: "prefill/llama-mask", batch: 1, heads: 4, kvHeads: 2, seq: 70, kvSeq: 70, d: 64, mask: "lowest", maskShape: []int64{1, 1, 70, 70}, wantPath: "flash"},
 	{name: "prefill/later-prompt-mask", batch: 2, heads: 2, kvHeads: 1, seq: 20, kvSeq: 50, d: 32, mask: "lowest", maskShape: []int64{2, 1, 20, 50}, wantPath: "prefill"},
 	{name: "prefill/cross/2d-mask/dv32", batch: 1, heads: 2, kvHeads: 1, seq: 17, kvSeq: 70, d: 48, dv: 32, mask: "float", maskShape: []int64{17, 70}, wantPath: "prefill"},
 	{name: "prefill/group3/bool-rank3", batch: 2, heads: 3, kvHeads: 1, seq: 33, kvSeq: 50, d: 32, mask: "bool", maskShape: []int64{3, 33, 50}, scale: 0.2, wantPath: "prefill"},
 	{name: "prefill/head256/causal", batch: 1, heads: 2, kvHeads: 2, seq: 17, kvSeq: 17, d: 256, causal: true, wantPath: "prefill"},
 	{name: "prefill/odd-heads/causal-and-bool", batch: 1, heads: 2, kvHeads: 1, seq: 16, kvSeq: 16, d: 7, dv: 5, causal: true, mask: "bool", maskShape: []int64{1, 1, 16, 16}, wantPath: "prefill"},
+	{name: "prefill/d64-dv32", batch: 1, heads: 2, kvHeads: 1, seq: 20, kvSeq: 20, d: 64, dv: 32, causal: true, wantPath: "prefill"},
+	{name: "flash/llama-cache/skips-tiles", batch: 1, heads: 4, kvHeads: 1, seq: 130, kvSeq: 320, d: 64, mask: "lowest", maskShape: []int64{1, 1, 130, 320}, wantPath: "flash"},
+	{name: "flash/causal/d128/group2", batch: 2, heads: 4, kvHeads: 2, seq: 100, kvSeq: 100, d: 128, causal: true, wantPath: "flash"},
+	{name: "flash/bool-rank3/scale", batch: 2, heads: 3, kvHeads: 1, seq: 70, kvSeq: 90, d: 64, mask: "bool", maskShape: []int64{3, 70, 90}, scale: 0.2, wantPath: "flash"},
+	{name: "flash/cross/float-2d/d128", batch: 1, heads: 2, kvHeads: 2, seq: 20, kvSeq: 200, d: 128, mask: "float", maskShape: []int64{20, 200}, wantPath: "flash"},
+	{name: "flash/no-mask", batch: 1, heads: 2, kvHeads: 1, seq: 16, kvSeq: 33, d: 64, wantPath: "flash"},
+	{name: "flash/causal-and-lowest", batch: 1, heads: 2, kvHeads: 1, seq: 80, kvSeq: 80, d: 64, causal: true, mask: "lowest", maskShape: []int64{80, 80}, wantPath: "flash"},
+}
+
+// attnPath is the path case c takes in dt: the flash kernel takes float16 and bfloat16 only.
+func attnPath(c attnCase, dt kernels.DType) string {
+	if c.wantPath == "flash" && dt == kernels.Float32 {
+		return "prefill"
+	}
+	return c.wantPath
 }
 
 func TestAttentionAgainstReference(t *testing.T) {
@@ -168,7 +187,7 @@ func TestAttentionAgainstReference(t *testing.T) {
 				f := f.sub(t)
 				r := f.newAttn(c, dt)
 				path, n := kernels.AttentionPlan(r.k)
-				require.Equal(t, c.wantPath, path)
+				require.Equal(t, attnPath(c, dt), path)
 				switch {
 				case c.name == "decode/group4/float-mask":
 					assert.Greater(t, n, 1, "a long key sequence is split across blocks")
@@ -182,6 +201,36 @@ func TestAttentionAgainstReference(t *testing.T) {
 	}
 }
 
+// TestAttentionFlashBesidePrefill runs the flash cases in float16 and bfloat16 through both
+// prefill kernels, the flash one and the float32 one forced, on the same tensors: both match
+// the reference.
+func TestAttentionFlashBesidePrefill(t *testing.T) {
+	f := newFixture(t)
+	for _, dt := range halfTypes {
+		for _, c := range attnCases {
+			if c.wantPath != "flash" {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", dt, c.name), func(t *testing.T) {
+				f := f.sub(t)
+				r := f.newAttn(c, dt)
+				path, _ := kernels.AttentionPlan(r.k)
+				require.Equal(t, "flash", path)
+				prev := kernels.ForceVariant("attention", "prefill")
+				base := f.get(r.spec)
+				kernels.ForceVariant("attention", prev)
+				path, _ = kernels.AttentionPlan(base)
+				require.Equal(t, "prefill", path, "the forced baseline")
+				baseOut := f.outputs(base)[0]
+				require.NoError(t, r.k.Execute(r.ins, []kernels.Tensor{r.out}))
+				require.NoError(t, base.Execute(r.ins, []kernels.Tensor{baseOut}))
+				r.check(f, "flash")
+				requireClose64(t, f.downloadTyped(baseOut), kernels.RefAttention(r.ref), gqaBound(dt), "prefill: Y")
+			})
+		}
+	}
+}
+
 // TestAttentionFullyMaskedRowsAreNaN checks the rows whose keys are all masked (a bool mask
 // false throughout, or -inf throughout) on both paths: NaN, as ONNX's reference
 // implementation gives (softmax 0/0); the other rows are unaffected.
@@ -190,6 +239,8 @@ func TestAttentionFullyMaskedRowsAreNaN(t *testing.T) {
 	for _, c := range []attnCase{
 		{name: "decode/bool", batch: 1, heads: 2, kvHeads: 1, seq: 3, kvSeq: 40, d: 16, mask: "bool", maskShape: []int64{1, 2, 3, 40}},
 		{name: "prefill/float", batch: 1, heads: 2, kvHeads: 2, seq: 20, kvSeq: 45, d: 16, mask: "float", maskShape: []int64{20, 45}},
+		{name: "flash/float", batch: 1, heads: 2, kvHeads: 1, seq: 20, kvSeq: 150, d: 64, mask: "float", maskShape: []int64{20, 150}},
+		{name: "flash/bool", batch: 1, heads: 2, kvHeads: 2, seq: 70, kvSeq: 70, d: 128, mask: "bool", maskShape: []int64{1, 2, 70, 70}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := f.sub(t)
@@ -218,6 +269,63 @@ func TestAttentionFullyMaskedRowsAreNaN(t *testing.T) {
 				gotRest, refRest = append(gotRest, got[i]), append(refRest, v)
 			}
 			requireClose64(t, gotRest, refRest, gqaBound(dt), "the other rows")
+		})
+	}
+}
+
+// TestAttentionRowOfLowestValuesSeesEveryKey gives one query row of an exported causal mask
+// (the dtype's lowest value above each row's end) the lowest value at every key. In bfloat16
+// (-3.3895e38, below the flash kernel's -1e30 that lets it skip a tile) the row's scores all
+// round to that value, so the reference averages every key's value, and the flash kernel,
+// whose other rows stop at the last tile the mask leaves open, must walk the rest of the keys
+// for that row. float16's lowest (-65504) skips no tile; that row must match all the same.
+func TestAttentionRowOfLowestValuesSeesEveryKey(t *testing.T) {
+	f := newFixture(t)
+	c := attnCase{name: "flash", batch: 1, heads: 2, kvHeads: 1, seq: 70, kvSeq: 200, d: 64, mask: "lowest", maskShape: []int64{1, 1, 70, 200}}
+	for _, dt := range halfTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			f := f.sub(t)
+			r := f.newAttn(c, dt)
+			path, _ := kernels.AttentionPlan(r.k)
+			require.Equal(t, "flash", path)
+			for j := range c.kvSeq {
+				r.ref.Mask[3*c.kvSeq+j] = lowest(dt)
+			}
+			require.NoError(t, f.env.Context.CopyHtoD(r.ins[3].Ptr, encode(r.ins[3].DType, r.ref.Mask)))
+			require.NoError(t, r.k.Execute(r.ins, []kernels.Tensor{r.out}))
+			ref := kernels.RefAttention(r.ref)
+			for d := range c.d * int(b2i(dt == kernels.BFloat16)) { // row 3 of head 0: the mean of every key's value
+				mean := 0.0
+				for j := range c.kvSeq {
+					mean += r.ref.V[j*c.d+d] / float64(c.kvSeq)
+				}
+				require.InDelta(t, mean, ref[3*c.d+d], 1e-9, "the reference's row 3, element %d", d)
+			}
+			r.check(f, "every row")
+		})
+	}
+}
+
+// TestAttentionFlashNeedsComputeCapability80 builds a bfloat16 prefill on simulated devices of
+// compute capability 7.5 and 8.0: the flash module's PTX targets sm_80, so the older device
+// does not load it and keeps the float32 prefill kernel, whose result matches the reference.
+func TestAttentionFlashNeedsComputeCapability80(t *testing.T) {
+	if drivertest.BackendName() != "sim" {
+		t.Skip("a GPU's compute capability is what it is; the simulator plays older ones")
+	}
+	c := attnCase{batch: 1, heads: 2, kvHeads: 1, seq: 40, kvSeq: 40, d: 64, causal: true}
+	for _, cc := range []struct {
+		major, minor int
+		want         string
+	}{{7, 5, "prefill"}, {8, 0, "flash"}} {
+		t.Run(fmt.Sprintf("%d.%d", cc.major, cc.minor), func(t *testing.T) {
+			env := drivertest.OpenWith(t, sim.Options{ComputeMajor: cc.major, ComputeMinor: cc.minor})
+			f := newFixtureOn(t, env, rand.New(rand.NewPCG(1, 2)), fixtureOpts{})
+			r := f.newAttn(c, kernels.BFloat16)
+			path, _ := kernels.AttentionPlan(r.k)
+			require.Equal(t, cc.want, path)
+			require.NoError(t, r.k.Execute(r.ins, []kernels.Tensor{r.out}))
+			r.check(f, cc.want)
 		})
 	}
 }

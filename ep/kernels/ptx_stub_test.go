@@ -51,8 +51,14 @@ func simPendingPTX(src fs.FS, srcDir string) (fstest.MapFS, []string, error) {
 			for _, e := range ptx.Entries {
 				declared = append(declared, e.Name)
 			}
-		} else {
-			text = "// Entry declarations for the simulator (ep/kernels tests); not PTX to run.\n.version 7.0\n.target sm_75\n.address_size 64\n"
+		}
+		source := filepath.Join(srcDir, strings.TrimSuffix(filepath.Base(file), ".ptx")+".cu")
+		if text == "" {
+			target, err := cudaTarget(source)
+			if err != nil {
+				return nil, nil, err
+			}
+			text = "// Entry declarations for the simulator (ep/kernels tests); not PTX to run.\n.version 7.0\n.target " + target + "\n.address_size 64\n"
 		}
 		var missing []string
 		for _, e := range entries {
@@ -63,7 +69,6 @@ func simPendingPTX(src fs.FS, srcDir string) (fstest.MapFS, []string, error) {
 		if len(missing) == 0 {
 			continue
 		}
-		source := filepath.Join(srcDir, strings.TrimSuffix(filepath.Base(file), ".ptx")+".cu")
 		params, err := cudaKernelParams(source)
 		if err != nil {
 			return nil, nil, err
@@ -88,6 +93,23 @@ func simPendingPTX(src fs.FS, srcDir string) (fstest.MapFS, []string, error) {
 		out[file] = &fstest.MapFile{Data: []byte(b.String())}
 	}
 	return out, stubbed, nil
+}
+
+// mkptxArch matches the first line by which a CUDA source names its virtual architecture for
+// mkptx.sh.
+var mkptxArch = regexp.MustCompile(`^// mkptx: compute_([0-9]+[a-z]?)\n`)
+
+// cudaTarget returns the .target of the PTX mkptx.sh makes of a CUDA source: sm_NN for a
+// source whose first line is "// mkptx: compute_NN", else sm_75.
+func cudaTarget(source string) (string, error) {
+	b, err := os.ReadFile(source)
+	if err != nil {
+		return "", err
+	}
+	if m := mkptxArch.FindSubmatch(b); m != nil {
+		return "sm_" + string(m[1]), nil
+	}
+	return "sm_75", nil
 }
 
 // cudaKernel matches an extern "C" kernel's name (macro pastes allowed) and parameter list.

@@ -17,6 +17,11 @@ func init() {
 			m["cudaep_attn_decode_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnDecode(l, dt) }
 			m["cudaep_attn_prefill_"+dt.suffix()] = func(l *cudadrv.KernelLaunch) error { return simAttnPrefill(l, dt) }
 		}
+		for _, dt := range []DType{Float16, BFloat16} {
+			for _, d := range flashHeads {
+				m[fmt.Sprintf("cudaep_attn_flash%d_%s", d, dt.suffix())] = func(l *cudadrv.KernelLaunch) error { return simAttnFlash(l, dt, int(d)) }
+			}
+		}
 	})
 }
 
@@ -994,4 +999,98 @@ func simAttnPrefillBlock(q, k simTensor, val func(j, d int) float32, bias func(b
 		}
 	}
 	return out
+}
+
+// simAttnFlash is cudaep_attn_flash<D>_<t>(out, q, k, v, mask, heads, kvHeads, seq, kvSeq, dk,
+// dv, maskStrides[4], maskKind, causal, scale), grid (ceil(seq / 64), heads, batch): every
+// query row's attention over the keys it sees in tiles of 64 (cuda/flash_attention.cu). Each
+// tile's scores (the dot product in float32, then · scale + the mask's term, fused), the row's
+// running maximum (NaN wins) and sum rescaled once a tile, and the weights p added to the
+// values as p_hi·v + p_lo·v, p_hi = p rounded to the dtype and p_lo what rounding left,
+// rounded too. The tiles the kernel skips (see there) add nothing to a row whose state they
+// leave unchanged, so every tile is walked here. It checks the grid, the head sizes and that
+// the dynamic shared memory covers Q's rows and a tile of K and V.
+func simAttnFlash(l *cudadrv.KernelLaunch, dt DType, D int) error {
+	g, err := simAttnArgs(l)
+	if err != nil {
+		return err
+	}
+	if g.dk != D || g.dv != D {
+		return fmt.Errorf("%s: head sizes %d and %d for a kernel of %d", l.Name, g.dk, g.dv, D)
+	}
+	if need := (flashRows + 2*flashKeys) * D * 2; int(l.SharedMem) < need {
+		return fmt.Errorf("%s: %d bytes of shared memory (the tiles need %d)", l.Name, l.SharedMem, need)
+	}
+	if int(l.Grid.X) != (g.seq+flashRows-1)/flashRows || int(l.Grid.Y) != g.heads {
+		return fmt.Errorf("%s: grid %v for %d rows of %d heads", l.Name, l.Grid, g.seq, g.heads)
+	}
+	out, err := simView(l, l.PtrArg(0), dt, g.batch*g.heads*g.seq*g.dv)
+	if err != nil {
+		return err
+	}
+	q, k, v, bias, err := simAttnInputs(l, dt, g)
+	if err != nil {
+		return err
+	}
+	round := func(x float32) float32 { return cudadrv.BFloat16Value(cudadrv.BFloat16Bits(x)) }
+	if dt == Float16 {
+		round = func(x float32) float32 { return cudadrv.Float16Value(cudadrv.Float16Bits(x)) }
+	}
+	var st simAttnState
+	var sc, p [flashKeys]float32
+	for b := range g.batch {
+		for h := range g.heads {
+			vb := int64((b*g.kvHeads + h/(g.heads/g.kvHeads)) * g.kvSeq * g.dv)
+			for s := range g.seq {
+				qr, key := simAttnRow(q, k, g, b, h, s)
+				end := attnKeys(s, g.kvSeq, g.causal)
+				st.reset(D)
+				for kt := 0; kt < end; kt += flashKeys {
+					mx := simNegInf
+					for j := range sc {
+						sc[j] = simNegInf
+						if kt+j < end {
+							sc[j] = simFMA32(simAttnDot(qr, key, kt+j), float32(g.scale), bias(b, h, s, kt+j))
+						}
+						mx = simMaxOp(mx, sc[j])
+					}
+					mn := simMaxOp(st.m, mx)
+					corr := simAttnWeight(st.m, mn)
+					st.m, st.l = mn, st.l*corr
+					for d := range st.acc {
+						st.acc[d] *= corr
+					}
+					for j := range p {
+						p[j] = simAttnWeight(sc[j], mn)
+						st.l += p[j]
+					}
+					for j := range min(flashKeys, end-kt) {
+						hi := round(p[j])
+						lo := round(p[j] - hi)
+						for d := range D {
+							x := float32(v.float(vb + int64((kt+j)*D+d)))
+							st.acc[d] = simFMA32(lo, x, simFMA32(hi, x, st.acc[d]))
+						}
+					}
+				}
+				dst := int64(((b*g.heads+h)*g.seq + s) * D)
+				for d, x := range st.acc {
+					y := math.NaN()
+					if st.l > 0 {
+						y = float64(x * (1 / st.l))
+					}
+					out.setFloat(dst+int64(d), y)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// simAttnWeight is the flash kernel's fa_weight: exp(x − M), 0 for x = −∞.
+func simAttnWeight(x, M float32) float32 {
+	if x == simNegInf {
+		return 0
+	}
+	return simExp(x - M)
 }

@@ -36,6 +36,10 @@ import "sync"
 //     may be forced for any row count (tests check each path on the other's shapes, and
 //     "gemv" beside "mma" on the same tensors); "mma" only where it applies (elsewhere forcing
 //     it leaves the rule's choice).
+//   - "attention" (ONNX's Attention of 16 query rows or more; see onnx_attention.go): "flash",
+//     cudaep_attn_flash<D>_<t> on tensor cores, for float16 and bfloat16 data of head size 64
+//     or 128 on devices of compute capability 8.0 or later (flashFunction). Baseline
+//     "prefill": cudaep_attn_prefill_<t>, float32 arithmetic, which every other prefill gets.
 
 // forced holds the variant forced per family; see forceVariant.
 var forced struct {
@@ -45,7 +49,7 @@ var forced struct {
 
 // forceVariant makes later Gets of family build baseline v ("nd" for "transpose2d", "old" for
 // "layernorm", "stride" for "elementwise", "cublas" for "matmul", "gemv", "mma" or "dequant"
-// for "matmulnbits"; "" goes back to the rule) and returns what was
+// for "matmulnbits", "prefill" for "attention"; "" goes back to the rule) and returns what was
 // forced before; other names are ignored. For tests and the op benchmark only
 // (export_test.go); safe for concurrent use, but it affects every Library of the process.
 func forceVariant(family, v string) (previous string) {
