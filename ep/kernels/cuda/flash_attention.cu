@@ -31,12 +31,11 @@
 //     split into p_hi = round_T(p) and p_lo = round_T(p − p_hi), and both multiply V
 //     (ldmatrix.trans), so that the weights keep about 16 significant bits (bfloat16) rather
 //     than 8: the sum is float32 accumulation of products of exact T values.
-//   - Tiles no row needs are not visited: past every row's causal end, and, with a mask, the
-//     tiles after the last one whose mask gives some row of the block a key above −1e30 (a
-//     finite "minus infinity" such as an exported causal mask's lowest value: those keys weigh
-//     exp(score − max) = 0 exactly once a row has a maximum above −1e29). If some row of the
-//     block ends without such a maximum (every key it saw lies below −1e29), the block walks
-//     the remaining tiles too, as the reference does.
+//   - Tiles no row needs are skipped: past every row's causal end, and, with a mask, a tile
+//     whose mask gives no row of the block a key above −1e30 while every row that sees it has
+//     a maximum above −1e29 already (a finite "minus infinity" such as an exported causal
+//     mask's lowest value: those keys weigh exp(score − max) = 0 exactly). The block reads the
+//     tile's mask terms first (independent loads, one trip to L2) and votes.
 
 #include "common.cuh"
 #include "rowreduce.cuh"
@@ -174,26 +173,9 @@ __device__ __forceinline__ void attn_flash(T* out, const T* q, const T* k, const
 
 	fa_load<D>(qs, qb, r0, seq, FA_ROWS, vec);
 	fa_commit();
-	// The keys of the block: up to its last row's end, then, with a mask, up to the last tile
-	// some row needs (see the top of the file).
+	// The keys of the block: up to its last row's end.
 	const i64 last = (r0 + FA_ROWS < seq ? r0 + FA_ROWS : seq) - 1;
 	const i64 kmax = fa_keys(last, kv_seq, causal);
-	i64 kneed = kmax;
-	if (mask_kind != 0) {
-		while (kneed > 0) {
-			const i64 kt = (kneed - 1) / FA_KEYS * FA_KEYS;
-			int need = 0;
-			for (unsigned e = threadIdx.x; e < FA_ROWS * FA_KEYS && !need; e += FA_WARPS * 32) {
-				const i64 s = r0 + e / FA_KEYS, j = kt + e % FA_KEYS;
-				if (s < seq && j < fa_keys(s, kv_seq, causal) &&
-					!(fa_bias<T>(mask, mask_kind, (i64)b * msb + (i64)h * msh + s * mss + j * msj) <= -1e30f)) {
-					need = 1;
-				}
-			}
-			if (__syncthreads_or(need)) break;
-			kneed = kt;
-		}
-	}
 
 	// This thread's two rows (g and g + 8 of the warp's 16) and their state.
 	i64 row[2], kend[2], mrow[2];
@@ -218,96 +200,111 @@ __device__ __forceinline__ void attn_flash(T* out, const T* q, const T* k, const
 		fa_ldm<false>(qf[c], fa_smem(qs + fa_at<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, c * 16 + (lane / 16) * 8)));
 	}
 
-	i64 kt = 0, kstop = kneed;
-	for (int phase = 0; phase < 2; ++phase) {
-		if (phase == 1) {
-			int more = 0;
+	if (kmax > 0) {
+		fa_load<D>(ks, kb, 0, kv_seq, FA_KEYS, vec);
+		fa_commit();
+	}
+	for (i64 kt = 0; kt < kmax; kt += FA_KEYS) {
+		fa_wait();
+		__syncthreads(); // K(kt) is in; every warp is done with the previous tile's V
+		fa_load<D>(vs, vb, kt, kv_seq, FA_KEYS, vec);
+		fa_commit();
+		// With a mask: does a row of the block need this tile (see the top of the file)? The
+		// loads are independent, so they cost about one trip to L2 together.
+		if (mask_kind != 0) {
+			int need = 0;
 #pragma unroll
-			for (int i = 0; i < 2; ++i) more |= row[i] < seq && !(m[i] > -1e29f);
-			if (kstop >= kmax || !__syncthreads_or(more)) break;
-			kstop = kmax;
-		}
-		if (kt < kstop) {
-			fa_load<D>(ks, kb, kt, kv_seq, FA_KEYS, vec);
-			fa_commit();
-		}
-		for (; kt < kstop; kt += FA_KEYS) {
-			fa_wait();
-			__syncthreads(); // K(kt) is in; every warp is done with the previous tile's V
-			fa_load<D>(vs, vb, kt, kv_seq, FA_KEYS, vec);
-			fa_commit();
-			float s[FA_KEYS / 8][4];
-#pragma unroll
-			for (int n = 0; n < FA_KEYS / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-			for (int n2 = 0; n2 < FA_KEYS / 16; ++n2) {
-#pragma unroll
-				for (int c = 0; c < D / 16; ++c) {
-					unsigned kf[4];
-					fa_ldm<false>(kf, fa_smem(ks + fa_at<D>(n2 * 16 + (lane % 8) + (lane / 16) * 8, c * 16 + ((lane / 8) % 2) * 8)));
-					fa_mma<T>(s[2 * n2], qf[c], kf[0], kf[1]);
-					fa_mma<T>(s[2 * n2 + 1], qf[c], kf[2], kf[3]);
-				}
-			}
-			// Scores, the tile's maximum per row, the running state, the weights.
-			float mx[2] = {NEG_INF, NEG_INF};
+			for (int i = 0; i < 2; ++i) need |= kt < kend[i] && !(m[i] > -1e29f);
 #pragma unroll
 			for (int n = 0; n < FA_KEYS / 8; ++n) {
 #pragma unroll
 				for (int e = 0; e < 4; ++e) {
 					const int i = e / 2;
 					const i64 j = kt + n * 8 + 2 * t + (e % 2);
-					float sc = NEG_INF;
-					if (j < kend[i]) sc = s[n][e] * scale + fa_bias<T>(mask, mask_kind, mrow[i] + j * msj);
-					s[n][e] = sc;
-					mx[i] = MaxOp::combine(mx[i], sc);
+					need |= j < kend[i] && !(fa_bias<T>(mask, mask_kind, mrow[i] + j * msj) <= -1e30f);
 				}
 			}
-#pragma unroll
-			for (int i = 0; i < 2; ++i) {
-				mx[i] = MaxOp::combine(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-				mx[i] = MaxOp::combine(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-				const float mn = MaxOp::combine(m[i], mx[i]);
-				const float corr = fa_weight(m[i], mn);
-				m[i] = mn;
-				l[i] *= corr;
-#pragma unroll
-				for (int n = 0; n < D / 8; ++n) {
-					o[n][2 * i] *= corr;
-					o[n][2 * i + 1] *= corr;
+			if (!__syncthreads_or(need)) {
+				fa_wait();
+				__syncthreads(); // every warp is done with K(kt)
+				if (kt + FA_KEYS < kmax) {
+					fa_load<D>(ks, kb, kt + FA_KEYS, kv_seq, FA_KEYS, vec);
+					fa_commit();
 				}
+				continue;
 			}
+		}
+		float s[FA_KEYS / 8][4];
 #pragma unroll
-			for (int n = 0; n < FA_KEYS / 8; ++n) {
+		for (int n = 0; n < FA_KEYS / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-				for (int e = 0; e < 4; ++e) {
-					const float p = fa_weight(s[n][e], m[e / 2]);
-					s[n][e] = p;
-					l[e / 2] += p;
-				}
+		for (int n2 = 0; n2 < FA_KEYS / 16; ++n2) {
+#pragma unroll
+			for (int c = 0; c < D / 16; ++c) {
+				unsigned kf[4];
+				fa_ldm<false>(kf, fa_smem(ks + fa_at<D>(n2 * 16 + (lane % 8) + (lane / 16) * 8, c * 16 + ((lane / 8) % 2) * 8)));
+				fa_mma<T>(s[2 * n2], qf[c], kf[0], kf[1]);
+				fa_mma<T>(s[2 * n2 + 1], qf[c], kf[2], kf[3]);
 			}
-			fa_wait();
-			__syncthreads(); // V(kt) is in; every warp is done with K(kt)
-			if (kt + FA_KEYS < kstop) {
-				fa_load<D>(ks, kb, kt + FA_KEYS, kv_seq, FA_KEYS, vec);
-				fa_commit();
+		}
+		// Scores, the tile's maximum per row, the running state, the weights.
+		float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+		for (int n = 0; n < FA_KEYS / 8; ++n) {
+#pragma unroll
+			for (int e = 0; e < 4; ++e) {
+				const int i = e / 2;
+				const i64 j = kt + n * 8 + 2 * t + (e % 2);
+				float sc = NEG_INF;
+				if (j < kend[i]) sc = s[n][e] * scale + fa_bias<T>(mask, mask_kind, mrow[i] + j * msj);
+				s[n][e] = sc;
+				mx[i] = MaxOp::combine(mx[i], sc);
 			}
+		}
 #pragma unroll
-			for (int c = 0; c < FA_KEYS / 16; ++c) {
-				unsigned hi[4], lo[4];
-				fa_split<T>(s[2 * c][0], s[2 * c][1], hi[0], lo[0]);
-				fa_split<T>(s[2 * c][2], s[2 * c][3], hi[1], lo[1]);
-				fa_split<T>(s[2 * c + 1][0], s[2 * c + 1][1], hi[2], lo[2]);
-				fa_split<T>(s[2 * c + 1][2], s[2 * c + 1][3], hi[3], lo[3]);
+		for (int i = 0; i < 2; ++i) {
+			mx[i] = MaxOp::combine(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = MaxOp::combine(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+			const float mn = MaxOp::combine(m[i], mx[i]);
+			const float corr = fa_weight(m[i], mn);
+			m[i] = mn;
+			l[i] *= corr;
 #pragma unroll
-				for (int n2 = 0; n2 < D / 16; ++n2) {
-					unsigned vf[4];
-					fa_ldm<true>(vf, fa_smem(vs + fa_at<D>(c * 16 + (lane % 8) + ((lane / 8) % 2) * 8, n2 * 16 + (lane / 16) * 8)));
-					fa_mma<T>(o[2 * n2], hi, vf[0], vf[1]);
-					fa_mma<T>(o[2 * n2], lo, vf[0], vf[1]);
-					fa_mma<T>(o[2 * n2 + 1], hi, vf[2], vf[3]);
-					fa_mma<T>(o[2 * n2 + 1], lo, vf[2], vf[3]);
-				}
+			for (int n = 0; n < D / 8; ++n) {
+				o[n][2 * i] *= corr;
+				o[n][2 * i + 1] *= corr;
+			}
+		}
+#pragma unroll
+		for (int n = 0; n < FA_KEYS / 8; ++n) {
+#pragma unroll
+			for (int e = 0; e < 4; ++e) {
+				const float p = fa_weight(s[n][e], m[e / 2]);
+				s[n][e] = p;
+				l[e / 2] += p;
+			}
+		}
+		fa_wait();
+		__syncthreads(); // V(kt) is in; every warp is done with K(kt)
+		if (kt + FA_KEYS < kmax) {
+			fa_load<D>(ks, kb, kt + FA_KEYS, kv_seq, FA_KEYS, vec);
+			fa_commit();
+		}
+#pragma unroll
+		for (int c = 0; c < FA_KEYS / 16; ++c) {
+			unsigned hi[4], lo[4];
+			fa_split<T>(s[2 * c][0], s[2 * c][1], hi[0], lo[0]);
+			fa_split<T>(s[2 * c][2], s[2 * c][3], hi[1], lo[1]);
+			fa_split<T>(s[2 * c + 1][0], s[2 * c + 1][1], hi[2], lo[2]);
+			fa_split<T>(s[2 * c + 1][2], s[2 * c + 1][3], hi[3], lo[3]);
+#pragma unroll
+			for (int n2 = 0; n2 < D / 16; ++n2) {
+				unsigned vf[4];
+				fa_ldm<true>(vf, fa_smem(vs + fa_at<D>(c * 16 + (lane % 8) + ((lane / 8) % 2) * 8, n2 * 16 + (lane / 16) * 8)));
+				fa_mma<T>(o[2 * n2], hi, vf[0], vf[1]);
+				fa_mma<T>(o[2 * n2], lo, vf[0], vf[1]);
+				fa_mma<T>(o[2 * n2 + 1], hi, vf[2], vf[3]);
+				fa_mma<T>(o[2 * n2 + 1], lo, vf[2], vf[3]);
 			}
 		}
 	}
