@@ -863,14 +863,7 @@ func simAttnPrefill(l *cudadrv.KernelLaunch, dt DType) error {
 	if bk < 1 || bk > 32 || int(l.SharedMem) < need || need > gqaSharedLimit {
 		return fmt.Errorf("%s: key tile %d with %d bytes of shared memory (the tiles need %d)", l.Name, bk, l.SharedMem, need)
 	}
-	if int(l.Grid.X) != (g.seq+gqaPrefillTile-1)/gqaPrefillTile || int(l.Grid.Y) != g.heads {
-		return fmt.Errorf("%s: grid %v for %d rows of %d heads", l.Name, l.Grid, g.seq, g.heads)
-	}
-	out, err := simView(l, l.PtrArg(0), dt, g.batch*g.heads*g.seq*g.dv)
-	if err != nil {
-		return err
-	}
-	q, k, v, bias, err := simAttnInputs(l, dt, g)
+	out, q, k, v, bias, err := simAttnPrefillViews(l, dt, g, gqaPrefillTile)
 	if err != nil {
 		return err
 	}
@@ -890,6 +883,20 @@ func simAttnPrefill(l *cudadrv.KernelLaunch, dt DType) error {
 		}
 	}
 	return nil
+}
+
+// simAttnPrefillViews checks a prefill launch's grid (ceil(seq / rows), heads, batch) for
+// blocks of rows query rows and returns its output's view and simAttnInputs'.
+func simAttnPrefillViews(l *cudadrv.KernelLaunch, dt DType, g simAttnShape, rows int) (out, q, k, v simTensor, bias func(b, h, s, j int) float32, err error) {
+	if int(l.Grid.X) != (g.seq+rows-1)/rows || int(l.Grid.Y) != g.heads {
+		err = fmt.Errorf("%s: grid %v for %d rows of %d heads", l.Name, l.Grid, g.seq, g.heads)
+		return
+	}
+	if out, err = simView(l, l.PtrArg(0), dt, g.batch*g.heads*g.seq*g.dv); err != nil {
+		return
+	}
+	q, k, v, bias, err = simAttnInputs(l, dt, g)
+	return
 }
 
 // simAttnPrefillBlock is attn_prefill's block of query rows s0 … s0+15 (those below seq) of head
@@ -1021,14 +1028,7 @@ func simAttnFlash(l *cudadrv.KernelLaunch, dt DType, D int) error {
 	if need := (flashRows + 2*flashKeys) * D * 2; int(l.SharedMem) < need {
 		return fmt.Errorf("%s: %d bytes of shared memory (the tiles need %d)", l.Name, l.SharedMem, need)
 	}
-	if int(l.Grid.X) != (g.seq+flashRows-1)/flashRows || int(l.Grid.Y) != g.heads {
-		return fmt.Errorf("%s: grid %v for %d rows of %d heads", l.Name, l.Grid, g.seq, g.heads)
-	}
-	out, err := simView(l, l.PtrArg(0), dt, g.batch*g.heads*g.seq*g.dv)
-	if err != nil {
-		return err
-	}
-	q, k, v, bias, err := simAttnInputs(l, dt, g)
+	out, q, k, v, bias, err := simAttnPrefillViews(l, dt, g, flashRows)
 	if err != nil {
 		return err
 	}
