@@ -741,7 +741,10 @@ func TestFuseAttention(t *testing.T) {
 				assert.Equal(t, ops(g.nodes), ops(Fuse(p, g.nodes, []string{out.Name})))
 				return
 			}
-			fused := assertFusedSame(t, g, out, []string{"Attention"}, 2e-2)
+			// The unfused chain rounds the scores to bfloat16 at each of its four steps (the
+			// kernels' tests hold the fused kernel to a float64 reference): 5 % of the largest
+			// output between the two.
+			fused := assertFusedSame(t, g, out, []string{"Attention"}, 5e-2)
 			k2, err := p.GetKernel(nodeSpec(fused[0]))
 			require.NoError(t, err)
 			assert.Equal(t, "flash", k2.Variant())
